@@ -1,0 +1,1 @@
+"""Bac\x27s in-sandbox code interpreter server (built in a later issue)."""

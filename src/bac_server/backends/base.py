@@ -1,0 +1,145 @@
+"""The contract every isolation backend implements.
+
+The control plane talks to sandboxes only through these types. A backend is
+chosen in one place (``bac_server.app``); nothing else names a concrete backend.
+
+Optional capabilities (pause, checkpoint) are separate protocols, checked with
+``isinstance(backend, Pausable)``; a backend never grows methods that raise
+"not supported".
+
+Error tree (server side, backend layer)::
+
+    BackendError
+    ├── TemplateNotFound      the template's rootfs is not built / unknown
+    ├── SandboxNotFound       no such sandbox in this backend
+    ├── ResourceLimitError    request exceeds what the backend allows
+    └── SandboxSetupError     a setup step failed; everything it made was torn down
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+ENVD_PORT = 49983
+
+
+class BackendError(Exception):
+    """Base class of every backend failure."""
+
+
+class TemplateNotFound(BackendError):
+    """The requested template is not available to this backend."""
+
+
+class SandboxNotFound(BackendError):
+    """The backend has no sandbox with this id."""
+
+
+class ResourceLimitError(BackendError):
+    """The request asks for more than the backend allows (the message names the limit)."""
+
+
+class SandboxSetupError(BackendError):
+    """Creating the sandbox failed; every resource it made has been released."""
+
+
+class SandboxStatus(enum.Enum):
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"  # its processes are gone (crashed, killed from outside)
+
+
+@dataclass(frozen=True)
+class TemplateImage:
+    """A built template as a backend consumes it."""
+
+    template_id: str
+    rootfs: Path  # read-only lower layer, already shifted to the sandbox uid range
+    default_user: str = "user"
+    default_workdir: str = "/home/user"
+    # True when the template needs setuid binaries (sudo) to work inside the sandbox;
+    # the backend then leaves no-new-privileges off. See docs/security.md.
+    allow_setuid: bool = True
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Everything a backend needs to make one sandbox."""
+
+    sandbox_id: str  # [a-z0-9]+, also the hostname
+    template: TemplateImage
+    vcpus: int = 2
+    memory_mb: int = 512
+    disk_mb: int = 10240
+    pids_max: int = 4096
+    env_vars: dict[str, str] = field(default_factory=dict)
+    envd_access_token: str | None = None
+
+
+@dataclass(frozen=True)
+class SandboxEndpoint:
+    """How the host reaches a running sandbox."""
+
+    sandbox_id: str
+    address: str  # IP address reachable from the host (any port a sandbox process listens on)
+    envd_port: int = ENVD_PORT
+
+
+@dataclass(frozen=True)
+class ResourceUsage:
+    cpu_count: int
+    cpu_used_pct: float
+    mem_used_bytes: int
+    mem_total_bytes: int
+    mem_cache_bytes: int
+    disk_used_bytes: int
+    disk_total_bytes: int
+
+
+class Backend(Protocol):
+    """Create, find and destroy sandboxes. All methods are safe to call concurrently."""
+
+    name: str
+
+    async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
+        """Make the sandbox and return once envd inside it answers, initialised with
+        the spec's token, env vars and default user. Fails closed: on any error every
+        resource made so far is released and ``SandboxSetupError`` is raised."""
+        ...
+
+    async def destroy(self, sandbox_id: str) -> None:
+        """Kill every process and remove every mount, cgroup, netns, veth and file the
+        sandbox made. Idempotent: destroying an unknown sandbox is not an error."""
+        ...
+
+    async def status(self, sandbox_id: str) -> SandboxStatus:
+        """Raises ``SandboxNotFound`` for an unknown id."""
+        ...
+
+    async def endpoint(self, sandbox_id: str) -> SandboxEndpoint:
+        """Raises ``SandboxNotFound`` for an unknown id."""
+        ...
+
+    async def list(self) -> list[str]:
+        """Ids of every sandbox this backend holds on this host, including ones made
+        before a server restart (used to re-attach and to clean up)."""
+        ...
+
+    async def usage(self, sandbox_id: str) -> ResourceUsage:
+        ...
+
+    async def close(self) -> None:
+        """Release in-process resources (sandboxes keep running)."""
+        ...
+
+
+@runtime_checkable
+class Pausable(Protocol):
+    """Backends that can stop a sandbox's processes and continue them later."""
+
+    async def pause(self, sandbox_id: str) -> None: ...
+
+    async def resume(self, sandbox_id: str) -> SandboxEndpoint: ...
