@@ -1,0 +1,1 @@
+"""Generated envd messages and Connect stubs (scripts/gen-proto); do not edit."""
