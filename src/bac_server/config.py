@@ -1,0 +1,103 @@
+"""Server configuration: one frozen object, read from the environment, overridable by flags.
+
+Every knob has a safe default so ``bac serve`` works with no configuration at all. The
+environment variables (``BAC_*``) are the deployment interface; ``bac serve`` flags override
+them through :meth:`ServerConfig.with_overrides`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENVD_VERSION = "0.6.13"
+
+
+class ConfigError(ValueError):
+    """An environment variable or flag holds a value the server cannot use."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "0.0.0.0"
+    port: int = 3000
+    data_dir: Path = Path("/var/lib/bac")
+    # Where built templates live; None means inside ``data_dir`` (tests share one).
+    templates_dir: Path | None = None
+    # Base domain for sandbox host names ``{port}-{sandboxId}.{domain}``.
+    domain: str = "localhost"
+    # Database URL; empty means the embedded SQLite file inside ``data_dir``.
+    database_url: str = ""
+    default_timeout_s: int = 300
+    max_timeout_s: int = 86_400
+    default_cpu_count: int = 2
+    default_memory_mb: int = 512
+    default_disk_mb: int = 10_240
+    max_cpu_count: int = 8
+    max_memory_mb: int = 8_192
+    min_memory_mb: int = 64
+    max_sandboxes_per_team: int = 100
+    metrics_interval_s: float = 5.0
+    metrics_retention_s: int = 86_400
+    # Largest JSON body the REST API reads before answering 413.
+    max_api_body_bytes: int = 1 << 20
+    max_metadata_entries: int = 64
+    max_env_vars: int = 256
+    max_key_bytes: int = 256
+    max_value_bytes: int = 4_096
+    # Prepare the host (cgroups, firewall) at start-up; tests that share a prepared host
+    # may turn it off to save time.
+    prepare_host: bool = True
+
+    @property
+    def template_root(self) -> Path:
+        return self.templates_dir if self.templates_dir is not None else self.data_dir
+
+    @property
+    def store_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir / 'bac.db'}"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerConfig:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):
+            raw = env.get(f"BAC_{field.name.upper()}")
+            if raw is not None:
+                values[field.name] = _parse(field.name, field.type, raw)
+        return cls(**values)
+
+    def with_overrides(self, **overrides: Any) -> ServerConfig:
+        """Apply flag values; ``None`` means "flag not given"."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        for key in ("data_dir", "templates_dir"):
+            if key in given:
+                given[key] = Path(given[key])
+        return dataclasses.replace(self, **given)
+
+
+def _parse(name: str, type_name: object, raw: str) -> object:
+    kind = str(type_name)
+    try:
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "bool":
+            lowered = raw.strip().lower()
+            if lowered in {"1", "true", "yes", "on"}:
+                return True
+            if lowered in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(raw)
+        if kind.startswith("Path"):
+            return Path(raw)
+    except ValueError as exc:
+        raise ConfigError(f"BAC_{name.upper()}={raw!r} is not a valid {kind}") from exc
+    return raw

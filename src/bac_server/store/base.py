@@ -1,0 +1,89 @@
+"""The store interface: what the control plane persists, independent of the database.
+
+The embedded default is SQLite (:mod:`bac_server.store.sql`); a PostgreSQL store implements
+the same protocol. Only ``bac_server.app`` names a concrete store.
+
+Error tree (server side, store layer)::
+
+    StoreError
+    └── StoreConflict     a row with this key already exists
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Protocol
+
+from bac_server.store.records import (
+    ApiKeyRecord,
+    EventRecord,
+    MetricRecord,
+    SandboxRecord,
+    TeamRecord,
+)
+
+
+class StoreError(Exception):
+    """Base class of every store failure."""
+
+
+class StoreConflict(StoreError):
+    """The row to insert already exists."""
+
+
+class Store(Protocol):
+    """Durable state of the control plane. Every method is one transaction."""
+
+    async def close(self) -> None: ...
+
+    # teams and API keys
+    async def ensure_team(self, name: str) -> TeamRecord:
+        """The team with this name, created when missing."""
+        ...
+
+    async def add_api_key(self, key: ApiKeyRecord) -> None: ...
+
+    async def find_api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        """The key with this hash, revoked or not."""
+        ...
+
+    async def list_api_keys(self) -> list[tuple[ApiKeyRecord, TeamRecord]]: ...
+
+    async def revoke_api_key(self, key_id_or_prefix: str, at: datetime) -> int:
+        """Revoke keys whose id or prefix matches; returns how many changed."""
+        ...
+
+    # sandboxes and their event log
+    async def insert_sandbox(self, sandbox: SandboxRecord, event: EventRecord) -> None:
+        """Raises ``StoreConflict`` when the id exists."""
+        ...
+
+    async def update_sandbox(
+        self,
+        sandbox_id: str,
+        *,
+        state: str | None = None,
+        end_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        event: EventRecord | None = None,
+    ) -> None: ...
+
+    async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None: ...
+
+    async def sandboxes_in_states(self, states: Collection[str]) -> list[SandboxRecord]: ...
+
+    async def add_event(self, event: EventRecord) -> None: ...
+
+    async def events(
+        self, sandbox_id: str, *, since: datetime | None, limit: int, newest_first: bool
+    ) -> list[EventRecord]: ...
+
+    # resource usage samples
+    async def add_metrics(self, samples: list[MetricRecord]) -> None: ...
+
+    async def metrics(
+        self, sandbox_id: str, start: datetime | None, end: datetime | None
+    ) -> list[MetricRecord]: ...
+
+    async def prune_metrics(self, before: datetime) -> int: ...

@@ -1,0 +1,295 @@
+"""The SQL store: :class:`bac_server.store.base.Store` on SQLAlchemy Core (async).
+
+Written against SQLite (the embedded default) with portable Core constructs only, so the
+same class serves PostgreSQL given an ``postgresql+asyncpg://`` URL. No ORM: rows become the
+frozen records of :mod:`.records` right here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bac_server.store import schema as t
+from bac_server.store.base import StoreConflict
+from bac_server.store.engine import open_engine
+from bac_server.store.migrations import migrate
+from bac_server.store.records import (
+    ApiKeyRecord,
+    EventRecord,
+    MetricRecord,
+    SandboxRecord,
+    TeamRecord,
+)
+
+
+def _ts(value: datetime) -> float:
+    return value.timestamp()
+
+
+def _dt(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+def _opt_dt(value: float | None) -> datetime | None:
+    return None if value is None else _dt(value)
+
+
+class SqlStore:
+    """One engine, one transaction per call. Open with :meth:`open`."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    @classmethod
+    async def open(cls, url: str) -> SqlStore:
+        engine = open_engine(url)
+        await migrate(engine)
+        return cls(engine)
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    # teams and API keys -------------------------------------------------------------------
+    async def ensure_team(self, name: str) -> TeamRecord:
+        async with self._engine.begin() as conn:
+            row = (await conn.execute(sa.select(t.teams).where(t.teams.c.name == name))).first()
+            if row is None:
+                now = datetime.now(UTC)
+                team_id = name
+                await conn.execute(
+                    sa.insert(t.teams).values(team_id=team_id, name=name, created_at=_ts(now))
+                )
+                return TeamRecord(team_id=team_id, name=name, created_at=now)
+            return TeamRecord(row.team_id, row.name, _dt(row.created_at))
+
+    async def add_api_key(self, key: ApiKeyRecord) -> None:
+        values = {
+            "key_id": key.key_id,
+            "team_id": key.team_id,
+            "name": key.name,
+            "key_hash": key.key_hash,
+            "prefix": key.prefix,
+            "created_at": _ts(key.created_at),
+            "revoked_at": None if key.revoked_at is None else _ts(key.revoked_at),
+        }
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(sa.insert(t.api_keys).values(**values))
+        except IntegrityError as exc:
+            raise StoreConflict(f"API key {key.key_id} exists") from exc
+
+    async def find_api_key(self, key_hash: str) -> ApiKeyRecord | None:
+        query = sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else _key(row)
+
+    async def list_api_keys(self) -> list[tuple[ApiKeyRecord, TeamRecord]]:
+        query = (
+            sa.select(t.api_keys, t.teams.c.name.label("team_name"), t.teams.c.created_at.label(
+                "team_created_at"))
+            .join(t.teams, t.teams.c.team_id == t.api_keys.c.team_id)
+            .order_by(t.api_keys.c.created_at)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            (_key(r), TeamRecord(r.team_id, r.team_name, _dt(r.team_created_at))) for r in rows
+        ]
+
+    async def revoke_api_key(self, key_id_or_prefix: str, at: datetime) -> int:
+        c = t.api_keys.c
+        query = (
+            sa.update(t.api_keys)
+            .where(sa.or_(c.key_id == key_id_or_prefix, c.prefix == key_id_or_prefix))
+            .where(c.revoked_at.is_(None))
+            .values(revoked_at=_ts(at))
+        )
+        async with self._engine.begin() as conn:
+            return (await conn.execute(query)).rowcount
+
+    # sandboxes ----------------------------------------------------------------------------
+    async def insert_sandbox(self, sandbox: SandboxRecord, event: EventRecord) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(sa.insert(t.sandboxes).values(**_sandbox_values(sandbox)))
+                await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+        except IntegrityError as exc:
+            raise StoreConflict(f"sandbox {sandbox.sandbox_id} exists") from exc
+
+    async def update_sandbox(
+        self,
+        sandbox_id: str,
+        *,
+        state: str | None = None,
+        end_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        event: EventRecord | None = None,
+    ) -> None:
+        values: dict[str, Any] = {}
+        if state is not None:
+            values["state"] = state
+        if end_at is not None:
+            values["end_at"] = _ts(end_at)
+        if ended_at is not None:
+            values["ended_at"] = _ts(ended_at)
+        async with self._engine.begin() as conn:
+            if values:
+                await conn.execute(
+                    sa.update(t.sandboxes)
+                    .where(t.sandboxes.c.sandbox_id == sandbox_id)
+                    .values(**values)
+                )
+            if event is not None:
+                await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+
+    async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
+        query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else _sandbox(row)
+
+    async def sandboxes_in_states(self, states: Collection[str]) -> list[SandboxRecord]:
+        query = sa.select(t.sandboxes).where(t.sandboxes.c.state.in_(list(states)))
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_sandbox(r) for r in rows]
+
+    async def add_event(self, event: EventRecord) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+
+    async def events(
+        self, sandbox_id: str, *, since: datetime | None, limit: int, newest_first: bool
+    ) -> list[EventRecord]:
+        c = t.sandbox_events.c
+        query = sa.select(t.sandbox_events).where(c.sandbox_id == sandbox_id)
+        if since is not None:
+            query = query.where(c.at >= _ts(since))
+        order = (c.at.desc(), c.event_id.desc()) if newest_first else (c.at, c.event_id)
+        query = query.order_by(*order).limit(limit)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            EventRecord(r.sandbox_id, r.team_id, _dt(r.at), r.kind, r.message, r.level, r.fields)
+            for r in rows
+        ]
+
+    # metrics ------------------------------------------------------------------------------
+    async def add_metrics(self, samples: list[MetricRecord]) -> None:
+        if not samples:
+            return
+        rows = [
+            {
+                "sandbox_id": s.sandbox_id,
+                "at": _ts(s.at),
+                "cpu_count": s.cpu_count,
+                "cpu_used_pct": s.cpu_used_pct,
+                "mem_used": s.mem_used,
+                "mem_total": s.mem_total,
+                "mem_cache": s.mem_cache,
+                "disk_used": s.disk_used,
+                "disk_total": s.disk_total,
+            }
+            for s in samples
+        ]
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.insert(t.sandbox_metrics), rows)
+
+    async def metrics(
+        self, sandbox_id: str, start: datetime | None, end: datetime | None
+    ) -> list[MetricRecord]:
+        c = t.sandbox_metrics.c
+        query = sa.select(t.sandbox_metrics).where(c.sandbox_id == sandbox_id)
+        if start is not None:
+            query = query.where(c.at >= _ts(start))
+        if end is not None:
+            query = query.where(c.at <= _ts(end))
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query.order_by(c.at))).all()
+        return [
+            MetricRecord(
+                r.sandbox_id, _dt(r.at), r.cpu_count, r.cpu_used_pct, r.mem_used, r.mem_total,
+                r.mem_cache, r.disk_used, r.disk_total,
+            )
+            for r in rows
+        ]
+
+    async def prune_metrics(self, before: datetime) -> int:
+        query = sa.delete(t.sandbox_metrics).where(t.sandbox_metrics.c.at < _ts(before))
+        async with self._engine.begin() as conn:
+            return (await conn.execute(query)).rowcount
+
+
+def _key(row: Any) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        key_id=row.key_id,
+        team_id=row.team_id,
+        name=row.name,
+        key_hash=row.key_hash,
+        prefix=row.prefix,
+        created_at=_dt(row.created_at),
+        revoked_at=_opt_dt(row.revoked_at),
+    )
+
+
+def _sandbox_values(s: SandboxRecord) -> dict[str, Any]:
+    return {
+        "sandbox_id": s.sandbox_id,
+        "team_id": s.team_id,
+        "template_id": s.template_id,
+        "alias": s.alias,
+        "state": s.state,
+        "started_at": _ts(s.started_at),
+        "end_at": _ts(s.end_at),
+        "ended_at": None if s.ended_at is None else _ts(s.ended_at),
+        "cpu_count": s.cpu_count,
+        "memory_mb": s.memory_mb,
+        "disk_mb": s.disk_mb,
+        "envd_access_token": s.envd_access_token,
+        "traffic_access_token": s.traffic_access_token,
+        "metadata": s.metadata,
+        "env_vars": s.env_vars,
+        "network": s.network,
+        "allow_internet_access": s.allow_internet_access,
+    }
+
+
+def _sandbox(row: Any) -> SandboxRecord:
+    return SandboxRecord(
+        sandbox_id=row.sandbox_id,
+        team_id=row.team_id,
+        template_id=row.template_id,
+        alias=row.alias,
+        state=row.state,
+        started_at=_dt(row.started_at),
+        end_at=_dt(row.end_at),
+        cpu_count=row.cpu_count,
+        memory_mb=row.memory_mb,
+        disk_mb=row.disk_mb,
+        envd_access_token=row.envd_access_token,
+        traffic_access_token=row.traffic_access_token,
+        metadata=dict(row.metadata),
+        env_vars=dict(row.env_vars),
+        network=row.network,
+        allow_internet_access=row.allow_internet_access,
+        ended_at=_opt_dt(row.ended_at),
+    )
+
+
+def _event_values(e: EventRecord) -> dict[str, Any]:
+    return {
+        "sandbox_id": e.sandbox_id,
+        "team_id": e.team_id,
+        "at": _ts(e.at),
+        "kind": e.kind,
+        "level": e.level,
+        "message": e.message,
+        "fields": e.fields,
+    }
