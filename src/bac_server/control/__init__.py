@@ -1,1 +1,65 @@
-"""Bac."""
+"""The control plane: sandbox lifecycle, tenancy and API keys, independent of transport.
+
+``api`` and ``gateway`` call into this package; it calls the backend contract
+(``bac_server.backends.base``), templates and the store protocol.
+"""
+
+from bac_server.control.creation import CreateRequest, Creator, TemplateSource
+from bac_server.control.errors import (
+    Conflict,
+    ControlError,
+    InvalidRequest,
+    NotFound,
+    NotSupported,
+    SandboxCreateFailed,
+    SandboxNotFoundError,
+    TeamLimitExceeded,
+    TemplateNotFoundError,
+    Unauthenticated,
+)
+from bac_server.control.events import EventKind
+from bac_server.control.history import History
+from bac_server.control.keys import KeyInfo, KeyService
+from bac_server.control.lifecycle import Lifecycle
+from bac_server.control.limits import Limits
+from bac_server.control.listing import MAX_LIMIT, Cursor, ListQuery, page
+from bac_server.control.plane import ControlPlane
+from bac_server.control.reconcile import ReconcileReport, reconcile
+from bac_server.control.registry import LiveSandbox, Registry, Route, Team
+from bac_server.control.sampler import MetricsSampler
+from bac_server.control.states import SandboxState
+
+__all__ = [
+    "MAX_LIMIT",
+    "Conflict",
+    "ControlError",
+    "ControlPlane",
+    "CreateRequest",
+    "Creator",
+    "Cursor",
+    "EventKind",
+    "History",
+    "InvalidRequest",
+    "KeyInfo",
+    "KeyService",
+    "Lifecycle",
+    "Limits",
+    "ListQuery",
+    "LiveSandbox",
+    "MetricsSampler",
+    "NotFound",
+    "NotSupported",
+    "ReconcileReport",
+    "Registry",
+    "Route",
+    "SandboxCreateFailed",
+    "SandboxNotFoundError",
+    "SandboxState",
+    "Team",
+    "TeamLimitExceeded",
+    "TemplateNotFoundError",
+    "TemplateSource",
+    "Unauthenticated",
+    "page",
+    "reconcile",
+]

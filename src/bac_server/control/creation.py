@@ -1,0 +1,230 @@
+"""Creating sandboxes: validate the request against limits, resolve the template, reserve a
+slot, record the sandbox, ask the backend, and arm its timeout.
+
+The row is written (state ``creating``) *before* the backend is asked, so a server killed
+mid-create leaves a trace that start-up reconciliation cleans. The work runs in its own task:
+a client that hangs up mid-create cannot cancel it half-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from bac_server.backends.base import (
+    Backend,
+    ResourceLimitError,
+    SandboxSpec,
+    TemplateImage,
+    TemplateNotFound,
+)
+from bac_server.control.errors import (
+    InvalidRequest,
+    SandboxCreateFailed,
+    TeamLimitExceeded,
+    TemplateNotFoundError,
+)
+from bac_server.control.events import EventKind, event
+from bac_server.control.lifecycle import Lifecycle
+from bac_server.control.limits import Limits
+from bac_server.control.registry import LiveSandbox, Registry, Route, Team
+from bac_server.control.states import SandboxState, check_transition
+from bac_server.control.tokens import new_access_token, new_sandbox_id
+from bac_server.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class TemplateSource(Protocol):
+    """Finds a built template by id or alias (``bac_server.templates.TemplateStore``)."""
+
+    def get(self, ref: str) -> Any: ...
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    template: str
+    timeout_s: int | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)
+    cpu_count: int | None = None
+    memory_mb: int | None = None
+    allow_public_traffic: bool = True
+    network: dict[str, Any] | None = None
+    allow_internet_access: bool | None = None
+
+
+class Creator:
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        templates: TemplateSource,
+        store: Store,
+        registry: Registry,
+        lifecycle: Lifecycle,
+        limits: Limits,
+    ) -> None:
+        self._backend = backend
+        self._templates = templates
+        self._store = store
+        self._registry = registry
+        self._lifecycle = lifecycle
+        self._limits = limits
+
+    def validate(self, req: CreateRequest) -> tuple[int, int, int]:
+        """Check the request against the limits; returns (timeout, cpus, memory MiB)."""
+        lim = self._limits
+        timeout = lim.default_timeout_s if req.timeout_s is None else req.timeout_s
+        if timeout <= 0 or timeout > lim.max_timeout_s:
+            raise InvalidRequest(
+                f"timeout must be greater than 0 and at most {lim.max_timeout_s} seconds, "
+                f"got {timeout}"
+            )
+        cpus = lim.default_cpu_count if req.cpu_count is None else req.cpu_count
+        if not 1 <= cpus <= lim.max_cpu_count:
+            raise InvalidRequest(f"cpuCount must be between 1 and {lim.max_cpu_count}, got {cpus}")
+        memory = lim.default_memory_mb if req.memory_mb is None else req.memory_mb
+        if not lim.min_memory_mb <= memory <= lim.max_memory_mb:
+            raise InvalidRequest(
+                f"memoryMB must be between {lim.min_memory_mb} and {lim.max_memory_mb}, "
+                f"got {memory}"
+            )
+        self._check_map("metadata", req.metadata, lim.max_metadata_entries)
+        self._check_map("envVars", req.env_vars, lim.max_env_vars)
+        for name in req.env_vars:
+            if not name or "=" in name or "\0" in name:
+                raise InvalidRequest(f"envVars name {name!r} is not a valid variable name")
+        return timeout, cpus, memory
+
+    def _check_map(self, what: str, values: dict[str, str], max_entries: int) -> None:
+        if len(values) > max_entries:
+            raise InvalidRequest(f"{what} has {len(values)} entries, the limit is {max_entries}")
+        for key, value in values.items():
+            if len(key.encode()) > self._limits.max_key_bytes:
+                raise InvalidRequest(
+                    f"{what} key longer than {self._limits.max_key_bytes} bytes: {key[:32]!r}"
+                )
+            if len(value.encode()) > self._limits.max_value_bytes:
+                raise InvalidRequest(
+                    f"{what}[{key!r}] is longer than {self._limits.max_value_bytes} bytes"
+                )
+            if "\0" in key or "\0" in value:
+                raise InvalidRequest(f"{what}[{key!r}] contains a NUL byte")
+
+    async def _template(self, ref: str) -> TemplateImage:
+        try:
+            found = self._templates.get(ref)
+            if inspect.isawaitable(found):
+                found = await found
+        except TemplateNotFound as exc:
+            raise TemplateNotFoundError(ref) from exc
+        if not isinstance(found, TemplateImage):
+            raise TemplateNotFoundError(ref)
+        return found
+
+    async def create(self, team: Team, req: CreateRequest) -> LiveSandbox:
+        timeout, cpus, memory = self.validate(req)
+        image = await self._template(req.template)
+        if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:
+            raise TeamLimitExceeded(
+                f"team {team.name!r} already runs {self._limits.max_sandboxes_per_team} "
+                "sandboxes, the most it may; kill one first"
+            )
+        now = datetime.now(UTC)
+        sbx = LiveSandbox(
+            sandbox_id=new_sandbox_id(),
+            team_id=team.team_id,
+            template_id=image.template_id,
+            alias=req.template if req.template != image.template_id else None,
+            cpu_count=cpus,
+            memory_mb=memory,
+            disk_mb=self._limits.default_disk_mb,
+            envd_access_token=new_access_token(),
+            traffic_access_token=None if req.allow_public_traffic else new_access_token(),
+            metadata=dict(req.metadata),
+            env_vars=dict(req.env_vars),
+            network=req.network,
+            allow_internet_access=req.allow_internet_access,
+            started_at=now,
+            end_at=now + timedelta(seconds=timeout),
+            state=SandboxState.CREATING,
+        )
+        # Reserve the slot before the first await so concurrent creates see it.
+        self._registry.add(sbx)
+        task = asyncio.create_task(self._make(sbx, image, timeout))
+        return await asyncio.shield(task)
+
+    async def _make(self, sbx: LiveSandbox, image: TemplateImage, lifetime_s: int) -> LiveSandbox:
+        try:
+            await self._store.insert_sandbox(
+                sbx.to_record(),
+                event(sbx.sandbox_id, sbx.team_id, EventKind.CREATED,
+                      f"created from template {image.template_id}",
+                      template=image.template_id),
+            )
+        except BaseException:
+            self._registry.remove(sbx.sandbox_id)
+            raise
+        spec = SandboxSpec(
+            sandbox_id=sbx.sandbox_id,
+            template=image,
+            vcpus=sbx.cpu_count,
+            memory_mb=sbx.memory_mb,
+            disk_mb=sbx.disk_mb,
+            env_vars=dict(sbx.env_vars),
+            envd_access_token=sbx.envd_access_token,
+        )
+        try:
+            endpoint = await self._backend.create(spec)
+        except BaseException as exc:
+            await self._failed(sbx, exc)
+            if isinstance(exc, ResourceLimitError):
+                raise InvalidRequest(str(exc)) from exc
+            if isinstance(exc, TemplateNotFound):
+                raise TemplateNotFoundError(image.template_id) from exc
+            if isinstance(exc, Exception):
+                raise SandboxCreateFailed(f"creating the sandbox failed: {exc}") from exc
+            raise
+        async with sbx.lock:
+            check_transition(sbx.state, SandboxState.RUNNING)
+            sbx.state = SandboxState.RUNNING
+            sbx.route = Route(
+                sbx.sandbox_id, endpoint.address, endpoint.envd_port, sbx.traffic_access_token
+            )
+            sbx.end_at = datetime.now(UTC) + timedelta(seconds=lifetime_s)
+            self._registry.update(sbx)
+            self._lifecycle.arm(sbx)
+            await self._store.update_sandbox(
+                sbx.sandbox_id,
+                state=sbx.state.value,
+                end_at=sbx.end_at,
+                event=event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started"),
+            )
+        return sbx
+
+    async def _failed(self, sbx: LiveSandbox, exc: BaseException) -> None:
+        check_transition(sbx.state, SandboxState.FAILED)
+        sbx.state = SandboxState.FAILED
+        self._registry.remove(sbx.sandbox_id)
+        log.warning("creating sandbox %s failed: %s", sbx.sandbox_id, exc)
+        try:
+            # The backend already released what it made when it raised; a cancelled
+            # create may have left a half-made sandbox, and destroy is idempotent.
+            await self._backend.destroy(sbx.sandbox_id)
+        except Exception:
+            log.exception("cleaning up the failed create of %s", sbx.sandbox_id)
+        try:
+            await self._store.update_sandbox(
+                sbx.sandbox_id,
+                state=sbx.state.value,
+                ended_at=datetime.now(UTC),
+                event=event(sbx.sandbox_id, sbx.team_id, EventKind.CREATE_FAILED,
+                            f"create failed: {exc}", level="error"),
+            )
+        except Exception:
+            log.exception("recording the failed create of %s", sbx.sandbox_id)

@@ -1,0 +1,190 @@
+"""Lifecycle steps on existing sandboxes: timeouts, kill, connect, refresh, pause, resume.
+
+Every step takes the sandbox's lock, checks the transition table, updates the registry first
+(so the gateway stops or starts routing at once), then the store, then the backend. Expiry is
+one ``loop.call_later`` timer per running sandbox, re-armed whenever the end time moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+
+from bac_server.backends.base import Backend, BackendError, Pausable
+from bac_server.control.errors import Conflict, InvalidRequest, NotSupported
+from bac_server.control.events import EventKind, event
+from bac_server.control.limits import Limits
+from bac_server.control.registry import LiveSandbox, Registry, Route, Team
+from bac_server.control.states import SandboxState, check_transition
+from bac_server.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Lifecycle:
+    def __init__(self, *, backend: Backend, store: Store, registry: Registry, limits: Limits):
+        self._backend = backend
+        self._store = store
+        self._registry = registry
+        self._limits = limits
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # timers -------------------------------------------------------------------------------
+    def arm(self, sbx: LiveSandbox) -> None:
+        """(Re)schedule the sandbox's end; only running sandboxes expire."""
+        if sbx.timer is not None:
+            sbx.timer.cancel()
+            sbx.timer = None
+        if sbx.state is not SandboxState.RUNNING:
+            return
+        delay = (sbx.end_at - datetime.now(UTC)).total_seconds()
+        loop = asyncio.get_running_loop()
+        sbx.timer = loop.call_later(max(0.0, delay), self._fire, sbx.sandbox_id)
+
+    def _fire(self, sandbox_id: str) -> None:
+        task = asyncio.create_task(self._expire(sandbox_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _expire(self, sandbox_id: str) -> None:
+        sbx = self._registry.get(sandbox_id)
+        if sbx is None:
+            return
+        async with sbx.lock:
+            if sbx.state is not SandboxState.RUNNING:
+                return
+            if sbx.end_at > datetime.now(UTC) + timedelta(milliseconds=5):
+                self.arm(sbx)  # extended while this task waited for the lock
+                return
+            await self.end(sbx, SandboxState.KILLED, EventKind.TIMEOUT, "timeout reached")
+
+    def close(self) -> None:
+        """Stop every timer (sandboxes keep running; a restart re-arms them)."""
+        for sbx in self._registry.all():
+            if sbx.timer is not None:
+                sbx.timer.cancel()
+                sbx.timer = None
+        for task in self._tasks:
+            task.cancel()
+
+    # ending -------------------------------------------------------------------------------
+    async def end(
+        self, sbx: LiveSandbox, state: SandboxState, kind: EventKind, message: str
+    ) -> None:
+        """Move to a final state and release everything. Caller holds ``sbx.lock``."""
+        check_transition(sbx.state, state)
+        if sbx.timer is not None:
+            sbx.timer.cancel()
+            sbx.timer = None
+        sbx.state = state
+        self._registry.update(sbx)
+        now = datetime.now(UTC)
+        try:
+            await self._store.update_sandbox(
+                sbx.sandbox_id,
+                state=state.value,
+                ended_at=now,
+                event=event(sbx.sandbox_id, sbx.team_id, kind, message),
+            )
+        finally:
+            try:
+                await self._backend.destroy(sbx.sandbox_id)
+            except BackendError:
+                # Left for reconciliation: at the next start the backend still lists it
+                # while the store does not, and it is destroyed then.
+                log.exception("destroying sandbox %s failed", sbx.sandbox_id)
+
+    async def kill(self, team: Team, sandbox_id: str) -> None:
+        sbx = self._registry.owned(team, sandbox_id)
+        async with sbx.lock:
+            self._registry.owned(team, sandbox_id)  # may have ended while we waited
+            await self.end(sbx, SandboxState.KILLED, EventKind.KILLED, "killed by request")
+
+    # timeouts -----------------------------------------------------------------------------
+    def _seconds(self, value: int, what: str) -> timedelta:
+        if value < 0 or value > self._limits.max_timeout_s:
+            raise InvalidRequest(
+                f"{what} must be between 0 and {self._limits.max_timeout_s} seconds, got {value}"
+            )
+        return timedelta(seconds=value)
+
+    async def set_timeout(self, team: Team, sandbox_id: str, seconds: int) -> None:
+        """End the sandbox ``seconds`` from now (may shorten; 0 ends it now)."""
+        delta = self._seconds(seconds, "timeout")
+        sbx = self._registry.owned(team, sandbox_id)
+        async with sbx.lock:
+            self._registry.owned(team, sandbox_id)
+            await self._move_end(sbx, datetime.now(UTC) + delta, EventKind.TIMEOUT_SET)
+
+    async def extend(self, team: Team, sandbox_id: str, seconds: int, kind: EventKind) -> bool:
+        """Push the end to at least ``seconds`` from now, never earlier. True if running."""
+        delta = self._seconds(seconds, "timeout")
+        sbx = self._registry.owned(team, sandbox_id)
+        async with sbx.lock:
+            self._registry.owned(team, sandbox_id)
+            if sbx.state is SandboxState.PAUSED:
+                return False
+            wanted = datetime.now(UTC) + delta
+            if wanted > sbx.end_at:
+                await self._move_end(sbx, wanted, kind)
+            return True
+
+    async def _move_end(self, sbx: LiveSandbox, end_at: datetime, kind: EventKind) -> None:
+        sbx.end_at = end_at
+        await self._store.update_sandbox(
+            sbx.sandbox_id,
+            end_at=end_at,
+            event=event(
+                sbx.sandbox_id, sbx.team_id, kind, f"end moved to {end_at.isoformat()}",
+                end_at=end_at.isoformat(),
+            ),
+        )
+        self.arm(sbx)
+
+    # pause / resume (only with a backend that can) ------------------------------------------
+    def _pausable(self) -> Pausable:
+        if not isinstance(self._backend, Pausable):
+            raise NotSupported(
+                f"pausing sandboxes is not supported by the {self._backend.name!r} backend"
+            )
+        return self._backend
+
+    async def pause(self, team: Team, sandbox_id: str) -> None:
+        backend = self._pausable()
+        sbx = self._registry.owned(team, sandbox_id)
+        async with sbx.lock:
+            if sbx.state is SandboxState.PAUSED:
+                raise Conflict(f"sandbox {sandbox_id!r} is already paused")
+            check_transition(sbx.state, SandboxState.PAUSED)
+            sbx.state = SandboxState.PAUSED
+            self._registry.update(sbx)
+            self.arm(sbx)
+            await backend.pause(sandbox_id)
+            await self._store.update_sandbox(
+                sandbox_id,
+                state=sbx.state.value,
+                event=event(sandbox_id, sbx.team_id, EventKind.PAUSED, "paused by request"),
+            )
+
+    async def resume(self, team: Team, sandbox_id: str, seconds: int) -> None:
+        delta = self._seconds(seconds, "timeout")
+        backend = self._pausable()
+        sbx = self._registry.owned(team, sandbox_id)
+        async with sbx.lock:
+            if sbx.state is not SandboxState.PAUSED:
+                raise Conflict(f"sandbox {sandbox_id!r} is already running")
+            endpoint = await backend.resume(sandbox_id)
+            sbx.state = SandboxState.RUNNING
+            sbx.route = Route(
+                sandbox_id, endpoint.address, endpoint.envd_port, sbx.traffic_access_token
+            )
+            sbx.end_at = datetime.now(UTC) + delta
+            self._registry.update(sbx)
+            await self._store.update_sandbox(
+                sandbox_id,
+                state=sbx.state.value,
+                end_at=sbx.end_at,
+                event=event(sandbox_id, sbx.team_id, EventKind.RESUMED, "resumed"),
+            )
+            self.arm(sbx)

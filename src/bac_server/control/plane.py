@@ -1,0 +1,72 @@
+"""The control plane as one object: its services, wired, plus start-up and shut-down."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from bac_server.backends.base import Backend
+from bac_server.control.creation import Creator, TemplateSource
+from bac_server.control.history import History
+from bac_server.control.keys import KeyService
+from bac_server.control.lifecycle import Lifecycle
+from bac_server.control.limits import Limits
+from bac_server.control.reconcile import ReconcileReport, reconcile
+from bac_server.control.registry import Registry
+from bac_server.control.sampler import MetricsSampler
+from bac_server.store import Store
+
+
+class ControlPlane:
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        templates: TemplateSource,
+        store: Store,
+        limits: Limits,
+        metrics_interval_s: float = 5.0,
+        metrics_retention_s: float = 86_400,
+    ) -> None:
+        self.backend = backend
+        self.store = store
+        self.limits = limits
+        self.registry = Registry()
+        self.keys = KeyService(store)
+        self.lifecycle = Lifecycle(
+            backend=backend, store=store, registry=self.registry, limits=limits
+        )
+        self.creator = Creator(
+            backend=backend,
+            templates=templates,
+            store=store,
+            registry=self.registry,
+            lifecycle=self.lifecycle,
+            limits=limits,
+        )
+        self.history = History(store=store, registry=self.registry)
+        self.sampler = MetricsSampler(
+            backend=backend,
+            store=store,
+            registry=self.registry,
+            interval_s=metrics_interval_s,
+            retention_s=metrics_retention_s,
+        )
+        self._sampler_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> ReconcileReport:
+        """Re-attach what survived a restart, clean what did not, start sampling."""
+        report = await reconcile(
+            backend=self.backend, store=self.store, registry=self.registry,
+            lifecycle=self.lifecycle,
+        )
+        self._sampler_task = asyncio.create_task(self.sampler.run())
+        return report
+
+    async def stop(self) -> None:
+        """Stop timers and sampling. Sandboxes keep running for the next start."""
+        self.lifecycle.close()
+        if self._sampler_task is not None:
+            self._sampler_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler_task

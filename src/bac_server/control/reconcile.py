@@ -1,0 +1,123 @@
+"""Start-up reconciliation of the store with what the backend really holds.
+
+* running in both → re-attached: routed again, timer re-armed (an end already passed
+  fires at once);
+* recorded as live but the backend lost it or its processes died → marked ``died`` and
+  destroyed (destroy is idempotent and removes whatever remnants are left);
+* still ``creating`` (the server died mid-create; no client got its id) → ``failed`` and
+  destroyed;
+* held by the backend but not live in the store → destroyed. Nothing leaks.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bac_server.backends.base import Backend, BackendError, SandboxNotFound, SandboxStatus
+from bac_server.control.events import EventKind, event
+from bac_server.control.lifecycle import Lifecycle
+from bac_server.control.registry import LiveSandbox, Registry, Route
+from bac_server.control.states import LIVE_STATES, SandboxState
+from bac_server.store import SandboxRecord, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    reattached: list[str] = field(default_factory=list)
+    died: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    orphans_destroyed: list[str] = field(default_factory=list)
+
+
+async def reconcile(
+    *, backend: Backend, store: Store, registry: Registry, lifecycle: Lifecycle
+) -> ReconcileReport:
+    report = ReconcileReport()
+    records = await store.sandboxes_in_states([s.value for s in LIVE_STATES])
+    held = set(await backend.list())
+    for rec in records:
+        state = SandboxState(rec.state)
+        if state is SandboxState.CREATING:
+            await _finish(backend, store, rec, SandboxState.FAILED, EventKind.CREATE_FAILED,
+                          "server restarted while creating")
+            report.failed.append(rec.sandbox_id)
+            continue
+        status = await _status(backend, rec.sandbox_id) if rec.sandbox_id in held else None
+        if status in (SandboxStatus.RUNNING, SandboxStatus.PAUSED):
+            await _reattach(backend, store, registry, lifecycle, rec, status)
+            report.reattached.append(rec.sandbox_id)
+        else:
+            await _finish(backend, store, rec, SandboxState.DIED, EventKind.DIED,
+                          "its processes were gone when the server started")
+            report.died.append(rec.sandbox_id)
+    known = {r.sandbox_id for r in records}
+    for sandbox_id in sorted(held - known):
+        await _destroy(backend, sandbox_id)
+        report.orphans_destroyed.append(sandbox_id)
+    log.info(
+        "reconciled: %d re-attached, %d died, %d failed creates, %d orphans destroyed",
+        len(report.reattached), len(report.died), len(report.failed),
+        len(report.orphans_destroyed),
+    )
+    return report
+
+
+async def _status(backend: Backend, sandbox_id: str) -> SandboxStatus | None:
+    try:
+        return await backend.status(sandbox_id)
+    except SandboxNotFound:
+        return None
+
+
+async def _reattach(
+    backend: Backend,
+    store: Store,
+    registry: Registry,
+    lifecycle: Lifecycle,
+    rec: SandboxRecord,
+    status: SandboxStatus,
+) -> None:
+    sbx = LiveSandbox.from_record(rec)
+    # The backend's view wins: a crash between its pause and our write leaves them apart.
+    sbx.state = SandboxState.RUNNING if status is SandboxStatus.RUNNING else SandboxState.PAUSED
+    if sbx.state is SandboxState.RUNNING:
+        endpoint = await backend.endpoint(rec.sandbox_id)
+        sbx.route = Route(
+            sbx.sandbox_id, endpoint.address, endpoint.envd_port, sbx.traffic_access_token
+        )
+    registry.add(sbx)
+    await store.update_sandbox(
+        sbx.sandbox_id,
+        state=sbx.state.value,
+        event=event(sbx.sandbox_id, sbx.team_id, EventKind.REATTACHED,
+                    "re-attached after a server restart"),
+    )
+    lifecycle.arm(sbx)
+
+
+async def _finish(
+    backend: Backend,
+    store: Store,
+    rec: SandboxRecord,
+    state: SandboxState,
+    kind: EventKind,
+    message: str,
+) -> None:
+    await store.update_sandbox(
+        rec.sandbox_id,
+        state=state.value,
+        ended_at=datetime.now(UTC),
+        event=event(rec.sandbox_id, rec.team_id, kind, message, level="warn"),
+    )
+    await _destroy(backend, rec.sandbox_id)
+
+
+async def _destroy(backend: Backend, sandbox_id: str) -> None:
+    try:
+        await backend.destroy(sandbox_id)
+    except BackendError:
+        log.exception("destroying sandbox %s during reconciliation failed", sandbox_id)

@@ -1,0 +1,165 @@
+"""The in-memory view of every live sandbox: what the API answers from and the gateway routes by.
+
+The store is the durable copy; this registry is the fast one (the gateway looks a sandbox up
+on every request, so that lookup is a dict read). It is rebuilt from the store and the backend
+at start-up by :mod:`.reconcile`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bac_server.control.errors import SandboxNotFoundError
+from bac_server.control.states import LIVE_STATES, VISIBLE_STATES, SandboxState
+from bac_server.store import SandboxRecord
+
+
+@dataclass(frozen=True)
+class Team:
+    team_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the gateway sends traffic for one running sandbox."""
+
+    sandbox_id: str
+    address: str
+    envd_port: int
+    traffic_access_token: str | None
+
+
+@dataclass(eq=False)
+class LiveSandbox:
+    sandbox_id: str
+    team_id: str
+    template_id: str
+    alias: str | None
+    cpu_count: int
+    memory_mb: int
+    disk_mb: int
+    envd_access_token: str
+    traffic_access_token: str | None
+    metadata: dict[str, str]
+    env_vars: dict[str, str]
+    network: dict[str, Any] | None
+    allow_internet_access: bool | None
+    started_at: datetime
+    end_at: datetime
+    state: SandboxState
+    route: Route | None = None
+    # Serialises lifecycle steps on this sandbox (kill vs timeout vs connect).
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    timer: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def from_record(cls, rec: SandboxRecord) -> LiveSandbox:
+        return cls(
+            sandbox_id=rec.sandbox_id,
+            team_id=rec.team_id,
+            template_id=rec.template_id,
+            alias=rec.alias,
+            cpu_count=rec.cpu_count,
+            memory_mb=rec.memory_mb,
+            disk_mb=rec.disk_mb,
+            envd_access_token=rec.envd_access_token,
+            traffic_access_token=rec.traffic_access_token,
+            metadata=dict(rec.metadata),
+            env_vars=dict(rec.env_vars),
+            network=rec.network,
+            allow_internet_access=rec.allow_internet_access,
+            started_at=rec.started_at,
+            end_at=rec.end_at,
+            state=SandboxState(rec.state),
+        )
+
+    def to_record(self) -> SandboxRecord:
+        return SandboxRecord(
+            sandbox_id=self.sandbox_id,
+            team_id=self.team_id,
+            template_id=self.template_id,
+            alias=self.alias,
+            state=self.state.value,
+            started_at=self.started_at,
+            end_at=self.end_at,
+            cpu_count=self.cpu_count,
+            memory_mb=self.memory_mb,
+            disk_mb=self.disk_mb,
+            envd_access_token=self.envd_access_token,
+            traffic_access_token=self.traffic_access_token,
+            metadata=dict(self.metadata),
+            env_vars=dict(self.env_vars),
+            network=self.network,
+            allow_internet_access=self.allow_internet_access,
+        )
+
+
+class Registry:
+    """Live sandboxes by id. Not thread-safe: used from the event loop only."""
+
+    def __init__(self) -> None:
+        self._sandboxes: dict[str, LiveSandbox] = {}
+        self._routes: dict[str, Route] = {}
+        self._gone_listeners: list[Callable[[str], None]] = []
+
+    def add(self, sbx: LiveSandbox) -> None:
+        self._sandboxes[sbx.sandbox_id] = sbx
+        self._sync_route(sbx)
+
+    def remove(self, sandbox_id: str) -> None:
+        self._sandboxes.pop(sandbox_id, None)
+        if self._routes.pop(sandbox_id, None) is not None:
+            for listener in self._gone_listeners:
+                listener(sandbox_id)
+
+    def update(self, sbx: LiveSandbox) -> None:
+        """Call after changing ``state`` or ``route``: the gateway sees the change at once."""
+        if sbx.state not in LIVE_STATES:
+            self.remove(sbx.sandbox_id)
+            return
+        had_route = sbx.sandbox_id in self._routes
+        self._sync_route(sbx)
+        if had_route and sbx.sandbox_id not in self._routes:
+            for listener in self._gone_listeners:
+                listener(sbx.sandbox_id)
+
+    def _sync_route(self, sbx: LiveSandbox) -> None:
+        if sbx.state is SandboxState.RUNNING and sbx.route is not None:
+            self._routes[sbx.sandbox_id] = sbx.route
+        else:
+            self._routes.pop(sbx.sandbox_id, None)
+
+    def on_gone(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(sandbox_id)`` when a sandbox stops being routable."""
+        self._gone_listeners.append(listener)
+
+    def route(self, sandbox_id: str) -> Route | None:
+        return self._routes.get(sandbox_id)
+
+    def get(self, sandbox_id: str) -> LiveSandbox | None:
+        return self._sandboxes.get(sandbox_id)
+
+    def owned(self, team: Team, sandbox_id: str) -> LiveSandbox:
+        """The team's visible sandbox; another team's looks exactly like a missing one."""
+        sbx = self._sandboxes.get(sandbox_id)
+        if sbx is None or sbx.team_id != team.team_id or sbx.state not in VISIBLE_STATES:
+            raise SandboxNotFoundError(sandbox_id)
+        return sbx
+
+    def visible(self, team: Team) -> list[LiveSandbox]:
+        return [
+            s
+            for s in self._sandboxes.values()
+            if s.team_id == team.team_id and s.state in VISIBLE_STATES
+        ]
+
+    def live_count(self, team_id: str) -> int:
+        return sum(1 for s in self._sandboxes.values() if s.team_id == team_id)
+
+    def all(self) -> list[LiveSandbox]:
+        return list(self._sandboxes.values())
