@@ -1,1 +1,118 @@
-"""Bac."""
+"""Bac's Python SDK: sandboxes for AI agents, with the shape of E2B's SDK.
+
+::
+
+    from bac import Sandbox
+
+    with Sandbox.create() as sandbox:
+        print(sandbox.commands.run("uname -a").stdout)
+
+``AsyncSandbox`` is the same API for asyncio. Configuration comes from arguments or
+the environment: ``BAC_API_URL`` (default ``http://localhost:3000``) and
+``BAC_API_KEY``, with ``E2B_API_URL``/``E2B_API_KEY`` accepted as fallbacks.
+"""
+
+from bac._command_handle import AsyncCommandHandle, OutputHandler
+from bac._commands import AsyncCommands
+from bac._config import ConnectionConfig
+from bac._errors import (
+    AlreadyExistsError,
+    AuthenticationError,
+    CommandExitError,
+    InvalidArgumentError,
+    NotEnoughSpaceError,
+    NotFoundError,
+    PathNotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    SandboxError,
+    SandboxNotFoundError,
+    SandboxNotRunningError,
+    SandboxUnreachableError,
+    ServerError,
+    ServerUnreachableError,
+    TimeoutError,
+)
+from bac._files import AsyncFilesystem
+from bac._models import (
+    CommandResult,
+    EntryInfo,
+    FilesystemEvent,
+    FilesystemEventType,
+    FileType,
+    ProcessInfo,
+    PtySize,
+    SandboxInfo,
+    SandboxQuery,
+    SandboxState,
+    WriteInfo,
+)
+from bac._paginator import AsyncSandboxPaginator
+from bac._pty import AsyncPty
+from bac._sandbox import AsyncSandbox, ConnectionOpts
+from bac._signature import Signature, sign
+from bac._sync import (
+    CommandHandle,
+    Commands,
+    Filesystem,
+    Pty,
+    Sandbox,
+    SandboxPaginator,
+    WatchHandle,
+)
+from bac._transfer import AsyncFileStream, WriteData, WriteEntry
+from bac._version import __version__
+from bac._watch import AsyncWatchHandle
+
+__all__ = [
+    "AlreadyExistsError",
+    "AsyncCommandHandle",
+    "AsyncCommands",
+    "AsyncFileStream",
+    "AsyncFilesystem",
+    "AsyncPty",
+    "AsyncSandbox",
+    "AsyncSandboxPaginator",
+    "AsyncWatchHandle",
+    "AuthenticationError",
+    "CommandExitError",
+    "CommandHandle",
+    "CommandResult",
+    "Commands",
+    "ConnectionConfig",
+    "ConnectionOpts",
+    "EntryInfo",
+    "FileType",
+    "Filesystem",
+    "FilesystemEvent",
+    "FilesystemEventType",
+    "InvalidArgumentError",
+    "NotEnoughSpaceError",
+    "NotFoundError",
+    "OutputHandler",
+    "PathNotFoundError",
+    "PermissionDeniedError",
+    "ProcessInfo",
+    "Pty",
+    "PtySize",
+    "RateLimitError",
+    "Sandbox",
+    "SandboxError",
+    "SandboxInfo",
+    "SandboxNotFoundError",
+    "SandboxNotRunningError",
+    "SandboxPaginator",
+    "SandboxQuery",
+    "SandboxState",
+    "SandboxUnreachableError",
+    "ServerError",
+    "ServerUnreachableError",
+    "Signature",
+    "TimeoutError",
+    "WatchHandle",
+    "WriteData",
+    "WriteEntry",
+    "WriteInfo",
+    "__version__",
+    "sign",
+]

@@ -1,0 +1,107 @@
+"""Where the SDK connects and with which credentials.
+
+Resolution order for every setting: the explicit argument, then Bac's environment
+variable, then E2B's (so code and shells set up for the official SDK keep working),
+then the default. Envd traffic goes to the same base URL as the API unless a sandbox
+URL is given: the server's gateway routes it by the ``E2b-Sandbox-Id`` and
+``E2b-Sandbox-Port`` headers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from bac._errors import AuthenticationError, InvalidArgumentError
+
+DEFAULT_API_URL = "http://localhost:3000"
+DEFAULT_REQUEST_TIMEOUT = 60.0
+ENVD_PORT = 49983
+
+
+def _first(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name)
+        if value:
+            return value
+    return None
+
+
+def _clean_url(url: str, setting: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidArgumentError(f"{setting} must be an http(s) URL, got {url!r}")
+    return url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class ConnectionConfig:
+    """Resolved connection settings shared by every request a sandbox makes."""
+
+    api_url: str = DEFAULT_API_URL
+    api_key: str | None = None
+    sandbox_url: str | None = None
+    domain: str | None = None
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(
+        cls,
+        *,
+        api_key: str | None = None,
+        api_url: str | None = None,
+        sandbox_url: str | None = None,
+        domain: str | None = None,
+        request_timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ConnectionConfig:
+        """Build a config from arguments, falling back to the environment."""
+        env = os.environ if env is None else env
+        url = api_url or _first(env, "BAC_API_URL", "E2B_API_URL") or DEFAULT_API_URL
+        box_url = sandbox_url or _first(env, "BAC_SANDBOX_URL", "E2B_SANDBOX_URL")
+        timeout = request_timeout
+        if timeout is None:
+            raw = _first(env, "BAC_REQUEST_TIMEOUT")
+            try:
+                timeout = float(raw) if raw else DEFAULT_REQUEST_TIMEOUT
+            except ValueError as exc:
+                raise InvalidArgumentError(
+                    f"BAC_REQUEST_TIMEOUT must be a number of seconds, got {raw!r}"
+                ) from exc
+        if timeout < 0:
+            raise InvalidArgumentError("request_timeout must be >= 0 (0 means no limit)")
+        return cls(
+            api_url=_clean_url(url, "api_url"),
+            api_key=api_key or _first(env, "BAC_API_KEY", "E2B_API_KEY"),
+            sandbox_url=_clean_url(box_url, "sandbox_url") if box_url else None,
+            domain=domain or _first(env, "BAC_DOMAIN", "E2B_DOMAIN"),
+            request_timeout=timeout or None,
+            headers=dict(headers or {}),
+        )
+
+    def require_api_key(self) -> str:
+        """The API key, or a clear error before any request is made."""
+        if not self.api_key:
+            raise AuthenticationError(
+                "no API key: pass api_key=, or set BAC_API_KEY (or E2B_API_KEY); "
+                "create one with `bac keys create`"
+            )
+        return self.api_key
+
+    def envd_url(self) -> str:
+        """Base URL of envd traffic: the sandbox URL, else the API's gateway."""
+        return self.sandbox_url or self.api_url
+
+    def host_domain(self, sandbox_domain: str | None = None) -> str:
+        """Domain of per-port host names: the server's answer, config, else the API host."""
+        return sandbox_domain or self.domain or urlsplit(self.api_url).netloc
+
+    def timeout(self, override: float | None) -> float | None:
+        """A per-call timeout in seconds; 0 disables it, None takes the default."""
+        if override is None:
+            return self.request_timeout
+        return override or None

@@ -1,0 +1,175 @@
+"""The connection to one sandbox's envd: Connect RPC clients and an HTTP client.
+
+Every request carries the routing headers the gateway needs (``E2b-Sandbox-Id``,
+``E2b-Sandbox-Port``) and the sandbox's access token. RPCs use ``connectrpc`` with a
+proto3 JSON codec that ignores unknown fields, so a newer envd adding fields does not
+break this SDK; plain HTTP (files, health) uses httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, TypeVar
+
+import httpx
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from pyqwest import Client, Request, Response, Transport, get_default_transport
+
+from bac import _errors as e
+from bac._config import ENVD_PORT, ConnectionConfig
+from bac._envd_errors import SANDBOX_GONE, http_error, plain_http_error
+from bac._version import USER_AGENT
+from bac_protocol.envd import filesystem_connect, process_connect
+
+KEEPALIVE_HEADER = "Keepalive-Ping-Interval"
+KEEPALIVE_SECONDS = 50
+HEALTH_TIMEOUT = 5.0
+
+_M = TypeVar("_M")
+
+
+class _Message(Protocol):
+    def to_json(self) -> str: ...
+
+
+class JsonCodec:
+    """proto3 JSON, tolerant of fields this SDK does not know yet."""
+
+    def name(self) -> str:
+        return "json"
+
+    def encode(self, message: Any) -> bytes:
+        return str(message.to_json()).encode()
+
+    def decode(self, data: bytes | bytearray, message_class: type[_M]) -> _M:
+        try:
+            decoded: _M = message_class.from_json(  # type: ignore[attr-defined]
+                bytes(data), ignore_unknown_fields=True
+            )
+        except Exception as exc:
+            raise ConnectError(
+                Code.INTERNAL, f"envd sent an undecodable {message_class.__name__}: {exc}"
+            ) from exc
+        return decoded
+
+
+class _PlainErrorTransport:
+    """Raises non-Connect error responses (from the gateway) as Connect errors."""
+
+    def __init__(self, inner: Transport) -> None:
+        self._inner = inner
+
+    async def execute(self, request: Request) -> Response:
+        response = await self._inner.execute(request)
+        if response.status < 400:
+            return response
+        body = bytearray()
+        async for chunk in response.content:
+            body.extend(chunk)
+        error = plain_http_error(
+            response.status, response.headers.get("content-type", ""), bytes(body)
+        )
+        if error is not None:
+            raise error
+        return Response(status=response.status, headers=response.headers, content=bytes(body))
+
+
+def user_header(user: str | None) -> dict[str, str]:
+    """How envd learns which user to act as: HTTP Basic with an empty password."""
+    if not user:
+        return {}
+    token = base64.b64encode(f"{user}:".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def timeout_ms(seconds: float | None) -> int | None:
+    """Connect's deadline header value; 0 or None means no deadline."""
+    return int(seconds * 1000) if seconds else None
+
+
+class EnvdConnection:
+    """Everything needed to talk to the envd of one sandbox."""
+
+    def __init__(
+        self, config: ConnectionConfig, sandbox_id: str, access_token: str | None
+    ) -> None:
+        self.config = config
+        self.sandbox_id = sandbox_id
+        self.access_token = access_token
+        self.base_url = config.envd_url()
+        headers = {
+            "E2b-Sandbox-Id": sandbox_id,
+            "E2b-Sandbox-Port": str(ENVD_PORT),
+            "User-Agent": USER_AGENT,
+            **config.headers,
+        }
+        if access_token:
+            headers["X-Access-Token"] = access_token
+        self.headers = headers
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url, headers=headers, timeout=httpx.Timeout(config.request_timeout)
+        )
+        rpc_http = Client(_PlainErrorTransport(get_default_transport()))
+        options: dict[str, Any] = {
+            "codec": JsonCodec(),
+            "http_client": rpc_http,
+            "send_compression": None,
+            "accept_compression": (),
+        }
+        self.process = process_connect.ProcessClient(self.base_url, **options)
+        self.filesystem = filesystem_connect.FilesystemClient(self.base_url, **options)
+
+    def rpc_headers(self, user: str | None = None, *, stream: bool = False) -> dict[str, str]:
+        """Headers for one RPC: routing, token, optional user and keepalive."""
+        headers = {**self.headers, **user_header(user)}
+        if stream:
+            headers[KEEPALIVE_HEADER] = str(KEEPALIVE_SECONDS)
+        return headers
+
+    def request_timeout_ms(self, override: float | None) -> int | None:
+        return timeout_ms(self.config.timeout(override))
+
+    async def is_healthy(self) -> bool:
+        """Whether the sandbox answers ``/health``; False only if the gateway says it is gone."""
+        try:
+            response = await self.http.get("/health", timeout=HEALTH_TIMEOUT)
+        except httpx.TimeoutException as exc:
+            raise e.TimeoutError("the sandbox health check timed out") from exc
+        except httpx.TransportError as exc:
+            raise e.SandboxUnreachableError(f"cannot reach {self.base_url}: {exc}") from exc
+        if response.is_success:
+            return True
+        if response.status_code == 502 and SANDBOX_GONE in response.text:
+            return False
+        raise http_error(
+            response.status_code,
+            response.headers.get("content-type", ""),
+            response.content,
+            "health check",
+        )
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+async def open_stream(events: AsyncIterator[_M], request_timeout: float | None) -> _M:
+    """The first message of a server stream, waiting at most ``request_timeout``.
+
+    connectrpc turns the cancellation a timeout causes into ``ConnectError(canceled)``,
+    so expiry is read from the timeout itself rather than from the exception type.
+    """
+    deadline = asyncio.timeout(request_timeout)
+    try:
+        async with deadline:
+            return await anext(aiter(events))
+    except (ConnectError, TimeoutError) as exc:
+        if deadline.expired():
+            raise e.TimeoutError(
+                f"the stream did not open within {request_timeout} s (request_timeout)"
+            ) from exc
+        raise
+    except StopAsyncIteration as exc:
+        raise e.ServerError("envd closed the stream before its first message") from exc

@@ -1,0 +1,129 @@
+"""The SDK's error tree: every failure a caller can see is one of these.
+
+Errors are translated once, where they enter the SDK (the REST client, the envd RPC
+client, the envd HTTP client); nothing above those boundaries inspects status codes.
+
+::
+
+    SandboxError                      base; ``status_code`` when an HTTP answer caused it
+    ├── AuthenticationError           401, missing API key, envd ``unauthenticated``
+    ├── PermissionDeniedError         403
+    ├── InvalidArgumentError          400/413/422, envd ``invalid_argument``
+    ├── NotFoundError                 404, envd ``not_found``
+    │   ├── SandboxNotFoundError      the sandbox does not exist (or is not yours)
+    │   └── PathNotFoundError         a file or directory in the sandbox (also a
+    │                                 builtin ``FileNotFoundError``)
+    ├── AlreadyExistsError            409, envd ``already_exists``
+    ├── RateLimitError                429, envd ``resource_exhausted``
+    ├── NotEnoughSpaceError           507: the sandbox's disk is full
+    ├── TimeoutError                  request, command or watch deadline (also a
+    │                                 builtin ``TimeoutError``)
+    ├── SandboxNotRunningError        the sandbox was killed or timed out
+    ├── SandboxUnreachableError       the sandbox could not be reached, state unknown
+    ├── ServerUnreachableError        the Bac API could not be reached
+    ├── ServerError                   5xx or an answer the SDK cannot interpret
+    └── CommandExitError              a foreground command exited non-zero
+"""
+
+from __future__ import annotations
+
+import builtins
+
+
+class SandboxError(Exception):
+    """Base class of every error the SDK raises."""
+
+    def __init__(self, message: str = "", *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class AuthenticationError(SandboxError):
+    """The API key or envd access token is missing or wrong."""
+
+
+class PermissionDeniedError(SandboxError):
+    """The credentials are valid but do not allow this operation."""
+
+
+class InvalidArgumentError(SandboxError):
+    """The request was rejected as malformed or out of range."""
+
+
+class NotFoundError(SandboxError):
+    """The thing the request named does not exist."""
+
+
+class SandboxNotFoundError(NotFoundError):
+    """No sandbox with this id exists for this API key's team."""
+
+
+class PathNotFoundError(NotFoundError, builtins.FileNotFoundError):
+    """A file or directory inside the sandbox does not exist."""
+
+    def __init__(self, message: str = "", *, status_code: int | None = None) -> None:
+        NotFoundError.__init__(self, message, status_code=status_code)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class AlreadyExistsError(SandboxError):
+    """The thing the request would create already exists."""
+
+
+class RateLimitError(SandboxError):
+    """Too many requests or sandboxes; retry later."""
+
+
+class NotEnoughSpaceError(SandboxError):
+    """The sandbox's disk is full."""
+
+
+class TimeoutError(SandboxError, builtins.TimeoutError):
+    """A request, command or watch ran past its deadline."""
+
+    def __init__(self, message: str = "", *, status_code: int | None = None) -> None:
+        SandboxError.__init__(self, message, status_code=status_code)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SandboxNotRunningError(SandboxError):
+    """The sandbox is gone: killed, or it reached its timeout."""
+
+
+class SandboxUnreachableError(SandboxError):
+    """The sandbox could not be reached and is not known to be gone."""
+
+
+class ServerUnreachableError(SandboxError):
+    """The Bac API did not answer: wrong URL, or the server is down."""
+
+
+class ServerError(SandboxError):
+    """The server failed, or answered something the SDK cannot interpret."""
+
+
+class CommandExitError(SandboxError):
+    """A command finished with a non-zero exit code.
+
+    Carries everything a :class:`CommandResult` carries, so callers that expect failure
+    can read the output from the exception.
+    """
+
+    def __init__(
+        self, *, stdout: str, stderr: str, exit_code: int, error: str | None = None
+    ) -> None:
+        detail = stderr.strip().splitlines()[-1] if stderr.strip() else error or ""
+        message = f"command exited with code {exit_code}"
+        super().__init__(f"{message}: {detail}" if detail else message)
+        self.stdout = stdout
+        self.stderr = stderr
+        self.exit_code = exit_code
+        self.error = error

@@ -1,0 +1,175 @@
+"""``Sandbox``: the blocking twin of :class:`AsyncSandbox`, method for method."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Unpack
+
+from bac._config import ConnectionConfig
+from bac._dual import dual_method
+from bac._models import SandboxInfo, SandboxQuery
+from bac._paginator import AsyncSandboxPaginator
+from bac._portal import PORTAL
+from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox, ConnectionOpts
+from bac._sync_modules import CommandHandle, Commands, Filesystem, Pty, WatchHandle
+
+__all__ = [
+    "CommandHandle",
+    "Commands",
+    "Filesystem",
+    "Pty",
+    "Sandbox",
+    "SandboxPaginator",
+    "WatchHandle",
+]
+
+
+class SandboxPaginator:
+    """Blocking twin of :class:`AsyncSandboxPaginator`."""
+
+    def __init__(self, inner: AsyncSandboxPaginator) -> None:
+        self._inner = inner
+
+    @property
+    def has_next(self) -> bool:
+        return self._inner.has_next
+
+    @property
+    def next_token(self) -> str | None:
+        return self._inner.next_token
+
+    def next_items(self) -> list[SandboxInfo]:
+        return PORTAL.run(self._inner.next_items())
+
+
+class Sandbox:
+    """A running sandbox, driven with blocking calls. Make one with :meth:`create`.
+
+    ::
+
+        with Sandbox.create() as sandbox:       # killed when the block ends
+            print(sandbox.commands.run("echo hello").stdout)
+    """
+
+    def __init__(self, inner: AsyncSandbox) -> None:
+        self._inner = inner
+        self._commands = Commands(inner.commands)
+        self._pty = Pty(inner.pty)
+        self._files = Filesystem(inner.files)
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._inner.sandbox_id
+
+    @property
+    def envd_version(self) -> str:
+        return self._inner.envd_version
+
+    @property
+    def commands(self) -> Commands:
+        return self._commands
+
+    @property
+    def pty(self) -> Pty:
+        return self._pty
+
+    @property
+    def files(self) -> Filesystem:
+        return self._files
+
+    @property
+    def connection_config(self) -> ConnectionConfig:
+        return self._inner.connection_config
+
+    @classmethod
+    def create(
+        cls,
+        template: str = DEFAULT_TEMPLATE,
+        timeout: int = DEFAULT_TIMEOUT,
+        metadata: dict[str, str] | None = None,
+        envs: dict[str, str] | None = None,
+        allow_internet_access: bool | None = None,
+        **opts: Unpack[ConnectionOpts],
+    ) -> Sandbox:
+        """Start a sandbox; see :meth:`AsyncSandbox.create`."""
+        return cls(
+            PORTAL.run(
+                AsyncSandbox.create(
+                    template, timeout, metadata, envs, allow_internet_access, **opts
+                )
+            )
+        )
+
+    @classmethod
+    def connect(
+        cls, sandbox_id: str, timeout: int | None = None, **opts: Unpack[ConnectionOpts]
+    ) -> Sandbox:
+        """Attach to a running sandbox; see :meth:`AsyncSandbox.connect`."""
+        return cls(PORTAL.run(AsyncSandbox.connect(sandbox_id, timeout, **opts)))
+
+    @staticmethod
+    def list(
+        query: SandboxQuery | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+        order: Literal["asc", "desc"] | None = None,
+        **opts: Unpack[ConnectionOpts],
+    ) -> SandboxPaginator:
+        """A paginator over this team's sandboxes; see :meth:`AsyncSandbox.list`."""
+        return SandboxPaginator(AsyncSandbox.list(query, limit, next_token, order, **opts))
+
+    def _kill(self, request_timeout: float | None = None) -> bool:
+        """Kill the sandbox; False if it was already gone."""
+        return PORTAL.run(self._inner.kill(request_timeout))
+
+    def _kill_by_id(cls: Any, /, sandbox_id: str, **opts: Unpack[ConnectionOpts]) -> bool:
+        return PORTAL.run(AsyncSandbox.kill(sandbox_id, **opts))
+
+    kill = dual_method(_kill_by_id, _kill)
+
+    def _set_timeout(self, timeout: int, request_timeout: float | None = None) -> None:
+        """Make the sandbox end ``timeout`` seconds from now."""
+        PORTAL.run(self._inner.set_timeout(timeout, request_timeout))
+
+    def _set_timeout_by_id(
+        cls: Any, /, sandbox_id: str, timeout: int, **opts: Unpack[ConnectionOpts]
+    ) -> None:
+        PORTAL.run(AsyncSandbox.set_timeout(sandbox_id, timeout, **opts))
+
+    set_timeout = dual_method(_set_timeout_by_id, _set_timeout)
+
+    def _get_info(self, request_timeout: float | None = None) -> SandboxInfo:
+        """What the server knows about this sandbox."""
+        return PORTAL.run(self._inner.get_info(request_timeout))
+
+    def _get_info_by_id(
+        cls: Any, /, sandbox_id: str, **opts: Unpack[ConnectionOpts]
+    ) -> SandboxInfo:
+        return PORTAL.run(AsyncSandbox.get_info(sandbox_id, **opts))
+
+    get_info = dual_method(_get_info_by_id, _get_info)
+
+    def is_running(self) -> bool:
+        return PORTAL.run(self._inner.is_running())
+
+    def get_host(self, port: int) -> str:
+        return self._inner.get_host(port)
+
+    def download_url(
+        self, path: str, user: str | None = None, use_signature_expiration: int | None = None
+    ) -> str:
+        return self._inner.download_url(path, user, use_signature_expiration)
+
+    def upload_url(
+        self, path: str, user: str | None = None, use_signature_expiration: int | None = None
+    ) -> str:
+        return self._inner.upload_url(path, user, use_signature_expiration)
+
+    def close(self) -> None:
+        """Release this object's connections; the sandbox keeps running."""
+        PORTAL.run(self._inner.aclose())
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        PORTAL.run(self._inner.__aexit__(*exc_info))
