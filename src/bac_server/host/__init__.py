@@ -1,0 +1,41 @@
+"""Host preparation for namespace sandboxes: checks, cgroups, firewall table, sysctls.
+
+Everything here is idempotent and is called by the server at start-up and by tests::
+
+    from bac_server.host import prepare_host
+    prepare_host()            # raises HostSetupError with advice when the host cannot work
+"""
+
+from ._cgroups import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
+from ._cleanup import remove_tree, unmount_tree
+from ._errors import HostChangeFailed, HostSetupError, MissingDependency
+from ._mounts import is_mount_point, mount_table, mounts_under
+from ._nftables import TABLE_FAMILY, TABLE_NAME, render_ruleset, table_present
+from ._paths import DEFAULT_DATA_DIR, IdRange, default_data_dir
+from ._prepare import PARENT_CGROUP, HostReport, HostSettings, prepare_host
+
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "PARENT_CGROUP",
+    "TABLE_FAMILY",
+    "TABLE_NAME",
+    "CgroupLayout",
+    "HostChangeFailed",
+    "HostReport",
+    "HostSettings",
+    "HostSetupError",
+    "IdRange",
+    "MissingDependency",
+    "cgroup_layout",
+    "controller_dirs",
+    "default_data_dir",
+    "is_mount_point",
+    "mount_table",
+    "mounts_under",
+    "prepare_host",
+    "remove_tree",
+    "render_ruleset",
+    "supports_swap_limit",
+    "table_present",
+    "unmount_tree",
+]

@@ -1,0 +1,22 @@
+"""Errors raised while checking or preparing the host.
+
+Error tree (server start-up, host layer)::
+
+    HostSetupError                 the host cannot run sandboxes as it is
+    ├── MissingDependency          a binary or kernel feature is missing (with advice)
+    └── HostChangeFailed           a preparation step (mount, nft, sysctl) failed
+"""
+
+from __future__ import annotations
+
+
+class HostSetupError(Exception):
+    """The host cannot run sandboxes until the message's advice is followed."""
+
+
+class MissingDependency(HostSetupError):
+    """A required binary or kernel feature is missing."""
+
+
+class HostChangeFailed(HostSetupError):
+    """A host preparation step failed."""

@@ -1,0 +1,47 @@
+"""Read the host's mount table (``/proc/self/mountinfo``) without shelling out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    mount_point: str
+    fs_type: str
+    source: str
+    super_options: str
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as octal.
+    return (
+        field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+        .replace("\\134", "\\")
+    )
+
+
+def mount_table(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[MountEntry]:
+    entries: list[MountEntry] = []
+    for line in mountinfo.read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields = left.split()
+        tail = right.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        entries.append(MountEntry(_unescape(fields[4]), tail[0], _unescape(tail[1]), tail[2]))
+    return entries
+
+
+def mounts_under(prefix: Path, table: list[MountEntry] | None = None) -> list[str]:
+    """Mount points at or below ``prefix`` (deepest last, as the kernel lists them)."""
+    root = str(prefix).rstrip("/")
+    rows = mount_table() if table is None else table
+    return [m.mount_point for m in rows
+            if m.mount_point == root or m.mount_point.startswith(root + "/")]
+
+
+def is_mount_point(path: Path) -> bool:
+    target = str(path).rstrip("/")
+    return any(m.mount_point == target for m in mount_table())

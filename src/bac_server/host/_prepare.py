@@ -1,0 +1,73 @@
+"""``prepare_host()``: every host change Bac needs, idempotent, called at each server start."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._cgroups import CgroupLayout, controller_dirs, ensure_crun_compatible_cgroups
+from ._checks import check_binaries, check_cgroup_controllers, check_kernel, check_root
+from ._errors import HostChangeFailed
+from ._nftables import ensure_table
+from ._sysctl import raise_sysctls, read_sysctl
+
+_log = logging.getLogger(__name__)
+
+PARENT_CGROUP = "bac"
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    runtime: str = "crun"
+    veth_prefix: str = "bacs"
+    parent_cgroup: str = PARENT_CGROUP
+    # Share of kernel.pid_max all sandboxes together may use, so the host can always fork.
+    sandbox_pid_share: float = 0.75
+
+
+@dataclass(frozen=True)
+class HostReport:
+    cgroup_layout: CgroupLayout
+    sysctls_changed: dict[str, int] = field(default_factory=dict)
+
+
+def _ensure_parent_cgroup(layout: CgroupLayout, settings: HostSettings) -> None:
+    """Cap the pids of all sandboxes together below the host's pid_max."""
+    limit = int(read_sysctl("kernel.pid_max") * settings.sandbox_pid_share)
+    dirs = controller_dirs(layout, settings.parent_cgroup)
+    pids_dir = dirs.get("pids", dirs.get("unified"))
+    if pids_dir is None:
+        return
+    try:
+        if layout is CgroupLayout.V2:
+            pids_dir.mkdir(exist_ok=True)
+            subtree = pids_dir.parent / "cgroup.subtree_control"
+            subtree.write_text("+pids")
+            pids_dir.joinpath("cgroup.subtree_control").write_text("+cpu +memory +pids")
+        else:
+            pids_dir.mkdir(exist_ok=True)
+        # SECURITY: an aggregate ceiling so sandboxes together cannot exhaust host pids.
+        pids_dir.joinpath("pids.max").write_text(f"{limit}\n")
+    except OSError as exc:
+        raise HostChangeFailed(f"could not prepare the parent cgroup {pids_dir}: {exc}") from exc
+
+
+def prepare_host(settings: HostSettings | None = None) -> HostReport:
+    """Check and prepare this host for namespace sandboxes. Safe to call repeatedly.
+
+    Raises :class:`~bac_server.host.HostSetupError` (with advice) when it cannot."""
+    cfg = settings or HostSettings()
+    check_root()
+    check_binaries(cfg.runtime)
+    check_kernel()
+    check_cgroup_controllers()
+    layout = ensure_crun_compatible_cgroups()
+    changed = raise_sysctls()
+    ensure_table(cfg.veth_prefix)
+    _ensure_parent_cgroup(layout, cfg)
+    Path("/run/bac").mkdir(mode=0o700, exist_ok=True)
+    os.chmod("/run/bac", 0o700)
+    _log.info("host ready: cgroups %s, nftables table inet bac", layout.value)
+    return HostReport(cgroup_layout=layout, sysctls_changed=changed)

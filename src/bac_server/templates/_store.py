@@ -1,0 +1,100 @@
+"""The template store: finds built templates and builds ``base`` when it is missing.
+
+Layout under ``<data_dir>/templates`` (0700: the shifted trees hold setuid binaries owned
+by the sandbox id range, which no host user should be able to run)::
+
+    .lock                    serialises builds across processes
+    base/<digest>/template.json, rootfs/
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+from pathlib import Path
+
+from bac_server.backends.base import TemplateImage, TemplateNotFound
+from bac_server.host import IdRange, default_data_dir
+
+from ._builder import METADATA_FILE, ProgressCallback, build_rootfs
+from ._recipe import Recipe, base_recipe
+
+_log = logging.getLogger(__name__)
+
+BASE_ALIASES = frozenset({"base"})
+
+
+def _log_progress(line: str) -> None:
+    _log.info("%s", line)
+
+
+class TemplateStore:
+    """Built templates under ``data_dir``. ``get`` never builds; ``ensure_base`` does."""
+
+    def __init__(self, data_dir: Path | None = None, *, id_range: IdRange | None = None) -> None:
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.id_range = id_range or IdRange()
+        self.root = self.data_dir / "templates"
+        self._build_lock = asyncio.Lock()
+
+    @property
+    def base_recipe(self) -> Recipe:
+        return base_recipe(self.id_range.base)
+
+    def _image(self, build_dir: Path) -> TemplateImage:
+        return TemplateImage(template_id="base", rootfs=build_dir / "rootfs",
+                             default_user="user", default_workdir="/home/user",
+                             allow_setuid=True)
+
+    def _complete_builds(self, name: str) -> list[Path]:
+        parent = self.root / name
+        if not parent.is_dir():
+            return []
+        builds = [d for d in parent.iterdir()
+                  if not d.name.startswith(".") and (d / METADATA_FILE).is_file()]
+        return sorted(builds, key=lambda d: (d / METADATA_FILE).stat().st_mtime)
+
+    def _matching_id_range(self, build: Path) -> bool:
+        meta = json.loads((build / METADATA_FILE).read_text())
+        return int(meta["recipe"]["id_base"]) == self.id_range.base
+
+    async def get(self, template_id_or_alias: str) -> TemplateImage:
+        """The built template; raises ``TemplateNotFound`` when unknown or not built."""
+        if template_id_or_alias not in BASE_ALIASES:
+            raise TemplateNotFound(f"template '{template_id_or_alias}' not found")
+        current = self.root / "base" / self.base_recipe.digest()
+        if (current / METADATA_FILE).is_file():
+            return self._image(current)
+        # An older recipe's build still works (same id range); prefer it to failing.
+        older = [b for b in self._complete_builds("base") if self._matching_id_range(b)]
+        if older:
+            _log.warning("template base: recipe changed, using the previous build %s until "
+                         "it is rebuilt (bac setup)", older[-1].name)
+            return self._image(older[-1])
+        raise TemplateNotFound(
+            "template 'base' is not built yet; run scripts/setup (or TemplateStore.ensure_base)"
+        )
+
+    async def ensure_base(self, progress: ProgressCallback | None = None) -> TemplateImage:
+        """Build ``base`` unless a build of the current recipe exists. Idempotent."""
+        report = progress or _log_progress
+        recipe = self.base_recipe
+        target = self.root / "base" / recipe.digest()
+        async with self._build_lock:
+            if (target / METADATA_FILE).is_file():
+                return self._image(target)
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(self.root, 0o700)
+            lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+                # Another process may have built it while this one waited.
+                if not (target / METADATA_FILE).is_file():
+                    (self.root / "base").mkdir(mode=0o700, exist_ok=True)
+                    await build_rootfs(recipe, self.root / "base", report, self.id_range.size)
+            finally:
+                os.close(lock_fd)
+        return self._image(target)
