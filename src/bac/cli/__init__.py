@@ -1,0 +1,50 @@
+"""The ``bac`` command line: run a server, manage keys, drive sandboxes.
+
+Every client command is built on the public SDK (``bac``); ``serve`` and ``keys``
+administer a local server (:mod:`bac.cli._admin`).
+"""
+
+from __future__ import annotations
+
+import click
+
+from bac._version import __version__
+from bac.cli._admin import keys, serve
+from bac.cli._exec import exec_
+from bac.cli._files import files
+from bac.cli._output import BacGroup
+from bac.cli._sandbox import sandbox
+from bac.cli._shell import shell
+
+
+@click.group(cls=BacGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--api-url", default=None, metavar="URL",
+              help="Bac API (default: BAC_API_URL, E2B_API_URL, or http://localhost:3000).")
+@click.option("--api-key", default=None, metavar="KEY",
+              help="API key (default: BAC_API_KEY or E2B_API_KEY).")
+@click.option("--request-timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Deadline of each API request (0: none; default 60).")
+@click.version_option(__version__, prog_name="bac")
+@click.pass_context
+def cli(
+    ctx: click.Context, api_url: str | None, api_key: str | None, request_timeout: float | None
+) -> None:
+    """Bac: sandboxes for AI agents, compatible with E2B's SDKs."""
+    opts = {"api_url": api_url, "api_key": api_key, "request_timeout": request_timeout}
+    ctx.obj = {key: value for key, value in opts.items() if value is not None}
+
+
+cli.add_command(serve)
+cli.add_command(keys)
+cli.add_command(sandbox)
+cli.add_command(exec_, name="exec")
+cli.add_command(shell)
+cli.add_command(files)
+
+
+def main() -> None:
+    """Entry point of the ``bac`` executable."""
+    cli(prog_name="bac")
+
+
+__all__ = ["cli", "main"]

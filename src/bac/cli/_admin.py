@@ -1,0 +1,95 @@
+"""Local administration: ``bac serve`` and ``bac keys``.
+
+The only CLI module that imports the server package (import-linter allows exactly this
+one): the rest of the CLI is a client of the public SDK. The server is imported lazily,
+inside each command, so client commands never pay for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bac.cli._output import BacGroup, CliError, json_option, print_json, print_table, stdout
+
+
+def _admin() -> Any:
+    try:
+        from bac_server import admin
+    except ImportError as exc:  # the SDK can be installed without the server's extras
+        raise CliError(f"the Bac server is not available here: {exc}") from exc
+    return admin
+
+
+def _call(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run an admin function, turning its validation errors into one-line CLI errors."""
+    try:
+        return func(*args, **kwargs)
+    except (ValueError, LookupError, PermissionError) as exc:
+        raise CliError(str(exc), exit_code=2) from exc
+
+
+@click.command()
+@click.option("--host", default=None, help="Address to listen on (default: BAC_HOST or 0.0.0.0).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="Port for the API and gateway (default: BAC_PORT or 3000).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where state and templates live (default: BAC_DATA_DIR or /var/lib/bac).")
+@click.option("--domain", default=None,
+              help="Domain of sandbox host names {port}-{id}.DOMAIN (default: localhost).")
+def serve(host: str | None, port: int | None, data_dir: Path | None, domain: str | None) -> None:
+    """Run the Bac server (REST API + gateway) in the foreground."""
+    given = {"host": host, "port": port, "data_dir": data_dir, "domain": domain}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    _call(_admin().serve, **overrides)
+
+
+@click.group(cls=BacGroup)
+def keys() -> None:
+    """Create, list and revoke API keys (on this machine's server)."""
+
+
+@keys.command()
+@click.argument("team")
+@click.argument("name", default="default")
+@json_option
+def create(team: str, name: str, as_json: bool) -> None:
+    """Create a key for TEAM (created if new) and print it; it is shown only once."""
+    key = _call(_admin().create_key, team, name)
+    if as_json:
+        print_json({"team": team, "name": name, "key": key})
+    else:
+        click.echo(key)
+
+
+@keys.command(name="list")
+@json_option
+def list_(as_json: bool) -> None:
+    """List keys (their prefixes, never the keys themselves)."""
+    infos = _call(_admin().list_keys)
+    rows = [
+        {
+            "keyId": k.key_id, "team": k.team, "name": k.name, "prefix": k.prefix,
+            "createdAt": k.created_at.isoformat(),
+            "revokedAt": k.revoked_at.isoformat() if k.revoked_at else None,
+        }
+        for k in infos
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    print_table(None, ["KEY ID", "TEAM", "NAME", "PREFIX", "CREATED", "REVOKED"],
+                [[r["keyId"], r["team"], r["name"], r["prefix"], r["createdAt"][:19],
+                  (r["revokedAt"] or "")[:19]] for r in rows])
+
+
+@keys.command()
+@click.argument("key_id_or_prefix")
+def revoke(key_id_or_prefix: str) -> None:
+    """Revoke a key by its id or prefix; requests with it fail from then on."""
+    count = _call(_admin().revoke_key, key_id_or_prefix)
+    if not count:
+        raise CliError(f"no active key matches {key_id_or_prefix!r}", exit_code=4)
+    stdout.print(f"revoked {count} key{'s' if count != 1 else ''}")

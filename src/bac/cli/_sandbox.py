@@ -1,0 +1,150 @@
+"""``bac sandbox``: create, list, inspect, extend and kill sandboxes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from bac import AsyncSandbox, SandboxInfo, SandboxQuery, SandboxState
+from bac.cli._context import connection, run
+from bac.cli._output import (
+    BacGroup,
+    CliError,
+    json_option,
+    parse_pairs,
+    print_json,
+    print_table,
+    stderr,
+    stdout,
+)
+
+
+def _remaining(info: SandboxInfo) -> str:
+    seconds = int((info.end_at - datetime.now(UTC)).total_seconds())
+    return f"{seconds}s" if seconds > 0 else "expired"
+
+
+@click.group(cls=BacGroup)
+def sandbox() -> None:
+    """Create, list, inspect, extend and kill sandboxes."""
+
+
+@sandbox.command()
+@click.option("-t", "--template", default="base", show_default=True, help="Template id or alias.")
+@click.option("--timeout", type=click.IntRange(min=1), default=300, show_default=True,
+              help="Seconds until the sandbox is killed (extend with `bac sandbox timeout`).")
+@click.option("-m", "--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata (repeat).")
+@click.option("-e", "--env", multiple=True, metavar="KEY=VALUE",
+              help="Environment variable for every process in the sandbox (repeat).")
+@json_option
+@click.pass_context
+def create(
+    ctx: click.Context, template: str, timeout: int, metadata: tuple[str, ...],
+    env: tuple[str, ...], as_json: bool,
+) -> None:
+    """Start a sandbox and print its id."""
+    meta = parse_pairs(metadata, "--metadata")
+    envs = parse_pairs(env, "--env")
+
+    async def body() -> AsyncSandbox:
+        return await AsyncSandbox.create(template, timeout, meta, envs, **connection(ctx))
+
+    with stderr.status(f"Creating a sandbox from {template!r}…"):
+        box = run(body())
+    if as_json:
+        print_json({"sandboxId": box.sandbox_id, "template": template,
+                    "envdVersion": box.envd_version})
+    else:
+        click.echo(box.sandbox_id)
+
+
+@sandbox.command(name="list")
+@click.option("-m", "--metadata", multiple=True, metavar="KEY=VALUE", help="Filter (repeat).")
+@click.option("-s", "--state", type=click.Choice([s.value for s in SandboxState]), multiple=True,
+              help="Only sandboxes in this state (repeat).")
+@click.option("-t", "--template", default=None, help="Only sandboxes of this template.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Show at most this many.")
+@json_option
+@click.pass_context
+def list_(
+    ctx: click.Context, metadata: tuple[str, ...], state: tuple[str, ...], template: str | None,
+    limit: int | None, as_json: bool,
+) -> None:
+    """List this team's sandboxes, newest first."""
+    query = SandboxQuery(
+        metadata=parse_pairs(metadata, "--metadata") or None,
+        state=[SandboxState(s) for s in state] or None,
+        template=template,
+    )
+
+    async def body() -> list[SandboxInfo]:
+        found: list[SandboxInfo] = []
+        paginator = AsyncSandbox.list(query, **connection(ctx))
+        async for info in paginator.all():
+            found.append(info)
+            if limit is not None and len(found) >= limit:
+                break
+        return found
+
+    infos = run(body())
+    if as_json:
+        print_json([info.to_json() for info in infos])
+        return
+    if not infos:
+        stderr.print("no sandboxes")
+        return
+    print_table(
+        None,
+        ["ID", "TEMPLATE", "STATE", "STARTED", "ENDS IN", "CPU", "MEM MB", "METADATA"],
+        [
+            (i.sandbox_id, i.name or i.template_id, i.state.value,
+             i.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), _remaining(i),
+             i.cpu_count, i.memory_mb, " ".join(f"{k}={v}" for k, v in i.metadata.items()))
+            for i in infos
+        ],
+    )
+
+
+@sandbox.command()
+@click.argument("sandbox_id")
+@json_option
+@click.pass_context
+def info(ctx: click.Context, sandbox_id: str, as_json: bool) -> None:
+    """Show one sandbox."""
+    details = run(AsyncSandbox.get_info(sandbox_id, **connection(ctx)))
+    if as_json:
+        print_json(details.to_json())
+        return
+    rows = [(key, value) for key, value in details.to_json().items() if key != "metadata"]
+    rows += [(f"metadata.{k}", v) for k, v in details.metadata.items()]
+    rows.append(("endsIn", _remaining(details)))
+    print_table(details.sandbox_id, ["FIELD", "VALUE"], rows)
+
+
+@sandbox.command()
+@click.argument("sandbox_ids", nargs=-1, required=True)
+@click.pass_context
+def kill(ctx: click.Context, sandbox_ids: tuple[str, ...]) -> None:
+    """Kill sandboxes; fails (exit 4) if one did not exist."""
+
+    async def body() -> list[str]:
+        return [sid for sid in sandbox_ids
+                if not await AsyncSandbox.kill(sid, **connection(ctx))]
+
+    missing = run(body())
+    for sid in sandbox_ids:
+        if sid not in missing:
+            stdout.print(f"killed {sid}")
+    if missing:
+        raise CliError(f"no such sandbox: {', '.join(missing)}", exit_code=4)
+
+
+@sandbox.command()
+@click.argument("sandbox_id")
+@click.argument("seconds", type=click.IntRange(min=0))
+@click.pass_context
+def timeout(ctx: click.Context, sandbox_id: str, seconds: int) -> None:
+    """Make SANDBOX_ID end SECONDS from now (0 ends it now)."""
+    run(AsyncSandbox.set_timeout(sandbox_id, seconds, **connection(ctx)))
+    stdout.print(f"{sandbox_id} now ends in {seconds}s")
