@@ -1,1 +1,17 @@
-"""Bac."""
+"""The gateway: every byte into a sandbox passes here, routed by header or host name."""
+
+from bac_server.gateway.dispatch import Dispatcher
+from bac_server.gateway.pool import Pool
+from bac_server.gateway.proxy import Gateway, is_internal_path
+from bac_server.gateway.routing import RoutingError, Target, from_host, target_of
+
+__all__ = [
+    "Dispatcher",
+    "Gateway",
+    "Pool",
+    "RoutingError",
+    "Target",
+    "from_host",
+    "is_internal_path",
+    "target_of",
+]

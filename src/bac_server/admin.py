@@ -1,0 +1,88 @@
+"""Administration entry points the ``bac`` CLI calls: ``serve`` and API key management.
+
+Key functions open the store directly (the server need not run) and raise ``ValueError`` for
+bad input, which the CLI prints as a one-line error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bac_server.config import ServerConfig
+from bac_server.control import ControlError, KeyInfo, KeyService
+from bac_server.store.sql import SqlStore
+
+T = TypeVar("T")
+
+
+def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
+    """How ``bac serve`` runs uvicorn (also used by tests that start a server)."""
+    return {
+        "host": config.host,
+        "port": config.port,
+        "loop": "uvloop",
+        "http": "httptools",
+        "ws": "websockets",
+        "lifespan": "on",
+        # The gateway passes the sandbox's own Server/Date headers through.
+        "server_header": False,
+        "date_header": False,
+        # SDK clients keep connections for minutes; closing them after uvicorn's default
+        # 5 s makes clients race the close on their next request.
+        "timeout_keep_alive": 75,
+    }
+
+
+def serve(
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    data_dir: Path | str | None = None,
+    domain: str | None = None,
+    **overrides: Any,
+) -> None:
+    """Run the server in the foreground until interrupted."""
+    import uvicorn
+
+    from bac_server.app import create_app
+
+    config = ServerConfig.from_env().with_overrides(
+        host=host, port=port, data_dir=data_dir, domain=domain, **overrides
+    )
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvicorn.run(create_app(config), **uvicorn_options(config))
+
+
+def _with_keys(data_dir: Path | str | None, use: Callable[[KeyService], Awaitable[T]]) -> T:
+    config = ServerConfig.from_env().with_overrides(data_dir=data_dir)
+
+    async def run() -> T:
+        store = await SqlStore.open(config.store_url)
+        try:
+            return await use(KeyService(store))
+        except ControlError as exc:
+            raise ValueError(str(exc)) from exc
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def create_key(team: str, name: str = "default", *, data_dir: Path | str | None = None) -> str:
+    """Issue an API key for ``team`` (created when new); the key is returned only here."""
+    return _with_keys(data_dir, lambda keys: keys.create(team, name))
+
+
+def list_keys(*, data_dir: Path | str | None = None) -> list[KeyInfo]:
+    return _with_keys(data_dir, lambda keys: keys.list())
+
+
+def revoke_key(key_id_or_prefix: str, *, data_dir: Path | str | None = None) -> int:
+    """Revoke by key id or prefix; returns how many keys were revoked."""
+    return _with_keys(data_dir, lambda keys: keys.revoke(key_id_or_prefix))

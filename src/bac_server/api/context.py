@@ -1,0 +1,36 @@
+"""What every handler needs from the request: the control plane, settings, the caller's team."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from bac_server.control import ControlPlane, Team
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    domain: str
+    envd_version: str
+    max_body_bytes: int
+
+
+def plane(request: Request) -> ControlPlane:
+    found: ControlPlane = request.app.state.plane
+    return found
+
+
+def settings(request: Request) -> ApiSettings:
+    found: ApiSettings = request.app.state.api_settings
+    return found
+
+
+async def team(request: Request) -> Team:
+    """The caller's team from ``X-API-KEY``; raises ``Unauthenticated`` (401)."""
+    return await plane(request).keys.authenticate(request.headers.get("x-api-key"))
+
+
+def sandbox_id(request: Request) -> str:
+    value: str = request.path_params["sandbox_id"]
+    return value

@@ -1,0 +1,103 @@
+"""API error responses: every error is JSON ``{"code": <status>, "message": "..."}``.
+
+The official SDK parses that body for every documented status before mapping the error, so
+a non-JSON error body would crash it. ``Should-Retry: false`` goes on every error that a retry
+cannot fix (all 4xx, and 5xx that are not transient), because the SDK otherwise retries 429,
+502, 503 and 504 with backoff.
+
+Error tree (server side, REST transport)::
+
+    ApiError                 a transport-level rejection with its status
+    ├── BadRequest           400  malformed JSON, wrong types, unknown fields, bad query
+    └── PayloadTooLarge      413  body over the limit (the message names it)
+
+Control-plane errors (:mod:`bac_server.control.errors`) are mapped here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bac_server.control import (
+    Conflict,
+    ControlError,
+    InvalidRequest,
+    NotFound,
+    NotSupported,
+    SandboxCreateFailed,
+    TeamLimitExceeded,
+    Unauthenticated,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ApiError):
+    status = 400
+
+
+class PayloadTooLarge(ApiError):
+    status = 413
+
+
+_CONTROL_STATUS: tuple[tuple[type[ControlError], int], ...] = (
+    (InvalidRequest, 400),
+    (Unauthenticated, 401),
+    (NotFound, 404),
+    (Conflict, 409),
+    (TeamLimitExceeded, 429),
+    (NotSupported, 501),
+    (SandboxCreateFailed, 500),
+)
+
+
+def error_response(status: int, message: str, *, retry: bool = False) -> JSONResponse:
+    headers = {"Should-Retry": "true" if retry else "false"}
+    return JSONResponse({"code": status, "message": message}, status, headers=headers)
+
+
+def status_of(exc: ControlError) -> int:
+    for cls, status in _CONTROL_STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+async def on_api_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.message)
+
+
+async def on_control_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ControlError)
+    return error_response(status_of(exc), str(exc))
+
+
+async def on_http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, exc.detail)
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal server error")
+
+
+HANDLERS = {
+    ApiError: on_api_error,
+    ControlError: on_control_error,
+    HTTPException: on_http_error,
+    Exception: on_unexpected,
+}

@@ -1,0 +1,59 @@
+"""The REST API as one Starlette application (every route of ``spec/openapi.yaml``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from bac_server.api import (
+    connect,
+    create,
+    detail,
+    health,
+    kill,
+    listing,
+    logs,
+    metrics,
+    pause,
+    timeout,
+)
+from bac_server.api.context import ApiSettings
+from bac_server.api.errors import HANDLERS
+from bac_server.control import ControlPlane
+
+_ID = "/sandboxes/{sandbox_id:str}"
+
+ROUTES = [
+    Route("/health", health.health, methods=["GET"]),
+    Route("/openapi.yaml", health.openapi, methods=["GET"]),
+    Route("/sandboxes", create.create_sandbox, methods=["POST"]),
+    Route("/v2/sandboxes", create.create_sandbox, methods=["POST"]),
+    Route("/sandboxes", listing.list_v1, methods=["GET"]),
+    Route("/v2/sandboxes", listing.list_v2, methods=["GET"]),
+    Route("/sandboxes/metrics", metrics.many_metrics, methods=["GET"]),
+    Route(_ID, detail.get_sandbox, methods=["GET"]),
+    Route(_ID, kill.kill_sandbox, methods=["DELETE"]),
+    Route(_ID + "/timeout", timeout.set_timeout, methods=["POST"]),
+    Route(_ID + "/refreshes", timeout.refresh, methods=["POST"]),
+    Route(_ID + "/connect", connect.connect_v1, methods=["POST"]),
+    Route("/v2" + _ID + "/connect", connect.connect_v2, methods=["POST"]),
+    Route(_ID + "/resume", connect.resume, methods=["POST"]),
+    Route(_ID + "/pause", pause.pause_sandbox, methods=["POST"]),
+    Route(_ID + "/metrics", metrics.sandbox_metrics, methods=["GET"]),
+    Route(_ID + "/logs", logs.logs_v1, methods=["GET"]),
+    Route("/v2" + _ID + "/logs", logs.logs_v2, methods=["GET"]),
+]
+
+
+def build_api(
+    plane: ControlPlane | None, settings: ApiSettings, **starlette: Any
+) -> Starlette:
+    """The API app; ``starlette`` passes extra options (e.g. ``lifespan``) through.
+
+    ``plane`` may be None and set later on ``app.state.plane`` by that lifespan."""
+    app = Starlette(routes=ROUTES, exception_handlers=dict(HANDLERS), **starlette)
+    app.state.plane = plane
+    app.state.api_settings = settings
+    return app

@@ -1,0 +1,103 @@
+"""The composition root: the one place that names a concrete backend and store.
+
+``create_app(config)`` returns the ASGI application ``bac serve`` runs: the dispatcher in
+front of the gateway and the REST API, with a lifespan that prepares the host, opens the
+store (migrating it), builds the backend, and reconciles what survived a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.types import ASGIApp
+
+from bac_server.api import ApiSettings, build_api
+from bac_server.backends.base import Backend
+from bac_server.config import ENVD_VERSION, ServerConfig
+from bac_server.control import ControlPlane, Limits
+from bac_server.gateway import Dispatcher, Gateway
+from bac_server.store.sql import SqlStore
+
+log = logging.getLogger(__name__)
+
+
+def limits_of(config: ServerConfig) -> Limits:
+    return Limits(
+        default_timeout_s=config.default_timeout_s,
+        max_timeout_s=config.max_timeout_s,
+        default_cpu_count=config.default_cpu_count,
+        default_memory_mb=config.default_memory_mb,
+        default_disk_mb=config.default_disk_mb,
+        max_cpu_count=config.max_cpu_count,
+        min_memory_mb=config.min_memory_mb,
+        max_memory_mb=config.max_memory_mb,
+        max_sandboxes_per_team=config.max_sandboxes_per_team,
+        max_metadata_entries=config.max_metadata_entries,
+        max_env_vars=config.max_env_vars,
+        max_key_bytes=config.max_key_bytes,
+        max_value_bytes=config.max_value_bytes,
+    )
+
+
+def build_backend(config: ServerConfig) -> Backend:
+    from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+
+    return NamespaceBackend(NamespaceConfig(data_dir=config.data_dir))
+
+
+def build_templates(config: ServerConfig) -> Any:
+    from bac_server.templates import TemplateStore
+
+    return TemplateStore(config.template_root)
+
+
+def prepare_host() -> None:
+    from bac_server.host import prepare_host as _prepare
+
+    _prepare()
+
+
+def create_app(config: ServerConfig) -> ASGIApp:
+    settings = ApiSettings(
+        domain=config.domain, envd_version=ENVD_VERSION, max_body_bytes=config.max_api_body_bytes
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if config.prepare_host:
+            await asyncio.to_thread(prepare_host)
+        store = await SqlStore.open(config.store_url)
+        backend = build_backend(config)
+        plane = ControlPlane(
+            backend=backend,
+            templates=build_templates(config),
+            store=store,
+            limits=limits_of(config),
+            metrics_interval_s=config.metrics_interval_s,
+            metrics_retention_s=config.metrics_retention_s,
+        )
+        report = await plane.start()
+        app.state.plane = plane
+        gateway = Gateway(plane.registry)
+        dispatcher.gateway = gateway
+        log.info(
+            "bac server ready: %d sandboxes re-attached, %d cleaned",
+            len(report.reattached), len(report.died) + len(report.orphans_destroyed),
+        )
+        try:
+            yield
+        finally:
+            dispatcher.gateway = None
+            await plane.stop()
+            gateway.close()
+            await backend.close()
+            await store.close()
+
+    api = build_api(None, settings, lifespan=lifespan)
+    dispatcher = Dispatcher(api, config.domain)
+    return dispatcher

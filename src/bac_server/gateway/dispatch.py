@@ -1,0 +1,39 @@
+"""The server's front door: requests for a sandbox go to the gateway, the rest to the API.
+
+One address serves both, because the SDKs point ``E2B_API_URL`` and ``E2B_SANDBOX_URL`` at
+the same server; the routing headers or host name tell them apart (:mod:`.routing`).
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from bac_server.gateway.errors import error_body, send_error
+from bac_server.gateway.proxy import Gateway
+from bac_server.gateway.routing import RoutingError, target_of
+from bac_server.gateway.websocket_relay import deny
+
+
+class Dispatcher:
+    """``gateway`` may be attached after construction (once the lifespan has built it)."""
+
+    def __init__(self, api: ASGIApp, domain: str, gateway: Gateway | None = None) -> None:
+        self._api = api
+        self._domain = domain
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and self.gateway is not None:
+            try:
+                target = target_of(scope["headers"], self._domain)
+            except RoutingError as exc:
+                if scope["type"] == "websocket":
+                    await receive()
+                    await deny(scope, send, 400, error_body(400, str(exc), None))
+                else:
+                    await send_error(send, 400, str(exc), None)
+                return
+            if target is not None:
+                await self.gateway(scope, receive, send, target)
+                return
+        await self._api(scope, receive, send)

@@ -1,0 +1,103 @@
+"""The gateway: checks a request bound for a sandbox, then relays it (HTTP or WebSocket).
+
+Checks, in order: the sandbox is running (else 502 "was not found", which the SDKs read as
+"sandbox gone"); envd's internal routes are not reachable from outside (403); non-envd ports
+of a sandbox created with ``allowPublicTraffic: false`` need its traffic token (403). The
+envd access token itself is checked by envd, which also accepts signed URLs without it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from urllib.parse import unquote
+
+from starlette.types import Receive, Scope, Send
+
+from bac_server.control import Registry, Route
+from bac_server.gateway.errors import (
+    BAD_TRAFFIC_HEADER,
+    NO_TRAFFIC_HEADER,
+    NOT_FOUND,
+    PORT_CLOSED,
+    error_body,
+    send_error,
+)
+from bac_server.gateway.http_relay import HttpRelay, UpstreamFailed
+from bac_server.gateway.pool import Pool
+from bac_server.gateway.routing import Target
+from bac_server.gateway.websocket_relay import deny, relay_websocket
+
+log = logging.getLogger(__name__)
+
+# envd routes meant for the host only (E2B's proxy refuses them from outside too).
+INTERNAL_ENVD_PATHS = frozenset({"init", "freeze", "unfreeze", "collapse", "fsfreeze", "fsthaw"})
+_TRAFFIC_HEADER = b"e2b-traffic-access-token"
+
+
+def is_internal_path(raw_path: bytes) -> bool:
+    """True for envd's internal routes however the path is spelled (case, %xx, //, /./)."""
+    try:
+        path = unquote(raw_path.decode("ascii"), errors="strict")
+    except (UnicodeError, ValueError):
+        return True  # cannot tell what the sandbox would route it to: fail closed
+    segments = [s for s in path.split("/") if s not in ("", ".")]
+    return bool(segments) and segments[0].lower() in INTERNAL_ENVD_PATHS
+
+
+class Gateway:
+    def __init__(self, registry: Registry, pool: Pool | None = None) -> None:
+        self._registry = registry
+        self._pool = pool or Pool()
+        self._http = HttpRelay(self._pool)
+        registry.on_gone(self._pool.drop_sandbox)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _refusal(self, scope: Scope, route: Route, target: Target) -> tuple[int, str] | None:
+        if target.port == route.envd_port:
+            raw: bytes = scope.get("raw_path") or scope["path"].encode()
+            if is_internal_path(raw):
+                return 403, "this envd route is internal and not reachable through the gateway"
+            return None
+        if route.traffic_access_token is None:
+            return None
+        given = next((v for n, v in scope["headers"] if n == _TRAFFIC_HEADER), None)
+        if given is None:
+            return 403, NO_TRAFFIC_HEADER
+        if not hmac.compare_digest(given, route.traffic_access_token.encode()):
+            return 403, BAD_TRAFFIC_HEADER
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, target: Target) -> None:
+        route = self._registry.route(target.sandbox_id)
+        refusal = (502, NOT_FOUND) if route is None else self._refusal(scope, route, target)
+        if scope["type"] == "websocket":
+            if refusal is not None:
+                await deny(scope, send, refusal[0], error_body(*refusal, target.sandbox_id))
+                return
+            assert route is not None
+            await relay_websocket(scope, receive, send, target.sandbox_id, route.address,
+                                  target.port)
+            return
+        if refusal is not None:
+            await send_error(send, refusal[0], refusal[1], target.sandbox_id)
+            return
+        assert route is not None
+        try:
+            await self._http.relay(
+                scope, receive, send, target.sandbox_id, route.address, target.port
+            )
+        except UpstreamFailed as exc:
+            if exc.started:
+                # Returning with the response incomplete makes the server cut the client
+                # connection: the client sees a broken stream, never a truncated success.
+                log.info("relay to %s:%d broke: %s", target.sandbox_id, target.port, exc)
+                return
+            gone = self._registry.route(target.sandbox_id) is None
+            await send_error(send, 502, NOT_FOUND if gone else str(exc), target.sandbox_id)
+        except OSError:
+            gone = self._registry.route(target.sandbox_id) is None
+            message = NOT_FOUND if gone else PORT_CLOSED
+            await send_error(send, 502, message, target.sandbox_id)
