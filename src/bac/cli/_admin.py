@@ -47,17 +47,28 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, domain: str
 
 
 @click.group(cls=BacGroup)
-def keys() -> None:
-    """Create, list and revoke API keys (on this machine's server)."""
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The server's data directory (default: BAC_DATA_DIR or /var/lib/bac).")
+@click.pass_context
+def keys(ctx: click.Context, data_dir: Path | None) -> None:
+    """Create, list and revoke API keys (in this machine's server state)."""
+    ctx.obj = {"data_dir": data_dir}
+
+
+def _data_dir(ctx: click.Context) -> Path | None:
+    obj = ctx.obj if isinstance(ctx.obj, dict) else {}
+    data_dir: Path | None = obj.get("data_dir")
+    return data_dir
 
 
 @keys.command()
 @click.argument("team")
 @click.argument("name", default="default")
 @json_option
-def create(team: str, name: str, as_json: bool) -> None:
+@click.pass_context
+def create(ctx: click.Context, team: str, name: str, as_json: bool) -> None:
     """Create a key for TEAM (created if new) and print it; it is shown only once."""
-    key = _call(_admin().create_key, team, name)
+    key = _call(_admin().create_key, team, name, data_dir=_data_dir(ctx))
     if as_json:
         print_json({"team": team, "name": name, "key": key})
     else:
@@ -66,9 +77,10 @@ def create(team: str, name: str, as_json: bool) -> None:
 
 @keys.command(name="list")
 @json_option
-def list_(as_json: bool) -> None:
+@click.pass_context
+def list_(ctx: click.Context, as_json: bool) -> None:
     """List keys (their prefixes, never the keys themselves)."""
-    infos = _call(_admin().list_keys)
+    infos = _call(_admin().list_keys, data_dir=_data_dir(ctx))
     rows = [
         {
             "keyId": k.key_id, "team": k.team, "name": k.name, "prefix": k.prefix,
@@ -81,15 +93,17 @@ def list_(as_json: bool) -> None:
         print_json(rows)
         return
     print_table(None, ["KEY ID", "TEAM", "NAME", "PREFIX", "CREATED", "REVOKED"],
-                [[r["keyId"], r["team"], r["name"], r["prefix"], r["createdAt"][:19],
-                  (r["revokedAt"] or "")[:19]] for r in rows])
+                [[r["keyId"], r["team"], r["name"], r["prefix"],
+                  r["createdAt"][:16].replace("T", " "),
+                  (r["revokedAt"] or "")[:16].replace("T", " ")] for r in rows])
 
 
 @keys.command()
 @click.argument("key_id_or_prefix")
-def revoke(key_id_or_prefix: str) -> None:
+@click.pass_context
+def revoke(ctx: click.Context, key_id_or_prefix: str) -> None:
     """Revoke a key by its id or prefix; requests with it fail from then on."""
-    count = _call(_admin().revoke_key, key_id_or_prefix)
+    count = _call(_admin().revoke_key, key_id_or_prefix, data_dir=_data_dir(ctx))
     if not count:
         raise CliError(f"no active key matches {key_id_or_prefix!r}", exit_code=4)
     stdout.print(f"revoked {count} key{'s' if count != 1 else ''}")

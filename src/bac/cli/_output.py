@@ -99,7 +99,9 @@ def print_table(title: str | None, columns: Sequence[str], rows: Iterable[Sequen
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
-    stdout.print(table)
+    # Piped output has no window to fit; don't fold ids into the 80-column default.
+    console = stdout if stdout.is_terminal else Console(soft_wrap=True, width=240)
+    console.print(table)
 
 
 def parse_pairs(values: Iterable[str], what: str) -> dict[str, str]:
