@@ -1,1 +1,23 @@
-"""Bac."""
+"""The namespace backend: each sandbox an OCI container (crun by default) in its own user,
+pid, mount, ipc, uts, cgroup and network namespaces, on an overlay of its template.
+
+Public API::
+
+    backend = NamespaceBackend(NamespaceConfig(data_dir=..., pool_size=4))
+    await backend.prepare(template)            # optional: build envd bundle, warm the pool
+    endpoint = await backend.create(spec)      # envd answering at endpoint.address:49983
+    await backend.destroy(spec.sandbox_id)
+"""
+
+from ._backend import NamespaceBackend
+from ._config import NamespaceConfig
+from ._envd_bundle import EnvdBundleError, ensure_envd_bundle
+from ._seccomp import DENIED as SECCOMP_DENIED
+
+__all__ = [
+    "SECCOMP_DENIED",
+    "EnvdBundleError",
+    "NamespaceBackend",
+    "NamespaceConfig",
+    "ensure_envd_bundle",
+]

@@ -1,0 +1,84 @@
+"""Point-to-point address pairs for sandboxes, leased through files so leases survive restarts.
+
+Slot ``n`` of the pool ``10.202.0.0/16`` gives the host side ``10.202.0.0 + 2n`` and the
+sandbox ``+ 2n + 1`` (both /32 with each other as peer), and the host veth ``<prefix><n>``.
+A /16 holds 32768 sandboxes. A lease is the file ``<dir>/<n>`` created with ``O_EXCL``,
+which makes leasing safe across processes sharing a data directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from bac_server.backends.base import ResourceLimitError
+
+
+@dataclass(frozen=True)
+class Lease:
+    index: int
+    host_address: str
+    sandbox_address: str
+    veth: str
+
+
+class AddressPool:
+    def __init__(self, cidr: str, lease_dir: Path, veth_prefix: str) -> None:
+        self.network = ipaddress.IPv4Network(cidr, strict=True)
+        if self.network.prefixlen > 30:
+            raise ValueError(f"address pool {cidr} is too small")
+        self.capacity = self.network.num_addresses // 2
+        if len(veth_prefix) + len(str(self.capacity - 1)) > 15:
+            raise ValueError("veth prefix too long for interface names (15 bytes max)")
+        self.lease_dir = lease_dir
+        self.veth_prefix = veth_prefix
+        self._cursor = itertools.count()
+        self._lock = threading.Lock()
+
+    def describe(self, index: int) -> Lease:
+        base = int(self.network.network_address) + 2 * index
+        return Lease(index=index, host_address=str(ipaddress.IPv4Address(base)),
+                     sandbox_address=str(ipaddress.IPv4Address(base + 1)),
+                     veth=f"{self.veth_prefix}{index}")
+
+    def lease(self, owner: str) -> Lease:
+        """Take a free slot for ``owner``; raises ResourceLimitError when the pool is full."""
+        self.lease_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self._lock:
+            start = next(self._cursor) % self.capacity
+        # Round-robin from a moving cursor keeps a just-freed address (and any stale
+        # neighbour or conntrack entry for it) out of use for as long as possible.
+        for step in range(self.capacity):
+            index = (start + step) % self.capacity
+            try:
+                fd = os.open(self.lease_dir / str(index),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as handle:
+                handle.write(owner)
+            with self._lock:
+                self._cursor = itertools.count(index + 1)
+            return self.describe(index)
+        raise ResourceLimitError(f"address pool {self.network} is exhausted "
+                                 f"({self.capacity} sandboxes)")
+
+    def release(self, index: int) -> None:
+        (self.lease_dir / str(index)).unlink(missing_ok=True)
+
+    def leases(self) -> dict[int, str]:
+        """Every lease on disk: index -> owner."""
+        if not self.lease_dir.is_dir():
+            return {}
+        found: dict[int, str] = {}
+        for entry in self.lease_dir.iterdir():
+            if entry.name.isdigit():
+                try:
+                    found[int(entry.name)] = entry.read_text()
+                except FileNotFoundError:
+                    continue
+        return found

@@ -1,0 +1,264 @@
+"""``NamespaceBackend``: sandboxes as OCI containers in Linux namespaces on this host.
+
+Sandboxes are independent of the server process: they keep running when it exits, and a
+new backend on the same data directory re-attaches them (``list()``). See
+docs/security.md for what this isolation does and does not protect against.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import resource
+import time
+
+import httpx
+
+from bac_server.backends.base import (
+    ResourceLimitError,
+    ResourceUsage,
+    SandboxEndpoint,
+    SandboxNotFound,
+    SandboxSetupError,
+    SandboxSpec,
+    SandboxStatus,
+    TemplateImage,
+)
+
+from ._addresses import AddressPool
+from ._cgroupfs import CgroupTree
+from ._config import NamespaceConfig
+from ._context import Context
+from ._envd_bundle import Progress
+from ._launch import assign, start_slot
+from ._layers import disk_used, prepare_data_dirs
+from ._ocispec import NOFILE_LIMIT, Limits
+from ._pool import WarmPool
+from ._process import become_subreaper, is_alive, owner_token
+from ._recovery import PENDING_CLAIM, recover
+from ._runtime import OciRuntime
+from ._slot import SlotPhase, SlotRecord, save_record
+from ._teardown import teardown
+
+_log = logging.getLogger(__name__)
+_SANDBOX_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class NamespaceBackend:
+    name = "namespaces"
+
+    def __init__(self, config: NamespaceConfig | None = None) -> None:
+        self.config = config or NamespaceConfig()
+        self._ctx: Context | None = None
+        self._pool: WarmPool | None = None
+        self._sandboxes: dict[str, SlotRecord] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._start_lock = asyncio.Lock()
+        self._cpu_samples: dict[str, tuple[float, int]] = {}
+
+    # -- start-up ---------------------------------------------------------------------
+
+    async def _context(self) -> Context:
+        if self._ctx is not None:
+            return self._ctx
+        async with self._start_lock:
+            if self._ctx is None:
+                self._ctx = await self._start()
+        return self._ctx
+
+    async def _start(self) -> Context:
+        cfg = self.config
+        become_subreaper()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard < NOFILE_LIMIT:
+            # Sandboxes inherit their ceiling from the runtime, which inherits ours; raising
+            # it needs CAP_SYS_RESOURCE, without which sandboxes get our hard limit.
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, NOFILE_LIMIT))
+        prepare_data_dirs(cfg.data_dir, cfg.sandboxes_dir, cfg.id_range)
+        for directory in (cfg.leases_dir, cfg.claims_dir):
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ctx = Context(
+            config=cfg, runtime=OciRuntime(cfg.runtime, cfg.runtime_root),
+            addresses=AddressPool(cfg.address_pool, cfg.leases_dir, cfg.veth_prefix),
+            cgroups=CgroupTree(), owner=owner_token(),
+            http=httpx.AsyncClient(trust_env=False,
+                                   limits=httpx.Limits(max_keepalive_connections=0)))
+        self._sandboxes = await recover(ctx)
+        self._pool = WarmPool(ctx, cfg.pool_size, self._default_limits(ctx),
+                              preload=cfg.pool_preload)
+        _log.info("namespace backend ready: %d sandbox(es) re-attached, runtime %s",
+                  len(self._sandboxes), ctx.runtime.binary)
+        return ctx
+
+    def _default_limits(self, ctx: Context) -> Limits:
+        spec_defaults = SandboxSpec.__dataclass_fields__
+        return Limits(vcpus=spec_defaults["vcpus"].default,  # type: ignore[arg-type]
+                      memory_mb=spec_defaults["memory_mb"].default,  # type: ignore[arg-type]
+                      pids_max=spec_defaults["pids_max"].default,  # type: ignore[arg-type]
+                      limit_swap=ctx.cgroups.supports_swap)
+
+    async def prepare(self, template: TemplateImage, progress: Progress | None = None) -> None:
+        """Build envd's bundle for ``template`` and start filling its warm pool."""
+        ctx = await self._context()
+        await ctx.envd_bundle(template, progress)
+        assert self._pool is not None
+        self._pool.want(template)
+
+    async def wait_pool_full(self, template: TemplateImage) -> None:
+        await self._context()
+        assert self._pool is not None
+        await self._pool.wait_full(template)
+
+    # -- Backend -----------------------------------------------------------------------
+
+    def _limits(self, ctx: Context, spec: SandboxSpec) -> Limits:
+        cfg = self.config
+        if not _SANDBOX_ID.match(spec.sandbox_id):
+            raise SandboxSetupError(f"invalid sandbox id {spec.sandbox_id!r}")
+        if not 1 <= spec.vcpus <= cfg.max_vcpus:
+            raise ResourceLimitError(f"vcpus must be 1..{cfg.max_vcpus}, got {spec.vcpus}")
+        if not cfg.min_memory_mb <= spec.memory_mb <= cfg.max_memory_mb:
+            raise ResourceLimitError(f"memory_mb must be {cfg.min_memory_mb}.."
+                                     f"{cfg.max_memory_mb}, got {spec.memory_mb}")
+        if not 16 <= spec.pids_max <= cfg.max_pids:
+            raise ResourceLimitError(f"pids_max must be 16..{cfg.max_pids}, got {spec.pids_max}")
+        bad = [k for k, v in spec.env_vars.items()
+               if not _ENV_KEY.match(k) or "\0" in v]
+        if bad:
+            raise SandboxSetupError(f"invalid environment variable names: {bad}")
+        return Limits(spec.vcpus, spec.memory_mb, spec.pids_max, ctx.cgroups.supports_swap)
+
+    def _claim(self, ctx: Context, sandbox_id: str) -> None:
+        try:
+            fd = os.open(ctx.claim_path(sandbox_id),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError as exc:
+            raise SandboxSetupError(f"sandbox {sandbox_id} already exists") from exc
+        with os.fdopen(fd, "w") as handle:
+            handle.write(PENDING_CLAIM + ctx.owner)
+
+    async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
+        ctx = await self._context()
+        assert self._pool is not None
+        limits = self._limits(ctx, spec)
+        self._claim(ctx, spec.sandbox_id)
+        try:
+            record = self._pool.take(spec.template)
+            if record is not None:
+                try:
+                    await assign(ctx, record, spec, limits)
+                except SandboxSetupError:
+                    _log.warning("pooled slot %s failed at hand-out; starting cold",
+                                 record.slot, exc_info=True)
+                    record = None
+            if record is None:
+                record = await start_slot(ctx, spec.template, hostname=spec.sandbox_id,
+                                          limits=limits, pooled=False, preload=False)
+                ctx.claim_path(spec.sandbox_id).write_text(record.slot)
+                await assign(ctx, record, spec, limits)
+            else:
+                ctx.claim_path(spec.sandbox_id).write_text(record.slot)
+        except BaseException:
+            ctx.claim_path(spec.sandbox_id).unlink(missing_ok=True)
+            raise
+        self._sandboxes[spec.sandbox_id] = record
+        return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
+
+    def _lock(self, sandbox_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(sandbox_id, asyncio.Lock())
+
+    def _record(self, sandbox_id: str) -> SlotRecord:
+        record = self._sandboxes.get(sandbox_id)
+        if record is None:
+            raise SandboxNotFound(f"sandbox {sandbox_id} not found")
+        return record
+
+    async def destroy(self, sandbox_id: str) -> None:
+        ctx = await self._context()
+        async with self._lock(sandbox_id):
+            record = self._sandboxes.get(sandbox_id)
+            if record is None:
+                slot = ctx.claimed_slot(sandbox_id)
+                record = ctx.load(slot) if slot and not slot.startswith(PENDING_CLAIM) else None
+            if record is None:
+                return
+            if record.phase is not SlotPhase.DESTROYING:
+                record.move(SlotPhase.DESTROYING)
+                save_record(ctx.paths(record.slot), record)
+            await teardown(ctx, record)
+            self._sandboxes.pop(sandbox_id, None)
+            self._cpu_samples.pop(sandbox_id, None)
+        self._locks.pop(sandbox_id, None)
+
+    async def status(self, sandbox_id: str) -> SandboxStatus:
+        ctx = await self._context()
+        record = self._record(sandbox_id)
+        if not is_alive(record.init_pid, record.init_start):
+            return SandboxStatus.STOPPED
+        if record.phase is SlotPhase.PAUSED or ctx.cgroups.is_frozen(record.cgroup_path):
+            return SandboxStatus.PAUSED
+        return SandboxStatus.RUNNING
+
+    async def endpoint(self, sandbox_id: str) -> SandboxEndpoint:
+        await self._context()
+        return SandboxEndpoint(sandbox_id, self._record(sandbox_id).sandbox_address)
+
+    async def list(self) -> list[str]:
+        await self._context()
+        return sorted(self._sandboxes)
+
+    async def usage(self, sandbox_id: str) -> ResourceUsage:
+        ctx = await self._context()
+        record = self._record(sandbox_id)
+        try:
+            stats = ctx.cgroups.cpu_memory(record.cgroup_path)
+        except FileNotFoundError as exc:
+            raise SandboxNotFound(f"sandbox {sandbox_id} has no cgroup (stopped)") from exc
+        now = time.monotonic()
+        last = self._cpu_samples.get(sandbox_id)
+        self._cpu_samples[sandbox_id] = (now, stats.cpu_usage_ns)
+        pct = 0.0
+        if last is not None and now > last[0]:
+            pct = (stats.cpu_usage_ns - last[1]) / ((now - last[0]) * 1e9) / record.vcpus * 100
+        used = await asyncio.to_thread(disk_used, ctx.paths(record.slot))
+        return ResourceUsage(
+            cpu_count=record.vcpus, cpu_used_pct=round(max(pct, 0.0), 2),
+            mem_used_bytes=stats.mem_used, mem_total_bytes=record.memory_mb * 1024 * 1024,
+            mem_cache_bytes=stats.mem_cache, disk_used_bytes=used,
+            disk_total_bytes=record.disk_mb * 1024 * 1024)
+
+    # -- Pausable ------------------------------------------------------------------------
+
+    async def pause(self, sandbox_id: str) -> None:
+        ctx = await self._context()
+        async with self._lock(sandbox_id):
+            record = self._record(sandbox_id)
+            if record.phase is SlotPhase.PAUSED:
+                return
+            await ctx.runtime.pause(record.slot)
+            record.move(SlotPhase.PAUSED)
+            save_record(ctx.paths(record.slot), record)
+
+    async def resume(self, sandbox_id: str) -> SandboxEndpoint:
+        ctx = await self._context()
+        async with self._lock(sandbox_id):
+            record = self._record(sandbox_id)
+            if record.phase is SlotPhase.PAUSED:
+                await ctx.runtime.resume(record.slot)
+                record.move(SlotPhase.RUNNING)
+                save_record(ctx.paths(record.slot), record)
+        return SandboxEndpoint(sandbox_id, record.sandbox_address)
+
+    async def close(self) -> None:
+        """Stop the warm pool (its slots are destroyed); sandboxes keep running."""
+        if self._ctx is None:
+            return
+        if self._pool is not None:
+            await self._pool.close()
+        await self._ctx.http.aclose()
+        self._ctx = None

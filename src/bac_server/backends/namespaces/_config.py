@@ -1,0 +1,56 @@
+"""Configuration of the namespace backend: one frozen object with safe defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bac_server.host import HostSettings, IdRange, default_data_dir
+
+
+@dataclass(frozen=True)
+class NamespaceConfig:
+    data_dir: Path = field(default_factory=default_data_dir)
+    # OCI runtime binary: crun (default), runc, or gVisor's runsc.
+    runtime: str = "crun"
+    # The runtime's own state (tmpfs: it is meaningless after a reboot anyway).
+    runtime_root: Path = Path("/run/bac/runtime")
+    id_range: IdRange = field(default_factory=IdRange)
+    address_pool: str = "10.202.0.0/16"
+    veth_prefix: str = "bacs"
+    max_vcpus: int = 8
+    min_memory_mb: int = 64
+    max_memory_mb: int = 8192
+    max_pids: int = 32768
+    # Pre-started sandboxes kept per hot template (0 disables the pool).
+    pool_size: int = 0
+    # Seconds to wait for envd to listen, and then to answer /init.
+    envd_start_timeout_s: float = 15.0
+    envd_init_timeout_s: float = 15.0
+    # Import envd's RPC stack before hand-out in pooled sandboxes (first call is fast).
+    pool_preload: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pool_size < 0:
+            raise ValueError("pool_size must be >= 0")
+        if self.max_vcpus < 1 or self.max_memory_mb < self.min_memory_mb or self.max_pids < 16:
+            raise ValueError("inconsistent resource maxima")
+
+    @property
+    def sandboxes_dir(self) -> Path:
+        return self.data_dir / "sandboxes"
+
+    @property
+    def leases_dir(self) -> Path:
+        return self.data_dir / "addresses"
+
+    @property
+    def claims_dir(self) -> Path:
+        return self.data_dir / "claims"
+
+    @property
+    def bundles_dir(self) -> Path:
+        return self.data_dir / "envd"
+
+    def host_settings(self) -> HostSettings:
+        return HostSettings(runtime=self.runtime, veth_prefix=self.veth_prefix)

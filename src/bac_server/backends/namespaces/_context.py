@@ -1,0 +1,73 @@
+"""What every slot operation needs: configuration, runtime, address pool, cgroups, HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bac_server.backends.base import SandboxSetupError, TemplateImage
+
+from ._addresses import AddressPool
+from ._cgroupfs import CgroupTree
+from ._config import NamespaceConfig
+from ._envd_bundle import Progress, ensure_envd_bundle
+from ._runtime import OciRuntime
+from ._slot import SlotPaths, SlotRecord, load_record
+
+
+@dataclass
+class Context:
+    config: NamespaceConfig
+    runtime: OciRuntime
+    addresses: AddressPool
+    cgroups: CgroupTree
+    http: httpx.AsyncClient
+    owner: str
+    _bundles: dict[Path, Path] = field(default_factory=dict)
+    _bundle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def paths(self, slot: str) -> SlotPaths:
+        return SlotPaths(self.config.sandboxes_dir / slot)
+
+    def load(self, slot: str) -> SlotRecord | None:
+        return load_record(self.paths(slot))
+
+    async def envd_bundle(self, template: TemplateImage, progress: Progress | None = None) -> Path:
+        """The envd bundle for this template's Python, built on first use."""
+        known = self._bundles.get(template.rootfs)
+        if known is not None:
+            return known
+        async with self._bundle_lock:
+            if template.rootfs not in self._bundles:
+                self._bundles[template.rootfs] = await ensure_envd_bundle(
+                    self.config.bundles_dir, template.rootfs, progress)
+        return self._bundles[template.rootfs]
+
+    def check_template(self, template: TemplateImage) -> None:
+        """Fail closed on a template not shifted to this backend's id range."""
+        try:
+            owner = template.rootfs.stat().st_uid
+        except FileNotFoundError as exc:
+            raise SandboxSetupError(f"template rootfs {template.rootfs} is missing") from exc
+        if owner != self.config.id_range.root:
+            raise SandboxSetupError(
+                f"template {template.template_id} is owned by uid {owner}, not the sandbox "
+                f"root {self.config.id_range.root}: it was built for another id range")
+
+    # claims: one file per sandbox id, made with O_EXCL, naming the slot that serves it
+
+    def claim_path(self, sandbox_id: str) -> Path:
+        return self.config.claims_dir / sandbox_id
+
+    def claimed_slot(self, sandbox_id: str) -> str | None:
+        try:
+            return self.claim_path(sandbox_id).read_text() or None
+        except FileNotFoundError:
+            return None
+
+    def write_json(self, path: Path, data: object) -> None:
+        path.write_text(json.dumps(data))

@@ -1,0 +1,163 @@
+"""The OCI ``config.json`` of a sandbox: namespaces, mounts, limits and privileges.
+
+Plan first, apply in the runtime: everything the sandbox may do is decided here, in one
+pure function that tests can read, and handed to the runtime as a whole.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bac_server.backends.base import ENVD_PORT
+from bac_server.host import IdRange
+
+from ._seccomp import seccomp_profile
+
+# The capability set of root inside the sandbox, all scoped to its user namespace.
+# envd needs SETUID/SETGID (run commands as the user), CHOWN/FOWNER/DAC_OVERRIDE (files
+# for any user), KILL (signal the user's processes); apt and sudo need the rest.
+CAPABILITIES = [
+    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID",
+    "CAP_KILL", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID",
+]
+
+MASKED_PATHS = [
+    "/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+    "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/vmallocinfo", "/sys/firmware", "/sys/devices/virtual/powercap",
+    "/sys/kernel/debug", "/sys/kernel/security", "/sys/fs/bpf",
+]
+READONLY_PATHS = [
+    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+]
+
+ENVD_MOUNT = "/opt/bac"
+NOFILE_LIMIT = 65536
+READY_FD = 3
+# (type, major, minor) the sandbox may open, everything else is denied: null, zero, full,
+# random, urandom, tty, console, ptmx and every pts.
+_DEVICES = [
+    ("c", 1, 3), ("c", 1, 5), ("c", 1, 7), ("c", 1, 8), ("c", 1, 9),
+    ("c", 5, 0), ("c", 5, 1), ("c", 5, 2), ("c", 136, None),
+]
+
+
+@dataclass(frozen=True)
+class Limits:
+    vcpus: int
+    memory_mb: int
+    pids_max: int
+    limit_swap: bool
+
+    def resources(self) -> dict[str, Any]:
+        """The OCI ``linux.resources`` object (also what ``<runtime> update -r`` takes)."""
+        memory = self.memory_mb * 1024 * 1024
+        mem: dict[str, Any] = {"limit": memory}
+        if self.limit_swap:
+            mem["swap"] = memory  # memory+swap == memory: no swap
+        period = 100_000
+        return {
+            "memory": mem,
+            "cpu": {"quota": self.vcpus * period, "period": period,
+                    "shares": 1024 * self.vcpus},
+            "pids": {"limit": self.pids_max},
+        }
+
+
+@dataclass(frozen=True)
+class SandboxPlan:
+    hostname: str
+    rootfs: Path
+    netns_path: str
+    cgroup_path: str
+    id_range: IdRange
+    limits: Limits
+    allow_setuid: bool
+    envd_bundle: Path
+    etc_dir: Path  # holds the per-sandbox hosts/hostname files bound over /etc
+
+
+def _bind(source: Path | str, destination: str, *extra: str) -> dict[str, Any]:
+    return {"destination": destination, "type": "bind", "source": str(source),
+            "options": ["rbind", "nosuid", "nodev", *extra]}
+
+
+def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
+    return [
+        {"destination": "/proc", "type": "proc", "source": "proc",
+         "options": ["nosuid", "noexec", "nodev"]},
+        {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+         "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+        {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
+         "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620",
+                     "gid=5"]},
+        {"destination": "/dev/shm", "type": "tmpfs", "source": "shm",  # noqa: S108
+         "options": ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]},
+        {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
+         "options": ["nosuid", "noexec", "nodev"]},
+        # A fresh sysfs cannot be mounted: the network namespace belongs to the host's
+        # user namespace. The host's sysfs is bound instead, read-only and without the
+        # mounts below it (cgroup, debugfs, bpf, ...).
+        {"destination": "/sys", "type": "bind", "source": "/sys",
+         "options": ["bind", "ro", "nosuid", "noexec", "nodev"]},
+        _bind(plan.envd_bundle, ENVD_MOUNT, "ro"),
+        _bind(plan.etc_dir / "hosts", "/etc/hosts"),
+        _bind(plan.etc_dir / "hostname", "/etc/hostname"),
+    ]
+
+
+def envd_argv() -> list[str]:
+    return ["/usr/bin/python3", "-s", "-m", "bac_envd", "--port", str(ENVD_PORT),
+            "--host", "0.0.0.0", "--ready-fd", str(READY_FD)]
+
+
+def build_config(plan: SandboxPlan) -> dict[str, Any]:
+    # The runtime cannot raise the limit above its own hard limit inside the user namespace.
+    nofile = min(NOFILE_LIMIT, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    ids = [{"containerID": 0, "hostID": plan.id_range.base, "size": plan.id_range.size}]
+    devices: list[dict[str, Any]] = [{"allow": False, "access": "rwm"}]
+    devices += [{"allow": True, "type": kind, "major": major, "minor": minor, "access": "rwm"}
+                if minor is not None else
+                {"allow": True, "type": kind, "major": major, "access": "rwm"}
+                for kind, major, minor in _DEVICES]
+    resources = plan.limits.resources() | {"devices": devices}
+    return {
+        "ociVersion": "1.0.2",
+        "process": {
+            "terminal": False,
+            "user": {"uid": 0, "gid": 0},
+            "args": envd_argv(),
+            "env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "LANG=C.UTF-8", "HOME=/root", f"PYTHONPATH={ENVD_MOUNT}/lib",
+                "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+            ],
+            "cwd": "/",
+            "capabilities": {key: CAPABILITIES for key in ("bounding", "effective", "permitted")},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": nofile, "soft": nofile}],
+            # SECURITY: without setuid binaries in the template nothing may gain privileges;
+            # with them (sudo) root inside stays confined by the user namespace.
+            "noNewPrivileges": not plan.allow_setuid,
+        },
+        "root": {"path": str(plan.rootfs), "readonly": False},
+        "hostname": plan.hostname,
+        "mounts": _mounts(plan),
+        "linux": {
+            "uidMappings": ids,
+            "gidMappings": ids,
+            "namespaces": [
+                {"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"},
+                {"type": "cgroup"}, {"type": "user"},
+                {"type": "network", "path": plan.netns_path},
+            ],
+            "cgroupsPath": plan.cgroup_path,
+            "resources": resources,
+            "seccomp": seccomp_profile(),
+            "maskedPaths": MASKED_PATHS,
+            "readonlyPaths": READONLY_PATHS,
+            "rootfsPropagation": "private",
+        },
+    }

@@ -1,0 +1,107 @@
+"""The warm pool: a few started slots per hot template, handed out on create.
+
+A pooled slot has envd listening (optionally with its RPC stack imported), default
+resources, a placeholder hostname, no token and no environment. Hand-out (``assign``)
+sets the requested id as hostname, applies the requested limits and then sends ``/init``
+with the token and environment, so a pooled sandbox is indistinguishable from a cold one.
+Refills run one at a time per template in the background, so they never compete with
+the creates they serve for more than one start's worth of CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from pathlib import Path
+
+from bac_server.backends.base import SandboxSetupError, TemplateImage
+
+from ._context import Context
+from ._launch import start_slot, undo_after_failure
+from ._ocispec import Limits
+from ._process import is_alive
+from ._slot import SlotRecord
+
+_log = logging.getLogger(__name__)
+POOL_HOSTNAME = "sandbox"
+
+
+class WarmPool:
+    def __init__(self, ctx: Context, size: int, limits: Limits, preload: bool) -> None:
+        self._ctx = ctx
+        self.size = size
+        self._limits = limits
+        self._preload = preload
+        self._ready: dict[Path, collections.deque[SlotRecord]] = {}
+        self._refills: dict[Path, asyncio.Task[None]] = {}
+        self._closed = False
+        self._cleanups: set[asyncio.Future[None]] = set()
+
+    def take(self, template: TemplateImage) -> SlotRecord | None:
+        """A live pooled slot for ``template`` (and start refilling), or None."""
+        if self.size == 0 or self._closed:
+            return None
+        queue = self._ready.setdefault(template.rootfs, collections.deque())
+        record: SlotRecord | None = None
+        while queue:
+            candidate = queue.popleft()
+            if is_alive(candidate.init_pid, candidate.init_start):
+                record = candidate
+                break
+            self._cleanups.add(task := asyncio.ensure_future(
+                undo_after_failure(self._ctx, candidate)))
+            task.add_done_callback(self._cleanups.discard)
+        self.want(template)
+        return record
+
+    def want(self, template: TemplateImage) -> None:
+        """Mark ``template`` hot: keep ``size`` slots of it started."""
+        if self.size == 0 or self._closed:
+            return
+        self._ready.setdefault(template.rootfs, collections.deque())
+        task = self._refills.get(template.rootfs)
+        if task is None or task.done():
+            self._refills[template.rootfs] = asyncio.create_task(
+                self._refill(template), name=f"bac-pool-refill-{template.template_id}")
+
+    def count(self, template: TemplateImage) -> int:
+        return len(self._ready.get(template.rootfs, ()))
+
+    async def wait_full(self, template: TemplateImage) -> None:
+        """Wait for the current refill of ``template`` (used by tests and benchmarks)."""
+        task = self._refills.get(template.rootfs)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def _refill(self, template: TemplateImage) -> None:
+        queue = self._ready[template.rootfs]
+        failures = 0
+        while not self._closed and len(queue) < self.size:
+            try:
+                record = await start_slot(self._ctx, template, hostname=POOL_HOSTNAME,
+                                          limits=self._limits, pooled=True,
+                                          preload=self._preload)
+            except SandboxSetupError:
+                failures += 1
+                _log.exception("warm pool: starting a slot of %s failed", template.template_id)
+                if failures >= 3:
+                    return  # creates still work cold; the next take() retries
+                continue
+            if self._closed:
+                await undo_after_failure(self._ctx, record)
+                return
+            queue.append(record)
+
+    async def close(self) -> None:
+        """Stop refilling and destroy every pooled slot (they were never handed out)."""
+        self._closed = True
+        for task in self._refills.values():
+            task.cancel()
+        for task in self._refills.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        records = [r for queue in self._ready.values() for r in queue]
+        self._ready.clear()
+        await asyncio.gather(*(undo_after_failure(self._ctx, r) for r in records))

@@ -1,0 +1,133 @@
+"""One sandbox slot on disk: its lifecycle phase, resources and paths.
+
+A *slot* is the host-side unit (runtime container id, cgroup, mount, veth); a sandbox id
+is bound to it when it is handed out, which lets pre-started slots serve any id. The
+record is rewritten atomically at every phase change, so a restarted server finds every
+slot again and knows how far it got.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class SlotPhase(enum.Enum):
+    CREATING = "creating"  # resources being made; not usable
+    POOLED = "pooled"  # envd listening, no sandbox id, waiting in the warm pool
+    ASSIGNING = "assigning"  # being bound to a sandbox id (hostname, limits, /init)
+    RUNNING = "running"
+    PAUSED = "paused"
+    DESTROYING = "destroying"
+
+
+TRANSITIONS: dict[SlotPhase, frozenset[SlotPhase]] = {
+    SlotPhase.CREATING: frozenset({SlotPhase.POOLED, SlotPhase.ASSIGNING, SlotPhase.DESTROYING}),
+    SlotPhase.POOLED: frozenset({SlotPhase.ASSIGNING, SlotPhase.DESTROYING}),
+    SlotPhase.ASSIGNING: frozenset({SlotPhase.RUNNING, SlotPhase.DESTROYING}),
+    SlotPhase.RUNNING: frozenset({SlotPhase.PAUSED, SlotPhase.DESTROYING}),
+    SlotPhase.PAUSED: frozenset({SlotPhase.RUNNING, SlotPhase.DESTROYING}),
+    SlotPhase.DESTROYING: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass
+class SlotRecord:
+    slot: str
+    phase: SlotPhase
+    template_id: str
+    template_rootfs: str
+    envd_bundle: str
+    lease_index: int
+    host_address: str
+    sandbox_address: str
+    veth: str
+    cgroup_path: str
+    owner: str
+    vcpus: int
+    memory_mb: int
+    pids_max: int
+    disk_mb: int = 10240
+    sandbox_id: str | None = None
+    init_pid: int | None = None
+    init_start: int | None = None
+    created_at: float = field(default_factory=time.time)
+
+    def move(self, phase: SlotPhase) -> None:
+        if phase not in TRANSITIONS[self.phase]:
+            raise IllegalTransition(f"slot {self.slot}: {self.phase.value} -> {phase.value}")
+        self.phase = phase
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = dataclasses.asdict(self)
+        data["phase"] = self.phase.value
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> SlotRecord:
+        data = json.loads(text)
+        data["phase"] = SlotPhase(data["phase"])
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class SlotPaths:
+    root: Path  # <data>/sandboxes/<slot>, 0710 root:<sandbox root gid>
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def rootfs(self) -> Path:  # overlay mount point
+        return self.root / "rootfs"
+
+    @property
+    def layer(self) -> Path:  # 0700: upper + work of the overlay
+        return self.root / "layer"
+
+    @property
+    def etc(self) -> Path:  # files bound over /etc/hosts and /etc/hostname
+        return self.root / "etc"
+
+    @property
+    def envd_log(self) -> Path:
+        return self.root / "envd.log"
+
+    @property
+    def runtime_log(self) -> Path:
+        return self.root / "runtime.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "init.pid"
+
+
+def save_record(paths: SlotPaths, record: SlotRecord) -> None:
+    tmp = paths.state.with_suffix(".tmp")
+    tmp.write_text(record.to_json())
+    os.replace(tmp, paths.state)
+
+
+def load_record(paths: SlotPaths) -> SlotRecord | None:
+    try:
+        return SlotRecord.from_json(paths.state.read_text())
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError, KeyError):
+        return None

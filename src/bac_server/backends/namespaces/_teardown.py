@@ -1,0 +1,110 @@
+"""Remove everything a slot made. One idempotent function for destroy, failure and recovery.
+
+Order matters: processes first (freeze, kill every member, thaw, wait until each has
+exited), then the runtime's state and the cgroups, the network, the mount, and the files;
+the slot's record goes last so an interrupted teardown is found and finished later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import select
+import time
+
+from bac_server.host import remove_tree
+
+from ._context import Context
+from ._layers import unmount_rootfs
+from ._netns import delete_veth
+from ._process import is_alive, kill_pidfd, reap_if_child
+from ._slot import SlotRecord
+
+_log = logging.getLogger(__name__)
+_KILL_TIMEOUT_S = 10.0
+
+
+def _wait_exited(pidfds: list[int], timeout: float) -> bool:
+    """Block until every pidfd reports its process gone (pidfds poll readable on exit)."""
+    poller = select.poll()
+    for fd in pidfds:
+        poller.register(fd, select.POLLIN)
+    pending = set(pidfds)
+    deadline = time.monotonic() + timeout
+    while pending:
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return False
+        for fd, _event in poller.poll(left_ms):
+            pending.discard(fd)
+            poller.unregister(fd)
+    return True
+
+
+def _kill_slot_processes(ctx: Context, record: SlotRecord) -> bool:
+    """Kill every process of the slot; True once none is left."""
+    cgroup = record.cgroup_path
+    for _round in range(5):
+        # SECURITY: freezing first means nothing can fork between listing and killing.
+        frozen = ctx.cgroups.set_frozen(cgroup, True)
+        pids = ctx.cgroups.procs(cgroup)
+        if is_alive(record.init_pid, record.init_start) and record.init_pid is not None:
+            pids.add(record.init_pid)
+        pidfds: list[int] = []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                pidfds.append(os.pidfd_open(pid))
+        for fd in pidfds:
+            kill_pidfd(fd)
+        if frozen:
+            ctx.cgroups.set_frozen(cgroup, False)
+        try:
+            _wait_exited(pidfds, _KILL_TIMEOUT_S)
+        finally:
+            for fd in pidfds:
+                os.close(fd)
+        if record.init_pid is not None:
+            reap_if_child(record.init_pid)
+        if not ctx.cgroups.procs(cgroup):
+            return True
+    return False
+
+
+def _remove_files(ctx: Context, record: SlotRecord) -> None:
+    paths = ctx.paths(record.slot)
+    unmount_rootfs(paths)
+    for child in (paths.layer, paths.rootfs, paths.etc):
+        remove_tree(child)
+    for name in (paths.config, paths.envd_log, paths.runtime_log, paths.pid_file,
+                 paths.state.with_suffix(".tmp")):
+        name.unlink(missing_ok=True)
+
+
+def _release_names(ctx: Context, record: SlotRecord) -> None:
+    lease_file = ctx.config.leases_dir / str(record.lease_index)
+    with contextlib.suppress(FileNotFoundError):
+        if lease_file.read_text() == record.slot:
+            lease_file.unlink()
+    if record.sandbox_id and ctx.claimed_slot(record.sandbox_id) == record.slot:
+        ctx.claim_path(record.sandbox_id).unlink(missing_ok=True)
+
+
+async def teardown(ctx: Context, record: SlotRecord) -> None:
+    """Destroy the slot completely; raises only if something could not be removed."""
+    if not await asyncio.to_thread(_kill_slot_processes, ctx, record):
+        raise RuntimeError(f"slot {record.slot}: processes survive SIGKILL")
+    with contextlib.suppress(Exception):
+        await ctx.runtime.delete(record.slot)
+    busy = ctx.cgroups.remove(record.cgroup_path)
+    if busy:
+        raise RuntimeError(f"slot {record.slot}: cgroups still busy: {busy}")
+    await delete_veth(record.veth)
+    await asyncio.to_thread(_remove_files, ctx, record)
+    _release_names(ctx, record)
+    paths = ctx.paths(record.slot)
+    paths.state.unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        paths.root.rmdir()
+    _log.debug("slot %s (sandbox %s) torn down", record.slot, record.sandbox_id)
