@@ -26,7 +26,7 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
         "port": config.port,
         "loop": "uvloop",
         "http": "httptools",
-        "ws": "websockets",
+        "ws": "websockets-sansio",
         "lifespan": "on",
         # The gateway passes the sandbox's own Server/Date headers through.
         "server_header": False,

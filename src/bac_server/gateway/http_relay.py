@@ -7,7 +7,7 @@ client when the sandbox writes it. A client that hangs up cancels the relay and 
 upstream connection, which is how the sandbox learns that the caller went away.
 
 Why a hand-written relay and not httpx: measured on this machine (bench/gateway_relay.py)
-httpx adds about 4x the per-request overhead of this relay on a pooled connection.
+httpx added 1.86 ms per request at p50, this relay 0.34 ms (direct access 0.16 ms).
 """
 
 from __future__ import annotations
@@ -51,9 +51,11 @@ class UpstreamFailed(Exception):
 class _Parsed:
     """httptools callbacks, collected for the relay loop."""
 
-    __slots__ = ("body", "complete", "framed", "headers", "headers_done")
+    __slots__ = ("body", "complete", "framed", "headers", "headers_done", "keep_alive", "parser")
 
     def __init__(self) -> None:
+        self.parser: httptools.HttpResponseParser | None = None
+        self.keep_alive = False
         self.headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
         self.headers_done = False
@@ -74,6 +76,9 @@ class _Parsed:
         self.body.append(bytes(body))
 
     def on_message_complete(self) -> None:
+        # Only valid inside this callback: the parser resets once the message is done.
+        assert self.parser is not None
+        self.keep_alive = bool(self.parser.should_keep_alive())
         self.complete = True
 
 
@@ -198,6 +203,7 @@ class HttpRelay:
         """Pass the response on; returns whether the connection may be reused."""
         parsed = _Parsed()
         parser = httptools.HttpResponseParser(parsed)
+        parsed.parser = parser
         started = False
         while True:
             try:
@@ -242,7 +248,7 @@ class HttpRelay:
                     {"type": "http.response.body", "body": chunk, "more_body": not parsed.complete}
                 )
             if parsed.complete:
-                return bool(parser.should_keep_alive())
+                return parsed.keep_alive
 
 
 class _StaleConnection(ConnectionError):

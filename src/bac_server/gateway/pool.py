@@ -2,7 +2,9 @@
 
 Opening a TCP connection per request costs a connect round trip plus kernel work on both
 sides; the command round-trip budget (p50 ≤ 5 ms through the gateway) leaves no room for it.
-Connections are pooled per (sandbox, address, port) and dropped when the sandbox goes away.
+Connections are pooled per (sandbox, address, port). When a sandbox goes away every
+connection to it is closed, idle or in use, so relays in flight end at once instead of
+waiting for the sandbox's sockets to time out.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import socket
 import time
 from collections import defaultdict
+from collections.abc import Callable
 
 _Key = tuple[str, str, int]
 
@@ -18,13 +21,14 @@ _Key = tuple[str, str, int]
 class Upstream:
     """One open connection to a port inside a sandbox."""
 
-    __slots__ = ("idle_since", "key", "reader", "writer")
+    __slots__ = ("idle_since", "key", "on_close", "reader", "writer")
 
     def __init__(self, key: _Key, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.key = key
         self.reader = reader
         self.writer = writer
         self.idle_since = 0.0
+        self.on_close: Callable[[Upstream], None] | None = None
 
     def usable(self, now: float, max_idle: float) -> bool:
         return (
@@ -35,6 +39,9 @@ class Upstream:
 
     def close(self) -> None:
         self.writer.close()
+        if self.on_close is not None:
+            self.on_close(self)
+            self.on_close = None
 
 
 class Pool:
@@ -51,6 +58,7 @@ class Pool:
         self._max_per_key = max_idle_per_key
         self._connect_timeout = connect_timeout
         self._idle: dict[_Key, list[Upstream]] = defaultdict(list)
+        self._open: dict[str, set[Upstream]] = defaultdict(set)
 
     async def acquire(self, sandbox_id: str, address: str, port: int) -> tuple[Upstream, bool]:
         """A connection and whether it was reused. Raises ``OSError`` when none can open."""
@@ -74,7 +82,17 @@ class Pool:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return Upstream(key, reader, writer)
+        conn = Upstream(key, reader, writer)
+        self._open[key[0]].add(conn)
+        conn.on_close = self._forget
+        return conn
+
+    def _forget(self, conn: Upstream) -> None:
+        owned = self._open.get(conn.key[0])
+        if owned is not None:
+            owned.discard(conn)
+            if not owned:
+                del self._open[conn.key[0]]
 
     def release(self, conn: Upstream) -> None:
         """Return a connection whose last response was read completely."""
@@ -86,12 +104,14 @@ class Pool:
         idle.append(conn)
 
     def drop_sandbox(self, sandbox_id: str) -> None:
+        """Close every connection to the sandbox, idle or carrying a request."""
         for key in [k for k in self._idle if k[0] == sandbox_id]:
-            for conn in self._idle.pop(key):
-                conn.close()
+            del self._idle[key]
+        for conn in list(self._open.get(sandbox_id, ())):
+            conn.close()
 
     def close(self) -> None:
-        for conns in self._idle.values():
-            for conn in conns:
-                conn.close()
         self._idle.clear()
+        for conns in list(self._open.values()):
+            for conn in list(conns):
+                conn.close()

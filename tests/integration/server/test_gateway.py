@@ -1,0 +1,246 @@
+"""The gateway over real sockets: routing, error contract, streaming both ways, WebSockets.
+
+Upstreams are real HTTP servers on loopback standing in for sandbox ports; the registry
+routes to them exactly as it routes to a sandbox's address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+import pytest_asyncio
+from gateway_harness import GatewayRig, gateway_rig, sandbox_entry
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+DEADLINE = 10
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def rig() -> AsyncIterator[GatewayRig]:
+    async with gateway_rig() as rig:
+        rig.registry.add(sandbox_entry("sbx1", rig.upstream_port))
+        yield rig
+
+
+def _h(rig: GatewayRig, sandbox_id: str = "sbx1", port: int | None = None) -> dict[str, str]:
+    return {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": str(port or rig.upstream_port)}
+
+
+async def _raw(rig: GatewayRig, request: bytes) -> tuple[int, bytes]:
+    host, port = rig.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(request)
+    data = await asyncio.wait_for(reader.read(), DEADLINE)
+    writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+async def test_routes_by_headers(rig: GatewayRig) -> None:
+    """Requests with E2b-Sandbox-Id/Port reach that port of that sandbox."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(rig.url + "/hello", headers=_h(rig))
+    assert (response.status_code, response.text) == (200, "hello")
+
+
+async def test_routes_by_host_name(rig: GatewayRig) -> None:
+    """A Host of {port}-{sandboxId}.{domain} routes without any header."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(
+            rig.url + "/hello", headers={"Host": f"{rig.upstream_port}-sbx1.bac.test:3000"}
+        )
+    assert (response.status_code, response.text) == (200, "hello")
+
+
+async def test_other_requests_go_to_the_api(rig: GatewayRig) -> None:
+    """Without routing headers or a sandbox host name the request is the API's, not relayed."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(rig.url + "/hello")
+    assert response.status_code == 404
+
+
+async def test_unknown_sandbox_is_502_not_found(rig: GatewayRig) -> None:
+    """A missing sandbox answers 502 JSON with the phrase the SDKs match."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(rig.url + "/health", headers=_h(rig, "nosuch"))
+    assert response.status_code == 502
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {
+        "sandboxId": "nosuch", "message": "The sandbox was not found", "code": 502,
+    }
+
+
+async def test_closed_port_is_502_port_not_open(rig: GatewayRig) -> None:
+    """A running sandbox with nothing on the port answers 502 'port is not open'."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(rig.url + "/", headers=_h(rig, port=1))
+    assert response.status_code == 502
+    assert response.json()["message"] == "The sandbox is running but port is not open"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"E2b-Sandbox-Id": "sbx1"}, {"E2b-Sandbox-Port": "49983"},
+     {"E2b-Sandbox-Id": "sbx1", "E2b-Sandbox-Port": "99999"},
+     {"E2b-Sandbox-Id": "sb-x", "E2b-Sandbox-Port": "1"}],
+)
+async def test_malformed_routing_headers_are_400(rig: GatewayRig, headers: dict[str, str]) -> None:
+    """Half or malformed routing headers are a clear 400, never a relay or a 500."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(rig.url + "/hello", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["code"] == 400
+
+
+@pytest.mark.parametrize(
+    "path", [b"/init", b"//init", b"/%69nit", b"/INIT", b"/./init", b"/init?x=1", b"/freeze"]
+)
+async def test_internal_envd_routes_are_blocked(rig: GatewayRig, path: bytes) -> None:
+    """envd's host-only routes are refused however the path is spelled."""
+    status, body = await _raw(
+        rig,
+        b"POST %s HTTP/1.1\r\nhost: x\r\ne2b-sandbox-id: sbx1\r\ne2b-sandbox-port: %d\r\n"
+        b"content-length: 0\r\nconnection: close\r\n\r\n" % (path, rig.upstream_port),
+    )
+    assert status == 403, body
+    assert json.loads(body)["code"] == 403
+
+
+async def test_traffic_token_guards_non_envd_ports(rig: GatewayRig) -> None:
+    """With a traffic token, other ports need e2b-traffic-access-token: 403 missing/invalid."""
+    entry = sandbox_entry("secured", rig.upstream_port, traffic_token="tok123")
+    assert entry.route is not None
+    entry.route = type(entry.route)("secured", "127.0.0.1", 49983, "tok123")
+    rig.registry.add(entry)
+    async with httpx.AsyncClient() as client:
+        missing = await client.get(rig.url + "/hello", headers=_h(rig, "secured"))
+        wrong = await client.get(
+            rig.url + "/hello",
+            headers={**_h(rig, "secured"), "E2B-Traffic-Access-Token": "nope"},
+        )
+        right = await client.get(
+            rig.url + "/hello",
+            headers={**_h(rig, "secured"), "e2b-traffic-access-token": "tok123"},
+        )
+    assert missing.status_code == 403
+    assert missing.json()["message"].endswith("'e2b-traffic-access-token' is missing")
+    assert missing.json()["sandboxId"] == "secured"
+    assert wrong.status_code == 403
+    assert wrong.json()["message"].endswith("is invalid")
+    assert (right.status_code, right.text) == (200, "hello")
+
+
+async def test_response_stream_is_flushed_per_message(rig: GatewayRig) -> None:
+    """Each upstream write reaches the client before the upstream writes the next one."""
+    async with httpx.AsyncClient() as client, client.stream(
+        "GET", rig.url + "/stepped?n=3", headers=_h(rig)
+    ) as response:
+        lines = response.aiter_lines()
+        async with asyncio.timeout(DEADLINE):
+            assert await anext(lines) == "message 0"
+            rig.state.proceed.put_nowait(None)
+            assert await anext(lines) == "message 1"
+            rig.state.proceed.put_nowait(None)
+            assert await anext(lines) == "message 2"
+
+
+async def test_request_body_is_streamed_as_it_arrives(rig: GatewayRig) -> None:
+    """A chunked request body reaches the upstream chunk by chunk, while still open."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for i in range(3):
+            chunk = f"part{i}".encode()
+            yield chunk
+            async with asyncio.timeout(DEADLINE):
+                assert await rig.state.received.get() == chunk
+
+    async with httpx.AsyncClient() as client:
+        response = await client.post(rig.url + "/upload", headers=_h(rig), content=body())
+    assert response.json() == {"bytes": 15}
+
+
+async def test_large_bodies_round_trip(rig: GatewayRig) -> None:
+    """20 MiB up and back down arrive byte-exact."""
+    payload = bytes(range(256)) * (20 * 4096)
+    async with httpx.AsyncClient(timeout=60) as client:
+        response = await client.post(rig.url + "/echo", headers=_h(rig), content=payload)
+    assert response.status_code == 200
+    assert response.content == payload
+
+
+async def test_upstream_connections_are_reused(rig: GatewayRig) -> None:
+    """Sequential requests share one pooled upstream connection."""
+    rig.state.clients.clear()
+    async with httpx.AsyncClient() as client:
+        for _ in range(30):
+            assert (await client.get(rig.url + "/hello", headers=_h(rig))).status_code == 200
+    assert len(rig.state.clients) == 1
+
+
+async def test_hop_by_hop_headers_are_not_forwarded(rig: GatewayRig) -> None:
+    """Connection-scoped headers stay on their hop; path and query pass unchanged."""
+    async with httpx.AsyncClient() as client:
+        response = await client.get(
+            rig.url + "/headers?a=1&b=%20x",
+            headers={**_h(rig), "Connection": "keep-alive, x-secret", "TE": "trailers",
+                     "X-Custom": "yes"},
+        )
+    seen = dict(response.json()["headers"])
+    assert response.json()["query"] == "a=1&b=%20x"
+    assert seen["x-custom"] == "yes"
+    assert "te" not in seen and seen.get("connection") in (None, "keep-alive")
+
+
+async def test_client_hang_up_closes_upstream_stream(rig: GatewayRig) -> None:
+    """When the client goes away mid-stream, the upstream sees its connection close."""
+    rig.state.disconnected.clear()
+    async with httpx.AsyncClient() as client, client.stream(
+        "GET", rig.url + "/forever", headers=_h(rig)
+    ) as response:
+        assert await anext(response.aiter_lines()) == "first"
+    async with asyncio.timeout(DEADLINE):
+        await rig.state.disconnected.wait()
+
+
+async def test_sandbox_gone_mid_stream_cuts_the_client(rig: GatewayRig) -> None:
+    """Removing a sandbox ends relays in flight: the client sees a broken stream."""
+    rig.registry.add(sandbox_entry("doomed", rig.upstream_port))
+    async with httpx.AsyncClient() as client, client.stream(
+        "GET", rig.url + "/forever", headers=_h(rig, "doomed")
+    ) as response:
+        lines = response.aiter_lines()
+        assert await anext(lines) == "first"
+        rig.registry.remove("doomed")
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with asyncio.timeout(DEADLINE):
+                await anext(lines)
+        after = await client.get(rig.url + "/health", headers=_h(rig, "doomed"))
+    assert after.status_code == 502
+    assert "was not found" in after.json()["message"]
+
+
+async def test_websocket_is_relayed_both_ways(rig: GatewayRig) -> None:
+    """Text and binary WebSocket messages pass both ways; the subprotocol is negotiated."""
+    uri = rig.url.replace("http://", "ws://") + "/ws"
+    async with ws_connect(uri, additional_headers=_h(rig), subprotocols=["chat"]) as ws:
+        assert ws.subprotocol == "chat"
+        await ws.send("hi")
+        assert await ws.recv() == "echo:hi"
+        await ws.send(b"\x00\x01")
+        assert await ws.recv() == b"echo:\x00\x01"
+
+
+async def test_websocket_to_unknown_sandbox_is_refused_with_502(rig: GatewayRig) -> None:
+    """A WebSocket to a missing sandbox is refused with the gateway's 502 JSON."""
+    uri = rig.url.replace("http://", "ws://") + "/ws"
+    with pytest.raises(InvalidStatus) as refused:
+        async with ws_connect(uri, additional_headers=_h(rig, "nosuch")):
+            pass
+    assert refused.value.response.status_code == 502
+    assert b"was not found" in refused.value.response.body
