@@ -1,1 +1,27 @@
-"""Bac."""
+"""envd: Bac's in-sandbox daemon, speaking E2B's envd protocol (Connect RPC + plain HTTP).
+
+Run as ``python3 -m bac_envd --port 49983 [--host 0.0.0.0] [--ready-fd N] [--preload]``
+inside every sandbox. It imports only ``bac_protocol`` of Bac's packages; everything that
+is not needed to accept connections is imported lazily so start-up stays short.
+
+Error tree (envd-internal, mapped to Connect codes / HTTP statuses at the transport)::
+
+    EnvdError
+    ├── InvalidPath       a path that cannot be resolved (NUL byte, ``~other``)
+    ├── UnknownUser       the selected user does not exist in the sandbox
+    └── InitError         a malformed ``/init`` body
+"""
+
+from bac_envd._errors import EnvdError, InitError, InvalidPath, UnknownUser
+
+ENVD_VERSION = "0.6.13"
+DEFAULT_PORT = 49983
+
+__all__ = [
+    "DEFAULT_PORT",
+    "ENVD_VERSION",
+    "EnvdError",
+    "InitError",
+    "InvalidPath",
+    "UnknownUser",
+]

@@ -1,0 +1,79 @@
+"""Lazy loading of the Connect RPC services.
+
+The RPC stack (connectrpc, protobuf-py, the generated messages) costs ~150 ms and
+~15 MB on first import, more than everything else envd needs. It is imported on the
+first RPC, in a short-lived thread so ``/health`` and ``/init`` keep being answered
+meanwhile, or right after start with ``--preload``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import types
+from typing import Any
+
+from bac_envd._http import ASGIApp
+from bac_envd._state import EnvdState
+
+
+def _skip_connectrpc_version_lookup() -> None:
+    # connectrpc/_version.py calls importlib.metadata.version(), which costs ~30 ms of
+    # imports; the value only feeds the *client* User-Agent, and envd is never a client.
+    if "connectrpc._version" not in sys.modules:
+        stub = types.ModuleType("connectrpc._version")
+        stub.__version__ = "0.12.1"  # type: ignore[attr-defined]
+        sys.modules["connectrpc._version"] = stub
+
+
+def _import_services() -> Any:
+    _skip_connectrpc_version_lookup()
+    import bac_envd._services as services
+
+    return services
+
+
+class RpcServices:
+    """Builds the process and filesystem ASGI apps once, on first use."""
+
+    def __init__(self, state: EnvdState) -> None:
+        self._state = state
+        self._apps: dict[str, ASGIApp] | None = None
+        self._loading: asyncio.Future[Any] | None = None
+        self.shutdown_hooks: list[Any] = []
+
+    def preload(self) -> None:
+        """Start importing now, without waiting for it."""
+        self._start_import()
+
+    def _start_import(self) -> asyncio.Future[Any]:
+        if self._loading is None:
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Any] = loop.create_future()
+
+            def run() -> None:
+                try:
+                    module = _import_services()
+                except BaseException as exc:  # handed to the awaiting request
+                    loop.call_soon_threadsafe(future.set_exception, exc)
+                else:
+                    loop.call_soon_threadsafe(future.set_result, module)
+
+            threading.Thread(target=run, name="envd-rpc-import", daemon=True).start()
+            self._loading = future
+        return self._loading
+
+    async def app_for(self, path: str) -> ASGIApp:
+        if self._apps is None:
+            module = await asyncio.shield(self._start_import())
+            if self._apps is None:
+                self._apps = module.build_apps(self._state)
+                self.shutdown_hooks.append(module.shutdown)
+        prefix = path[: path.index("/", 1) + 1]
+        return self._apps[prefix]
+
+    def shutdown(self) -> None:
+        """Kill every process envd started (called when envd exits)."""
+        for hook in self.shutdown_hooks:
+            hook()

@@ -1,0 +1,79 @@
+"""Which sandbox user a request acts as, and what that user's identity is.
+
+E2B clients select a user with ``Authorization: Basic base64("<user>:")`` on RPCs and the
+``username`` query parameter on ``/files``. Without one, the default user from ``/init``
+applies; without that, ``user`` when the image has it, else ``root``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import pwd
+from dataclasses import dataclass
+
+from bac_envd._errors import UnknownUser
+
+FALLBACK_USER = "user"
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    uid: int
+    gid: int
+    home: str
+    groups: tuple[int, ...]  # supplementary groups, primary gid included
+
+
+def lookup_user(name: str) -> User:
+    """Resolve a user name from the sandbox's own passwd database."""
+    if not name or "\0" in name:
+        raise UnknownUser(f"invalid username: '{name}'")
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError as exc:
+        raise UnknownUser(f"invalid username: '{name}'") from exc
+    try:
+        groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
+    except OSError:
+        groups = (entry.pw_gid,)
+    return User(
+        name=entry.pw_name,
+        uid=entry.pw_uid,
+        gid=entry.pw_gid,
+        home=entry.pw_dir or "/",
+        groups=groups,
+    )
+
+
+def basic_auth_username(header: str | None) -> str | None:
+    """The user name carried by an ``Authorization: Basic`` header, or None if absent."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "basic" or not token:
+        return None
+    try:
+        decoded = base64.b64decode(token.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise UnknownUser("malformed basic authorization header") from exc
+    name, _, _password = decoded.partition(":")
+    return name
+
+
+def default_username(configured: str | None) -> str:
+    """The user a request without a user selection acts as."""
+    if configured:
+        return configured
+    try:
+        pwd.getpwnam(FALLBACK_USER)
+    except KeyError:
+        return "root"
+    return FALLBACK_USER
+
+
+def select_user(requested: str | None, configured_default: str | None) -> User:
+    """The user a request acts as: the requested one, else the default."""
+    return lookup_user(requested if requested else default_username(configured_default))

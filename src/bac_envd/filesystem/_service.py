@@ -1,0 +1,67 @@
+"""The ``filesystem.Filesystem`` Connect service (Stat, MakeDir, Move, ListDir, Remove).
+
+Transport only: resolve the user and paths, call ``_ops``, map ``FsError`` to Connect
+codes, convert ``Entry`` to ``EntryInfo``. Tree-walking calls run in a worker thread so a
+large directory does not stall other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bac_envd._rpcctx import rpc_path, rpc_user
+from bac_envd._state import EnvdState
+from bac_envd.filesystem import _ops
+from bac_envd.filesystem._convert import to_connect, to_entry_info
+from bac_envd.filesystem._entry import entry_info
+from bac_envd.filesystem._errors import FsError
+from bac_envd.filesystem._watch_service import WatchService
+from bac_protocol.envd import filesystem_pb as pb
+from bac_protocol.envd.filesystem_connect import Filesystem
+
+
+class FilesystemService(WatchService, Filesystem):
+    def __init__(self, state: EnvdState) -> None:
+        super().__init__(state)
+
+    async def stat(self, request: Any, ctx: Any) -> pb.StatResponse:
+        path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
+        try:
+            return pb.StatResponse(entry=to_entry_info(entry_info(path)))
+        except FsError as exc:
+            raise to_connect(exc) from exc
+
+    async def make_dir(self, request: Any, ctx: Any) -> pb.MakeDirResponse:
+        user = rpc_user(ctx, self._state)
+        path = rpc_path(request.path, user, self._state)
+        try:
+            return pb.MakeDirResponse(entry=to_entry_info(_ops.make_dir(path, user)))
+        except FsError as exc:
+            raise to_connect(exc) from exc
+
+    async def move(self, request: Any, ctx: Any) -> pb.MoveResponse:
+        user = rpc_user(ctx, self._state)
+        source = rpc_path(request.source, user, self._state)
+        destination = rpc_path(request.destination, user, self._state)
+        try:
+            entry = await asyncio.to_thread(_ops.move, source, destination, user)
+        except FsError as exc:
+            raise to_connect(exc) from exc
+        return pb.MoveResponse(entry=to_entry_info(entry))
+
+    async def list_dir(self, request: Any, ctx: Any) -> pb.ListDirResponse:
+        path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
+        try:
+            entries = await asyncio.to_thread(_ops.list_dir, path, request.depth)
+        except FsError as exc:
+            raise to_connect(exc) from exc
+        return pb.ListDirResponse(entries=[to_entry_info(e) for e in entries])
+
+    async def remove(self, request: Any, ctx: Any) -> pb.RemoveResponse:
+        path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
+        try:
+            await asyncio.to_thread(_ops.remove, path)
+        except FsError as exc:
+            raise to_connect(exc) from exc
+        return pb.RemoveResponse()

@@ -1,0 +1,215 @@
+"""One started process: its output fan-out to subscribers, its input, its end.
+
+Lifecycle (transitions only along the table)::
+
+    RUNNING ──reaped──▶ EXITED ──30 s later──▶ FORGOTTEN
+
+Output is read in ≤32 KiB (pipes) / ≤16 KiB (PTY) chunks and handed to every current
+subscriber; with no subscriber it is discarded (E2B semantics: no replay). A subscriber
+that falls 64 chunks behind pauses the readers, so a slow client slows the process down
+instead of growing envd's memory. On exit the pipes are drained before the end event,
+so a subscriber always sees all output, then exactly one end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+import signal
+from collections import deque
+from dataclasses import dataclass
+
+from bac_envd.process._exit import ExitInfo
+from bac_envd.process._fdio import FdReader, FdWriter
+from bac_envd.process._spawn import Spawned, set_winsize
+from bac_envd.process._tree import kill_tree
+
+STD_CHUNK = 32 * 1024
+PTY_CHUNK = 16 * 1024
+_HIGH_WATER = 64
+
+
+class ProcState(enum.Enum):
+    RUNNING = "running"
+    EXITED = "exited"
+    FORGOTTEN = "forgotten"
+
+
+_TRANSITIONS = {
+    ProcState.RUNNING: {ProcState.EXITED},
+    ProcState.EXITED: {ProcState.FORGOTTEN},
+    ProcState.FORGOTTEN: set(),
+}
+
+
+class InputError(Exception):
+    """Input cannot go to this process (no stdin, stdin closed, PTY/pipe mismatch)."""
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """The command as the client asked for it (what ``List`` reports back)."""
+
+    cmd: str
+    args: tuple[str, ...]
+    envs: dict[str, str]
+    cwd: str | None
+    tag: str | None
+
+
+@dataclass(frozen=True)
+class DataChunk:
+    stream: str  # "stdout" | "stderr" | "pty"
+    data: bytes
+
+
+Event = DataChunk | ExitInfo
+
+
+class Subscription:
+    """One reader of a process's events (an attached Start/Connect stream)."""
+
+    def __init__(self, proc: ManagedProcess) -> None:
+        self._proc = proc
+        self._items: deque[Event] = deque()
+        self._wake = asyncio.Event()
+
+    def push(self, event: Event) -> None:
+        self._items.append(event)
+        self._wake.set()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._items)
+
+    async def next(self, within: float | None) -> Event | None:
+        """The next event, or None when ``within`` seconds pass without one."""
+        if not self._items:
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), within)
+            except TimeoutError:
+                return None
+        event = self._items.popleft()
+        self._proc.flow_changed()
+        return event
+
+    def close(self) -> None:
+        self._proc.unsubscribe(self)
+
+
+class ManagedProcess:
+    def __init__(self, spawned: Spawned, spec: ProcessSpec) -> None:
+        self.pid = spawned.pid
+        self.spec = spec
+        self.is_pty = spawned.pty_fd is not None
+        self.state = ProcState.RUNNING
+        self.exit: ExitInfo | None = None
+        self._popen = spawned.popen
+        self._subs: set[Subscription] = set()
+        self._paused = False
+        self._lifetime: asyncio.TimerHandle | None = None
+        self._readers: list[FdReader] = []
+        if spawned.pty_fd is not None:
+            # The writer gets its own fd: the reader closes the master at EIO while input
+            # may still be in flight.
+            self._pty_fd: int | None = os.dup(spawned.pty_fd)
+            self._writer: FdWriter | None = FdWriter(self._pty_fd)
+            self._readers.append(self._reader(spawned.pty_fd, "pty", PTY_CHUNK))
+        else:
+            self._pty_fd = None
+            self._writer = FdWriter(spawned.stdin_fd) if spawned.stdin_fd is not None else None
+            for fd, name in ((spawned.stdout_fd, "stdout"), (spawned.stderr_fd, "stderr")):
+                if fd is not None:
+                    self._readers.append(self._reader(fd, name, STD_CHUNK))
+        for reader in self._readers:
+            reader.start()
+
+    def _reader(self, fd: int, stream: str, chunk: int) -> FdReader:
+        def on_data(data: bytes) -> None:
+            event = DataChunk(stream, data)
+            for sub in self._subs:
+                sub.push(event)
+            self.flow_changed()
+
+        return FdReader(fd, chunk, on_data, lambda: None)
+
+    def transition(self, new: ProcState) -> None:
+        if new not in _TRANSITIONS[self.state]:
+            raise RuntimeError(f"process {self.pid}: {self.state.value} -> {new.value}")
+        self.state = new
+
+    # -- subscribers ---------------------------------------------------------------
+
+    def subscribe(self) -> Subscription:
+        sub = Subscription(self)
+        if self.exit is not None:
+            sub.push(self.exit)
+        else:
+            self._subs.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+        self.flow_changed()
+
+    def flow_changed(self) -> None:
+        congested = any(sub.backlog >= _HIGH_WATER for sub in self._subs)
+        if congested != self._paused and self.state is ProcState.RUNNING:
+            self._paused = congested
+            for reader in self._readers:
+                reader.pause() if congested else reader.resume()
+
+    # -- control ---------------------------------------------------------------------
+
+    async def write_input(self, data: bytes, *, pty: bool) -> None:
+        if pty != self.is_pty:
+            if self.is_pty:
+                raise InputError("tty assigned to process — input should be written to the pty")
+            raise InputError("tty not assigned to process — input should be written to stdin")
+        if self._writer is None or self._writer.fd is None:
+            raise InputError("stdin not enabled or closed")
+        try:
+            await self._writer.write(data)
+        except OSError as exc:
+            raise InputError(f"error writing to process {self.pid}: {exc.strerror}") from exc
+
+    def close_stdin(self) -> None:
+        if self.is_pty:
+            raise InputError("cannot close stdin for PTY process — send Ctrl+D (0x04) instead")
+        if self._writer is not None:
+            self._writer.close()
+
+    def resize(self, cols: int, rows: int) -> None:
+        if self._pty_fd is None:
+            raise InputError("tty not assigned to process")
+        set_winsize(self._pty_fd, cols, rows)
+
+    def signal(self, signum: int) -> None:
+        """SIGKILL ends the whole tree; other signals go to the process group."""
+        if self.state is not ProcState.RUNNING:
+            return
+        kill_tree(self.pid, signum)
+
+    def set_lifetime(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._lifetime = loop.call_later(seconds, self.signal, signal.SIGKILL)
+
+    # -- end ---------------------------------------------------------------------------
+
+    def reaped(self, wait_status: int) -> None:
+        """Called by the table once waitpid() returned this pid's status."""
+        self._popen.returncode = os.waitstatus_to_exitcode(wait_status)
+        if self._lifetime is not None:
+            self._lifetime.cancel()
+        for reader in self._readers:
+            reader.drain()
+        if self._writer is not None:
+            self._writer.close()
+        self._pty_fd = None
+        self.exit = ExitInfo.from_wait_status(wait_status)
+        self.transition(ProcState.EXITED)
+        for sub in self._subs:
+            sub.push(self.exit)
+        self._subs.clear()

@@ -1,0 +1,142 @@
+"""The ``process.Process`` Connect service: transport parsing and error mapping only.
+
+Start/Connect streams send ``start{pid}`` first, then data and keepalives, then exactly
+one ``end``. Errors keep E2B envd's codes: unknown pid/tag ⇒ ``not_found``, bad cwd or
+exec failure ⇒ ``invalid_argument``, bad signal ⇒ ``unimplemented``, input problems ⇒
+``internal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Literal
+
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from protobuf import Oneof
+
+from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
+from bac_envd.process._control import ProcessControl
+from bac_envd.process._env import BadEnvironment, build_env
+from bac_envd.process._managed import DataChunk, ManagedProcess, ProcessSpec, Subscription
+from bac_envd.process._spawn import SpawnError, SpawnRequest, spawn
+from bac_protocol.envd import process_pb as pb
+from bac_protocol.envd.process_connect import Process
+
+
+def _event(event: Any) -> pb.ProcessEvent:
+    return pb.ProcessEvent(event=event)
+
+
+def _end(info: Any) -> pb.ProcessEvent:
+    end = pb.ProcessEvent.EndEvent(
+        exit_code=info.exit_code, exited=info.exited, status=info.status, error=info.error
+    )
+    return _event(Oneof("end", end))
+
+
+def _data(chunk: DataChunk) -> pb.ProcessEvent.DataEvent:
+    if chunk.stream == "pty":
+        pty: Oneof[Literal["pty"], bytes] = Oneof("pty", chunk.data)
+        return pb.ProcessEvent.DataEvent(output=pty)
+    if chunk.stream == "stderr":
+        err: Oneof[Literal["stderr"], bytes] = Oneof("stderr", chunk.data)
+        return pb.ProcessEvent.DataEvent(output=err)
+    out: Oneof[Literal["stdout"], bytes] = Oneof("stdout", chunk.data)
+    return pb.ProcessEvent.DataEvent(output=out)
+
+
+async def _stream(
+    proc: ManagedProcess,
+    sub: Subscription,
+    keepalive: float,
+    deadline: float | None,
+    wrap: Callable[[pb.ProcessEvent], Any],
+) -> AsyncIterator[Any]:
+    import time
+
+    ends_at = None if deadline is None else time.monotonic() + deadline
+    try:
+        yield wrap(_event(Oneof("start", pb.ProcessEvent.StartEvent(pid=proc.pid))))
+        while True:
+            wait = keepalive
+            if ends_at is not None:
+                left = ends_at - time.monotonic()
+                if left <= 0:
+                    raise ConnectError(Code.DEADLINE_EXCEEDED, "deadline exceeded")
+                wait = min(wait, left)
+            item = await sub.next(wait)
+            if item is None:
+                if ends_at is None or time.monotonic() < ends_at:
+                    yield wrap(_event(Oneof("keepalive", pb.ProcessEvent.KeepAlive())))
+            elif isinstance(item, DataChunk):
+                yield wrap(_event(Oneof("data", _data(item))))
+            else:
+                yield wrap(_end(item))
+                return
+    finally:
+        sub.close()
+
+
+class ProcessService(ProcessControl, Process):
+    async def list(self, request: Any, ctx: Any) -> pb.ListResponse:
+        infos = [
+            pb.ProcessInfo(
+                config=pb.ProcessConfig(
+                    cmd=p.spec.cmd, args=list(p.spec.args), envs=p.spec.envs, cwd=p.spec.cwd
+                ),
+                pid=p.pid,
+                tag=p.spec.tag,
+            )
+            for p in self._table.running()
+        ]
+        return pb.ListResponse(processes=infos)
+
+    async def start(self, request: Any, ctx: Any) -> AsyncIterator[pb.StartResponse]:
+        user = rpc_user(ctx, self._state)
+        config = request.process or pb.ProcessConfig()
+        cwd_requested = config.cwd if config.has_field("cwd") else None
+        cwd = rpc_path(cwd_requested or "", user, self._state)
+        pty_size = None
+        if request.has_field("pty"):
+            size = request.pty.size or pb.PTY.Size()
+            pty_size = (size.cols or 80, size.rows or 24)
+        try:
+            env = build_env(user, self._state.env_vars, dict(config.envs))
+            spawned = spawn(
+                SpawnRequest(
+                    argv=[config.cmd, *config.args],
+                    env=env,
+                    cwd=cwd,
+                    user=user,
+                    pty_size=pty_size,
+                    stdin=request.stdin if request.has_field("stdin") else True,
+                )
+            )
+        except (SpawnError, BadEnvironment) as exc:
+            raise ConnectError(Code.INVALID_ARGUMENT, str(exc)) from exc
+        tag = request.tag if request.has_field("tag") else None
+        spec = ProcessSpec(config.cmd, tuple(config.args), dict(config.envs), cwd_requested, tag)
+        proc = ManagedProcess(spawned, spec)
+        self._table.add(proc)
+        lifetime = deadline_seconds(ctx)
+        if lifetime is not None:
+            proc.set_lifetime(lifetime)
+        sub = proc.subscribe()
+        # The process lifetime already bounds this stream; no separate stream deadline.
+        async for message in _stream(
+            proc, sub, keepalive_seconds(ctx), None, lambda e: pb.StartResponse(event=e)
+        ):
+            yield message
+
+    async def connect(self, request: Any, ctx: Any) -> AsyncIterator[pb.ConnectResponse]:
+        proc = self._select(request.process, live=False)
+        sub = proc.subscribe()
+        async for message in _stream(
+            proc,
+            sub,
+            keepalive_seconds(ctx),
+            deadline_seconds(ctx),
+            lambda e: pb.ConnectResponse(event=e),
+        ):
+            yield message
