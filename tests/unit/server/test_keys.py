@@ -1,0 +1,42 @@
+"""API keys: issued once, stored hashed, checked, revoked (real SQLite store)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bac_server.control import InvalidRequest, KeyService, Unauthenticated
+from bac_server.control.tokens import hash_api_key
+from bac_server.store.sql import SqlStore
+
+
+async def test_key_lifecycle(tmp_path: Path) -> None:
+    """A new key authenticates as its team, is stored only as a hash, and stops at revoke."""
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'db'}")
+    keys = KeyService(store)
+    key = await keys.create("acme", "ci")
+    assert key.startswith("e2b_") and len(key) == 44
+    assert (await keys.authenticate(key)).name == "acme"
+    raw = (tmp_path / "db").read_bytes() + (tmp_path / "db-wal").read_bytes()
+    assert key.encode() not in raw
+    assert hash_api_key(key).encode() in raw
+    [info] = await keys.list()
+    assert (info.team, info.name, info.revoked_at) == ("acme", "ci", None)
+    assert await keys.revoke(info.key_id) == 1
+    with pytest.raises(Unauthenticated):
+        await keys.authenticate(key)
+    await store.close()
+
+
+async def test_missing_and_unknown_keys(tmp_path: Path) -> None:
+    """No key and a wrong key are both Unauthenticated, with different messages."""
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'db'}")
+    keys = KeyService(store)
+    with pytest.raises(Unauthenticated, match="missing"):
+        await keys.authenticate(None)
+    with pytest.raises(Unauthenticated, match="invalid"):
+        await keys.authenticate("e2b_" + "0" * 40)
+    with pytest.raises(InvalidRequest, match="team"):
+        await keys.create("", "x")
+    await store.close()
