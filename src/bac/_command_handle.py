@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 from protobuf import Oneof
 
 from bac import _errors as e
+from bac._envd import await_opening
 from bac._envd_errors import HealthProbe, translate
 from bac._models import CommandResult
 
@@ -54,7 +55,6 @@ class AsyncCommandHandle:
 
     def __init__(
         self,
-        pid: int,
         events: AsyncIterator[Any],
         control: ProcessControl,
         probe: HealthProbe,
@@ -63,7 +63,8 @@ class AsyncCommandHandle:
         on_stderr: OutputHandler[str] | None = None,
         on_pty: OutputHandler[bytes] | None = None,
     ) -> None:
-        self._pid = pid
+        self._pid = 0
+        self._started: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._events = events
         self._control = control
         self._probe = probe
@@ -77,6 +78,25 @@ class AsyncCommandHandle:
         self._result: CommandResult | None = None
         self._failure: BaseException | None = None
         self._task = asyncio.create_task(self._pump())
+
+    @classmethod
+    async def open(
+        cls,
+        events: AsyncIterator[Any],
+        control: ProcessControl,
+        probe: HealthProbe,
+        request_timeout: float | None,
+        *,
+        on_stdout: OutputHandler[str] | None = None,
+        on_stderr: OutputHandler[str] | None = None,
+        on_pty: OutputHandler[bytes] | None = None,
+    ) -> AsyncCommandHandle:
+        """Start reading ``events`` and return once envd reports the process started."""
+        handle = cls(
+            events, control, probe, on_stdout=on_stdout, on_stderr=on_stderr, on_pty=on_pty
+        )
+        await await_opening(handle._started, handle._task, request_timeout, "process stream")
+        return handle
 
     @property
     def pid(self) -> int:
@@ -115,10 +135,21 @@ class AsyncCommandHandle:
                 self._stderr.append(text)
                 await _call(self._on_stderr, text)
 
+    def _on_start(self, event: Any) -> None:
+        match event:
+            case Oneof(field="start", value=start):
+                self._pid = int(start.pid)
+                self._started.set_result(self._pid)
+            case _:
+                raise e.ServerError(f"envd's first process event was not a start: {event!r}")
+
     async def _pump(self) -> None:
         try:
             async for response in self._events:
                 event = response.event.event if response.event is not None else None
+                if not self._started.done():
+                    self._on_start(event)
+                    continue
                 match event:
                     case Oneof(field="data", value=data):
                         match data.output:
@@ -136,10 +167,16 @@ class AsyncCommandHandle:
                             error=end.error if end.has_field("error") else None,
                         )
         except Exception as exc:
-            self._failure = await translate(exc, self._probe)
+            failure = await translate(exc, self._probe)
+            if isinstance(failure, asyncio.CancelledError):
+                raise failure from None  # disconnect() arrived wrapped by connectrpc
+            self._failure = failure
         finally:
             with contextlib.suppress(Exception):
                 await self._events.aclose()  # type: ignore[attr-defined]
+            if not self._started.done():
+                never = e.ServerError("envd closed the process stream before it started")
+                self._started.set_exception(self._failure or never)
 
     async def wait(self) -> CommandResult:
         """Wait for the command to end; raise :class:`CommandExitError` if it failed."""

@@ -6,7 +6,6 @@ environment and ``PATH`` from profile files behave the same in both.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Literal, NoReturn, overload
 
@@ -14,7 +13,7 @@ from protobuf import Oneof
 
 from bac import _errors as e
 from bac._command_handle import AsyncCommandHandle, OutputHandler
-from bac._envd import EnvdConnection, open_stream, timeout_ms
+from bac._envd import EnvdConnection, timeout_ms
 from bac._envd_errors import reraise
 from bac._models import CommandResult, ProcessInfo
 from bac_protocol.envd import process_pb
@@ -25,15 +24,6 @@ DEFAULT_COMMAND_TIMEOUT = 60.0
 def selector(pid: int) -> process_pb.ProcessSelector:
     choice: Oneof[Literal["pid"], int] = Oneof("pid", pid)
     return process_pb.ProcessSelector(selector=choice)
-
-
-def start_pid(response: Any, action: str) -> int:
-    """The pid in a stream's opening event; anything else is a protocol error."""
-    event = response.event.event if response.event is not None else None
-    match event:
-        case Oneof(field="start", value=start):
-            return int(start.pid)
-    raise e.ServerError(f"{action}: envd's first event was not a start event: {event!r}")
 
 
 class AsyncCommands:
@@ -187,7 +177,7 @@ class AsyncCommands:
             headers=self._conn.rpc_headers(user, stream=True),
             timeout_ms=timeout_ms(timeout),
         )
-        handle = await self._handle(events, "start", request_timeout, on_stdout, on_stderr)
+        handle = await self._handle(events, request_timeout, on_stdout, on_stderr)
         return handle if background else await handle.wait()
 
     async def connect(
@@ -204,30 +194,25 @@ class AsyncCommands:
             headers=self._conn.rpc_headers(stream=True),
             timeout_ms=timeout_ms(timeout),
         )
-        return await self._handle(events, "connect", request_timeout, on_stdout, on_stderr)
+        return await self._handle(events, request_timeout, on_stdout, on_stderr)
 
     async def _handle(
         self,
         events: AsyncIterator[Any],
-        action: str,
         request_timeout: float | None,
         on_stdout: OutputHandler[str] | None,
         on_stderr: OutputHandler[str] | None,
         on_pty: OutputHandler[bytes] | None = None,
     ) -> AsyncCommandHandle:
         try:
-            first = await open_stream(events, self._conn.config.timeout(request_timeout))
-            pid = start_pid(first, action)
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                await events.aclose()  # type: ignore[attr-defined]
+            return await AsyncCommandHandle.open(
+                events,
+                self,
+                self._conn.is_healthy,
+                self._conn.config.timeout(request_timeout),
+                on_stdout=on_stdout,
+                on_stderr=on_stderr,
+                on_pty=on_pty,
+            )
+        except Exception as exc:
             await self._fail(exc)
-        return AsyncCommandHandle(
-            pid,
-            events,
-            self,
-            self._conn.is_healthy,
-            on_stdout=on_stdout,
-            on_stderr=on_stderr,
-            on_pty=on_pty,
-        )

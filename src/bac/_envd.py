@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import AsyncIterator
 from typing import Any, Protocol, TypeVar
 
 import httpx
@@ -155,21 +154,27 @@ class EnvdConnection:
         await self.http.aclose()
 
 
-async def open_stream(events: AsyncIterator[_M], request_timeout: float | None) -> _M:
-    """The first message of a server stream, waiting at most ``request_timeout``.
+async def await_opening(
+    started: asyncio.Future[Any], task: asyncio.Task[Any], request_timeout: float | None, what: str
+) -> None:
+    """Wait until the stream that ``task`` iterates delivers its opening message.
 
-    connectrpc turns the cancellation a timeout causes into ``ConnectError(canceled)``,
-    so expiry is read from the timeout itself rather than from the exception type.
+    The stream must be iterated by one task from its first message to its last:
+    connectrpc arms the stream's deadline against the task that starts iterating, so
+    opening it in the caller's task and reading it in another would cancel the caller
+    when the deadline passes. On failure or timeout the task is stopped.
     """
     deadline = asyncio.timeout(request_timeout)
     try:
         async with deadline:
-            return await anext(aiter(events))
-    except (ConnectError, TimeoutError) as exc:
+            await asyncio.shield(started)
+    except BaseException as exc:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if started.done() and not started.cancelled():
+            started.exception()  # reported through ``exc``; mark it retrieved
         if deadline.expired():
             raise e.TimeoutError(
-                f"the stream did not open within {request_timeout} s (request_timeout)"
+                f"{what}: the stream did not open within {request_timeout} s (request_timeout)"
             ) from exc
         raise
-    except StopAsyncIteration as exc:
-        raise e.ServerError("envd closed the stream before its first message") from exc

@@ -6,14 +6,11 @@ Contents move over HTTP (:mod:`bac._transfer`); everything else is a Connect RPC
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Literal, NoReturn, overload
-
-from protobuf import Oneof
 
 from bac import _errors as e
 from bac._command_handle import OutputHandler
-from bac._envd import EnvdConnection, open_stream, timeout_ms
+from bac._envd import EnvdConnection, timeout_ms
 from bac._envd_errors import reraise
 from bac._models import EntryInfo, FilesystemEvent, WriteInfo
 from bac._transfer import AsyncFileStream, WriteData, WriteEntry, read, write_files
@@ -209,11 +206,9 @@ class AsyncFilesystem:
             timeout_ms=timeout_ms(timeout),
         )
         try:
-            first = await open_stream(events, self._conn.config.timeout(request_timeout))
-            if not isinstance(first.event, Oneof) or first.event.field != "start":
-                raise e.ServerError(f"watch {path}: envd's first event was not a start event")
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                await events.aclose()  # type: ignore[attr-defined]
+            return await AsyncWatchHandle.open(
+                events, on_event, on_exit, self._conn.is_healthy,
+                self._conn.config.timeout(request_timeout),
+            )
+        except Exception as exc:
             await self._fail(exc)
-        return AsyncWatchHandle(events, on_event, on_exit, self._conn.is_healthy)

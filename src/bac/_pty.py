@@ -54,7 +54,7 @@ class AsyncPty:
             timeout_ms=timeout_ms(timeout),
         )
         return await self._commands._handle(
-            events, "start pty", request_timeout, None, None, on_pty=on_data
+            events, request_timeout, None, None, on_pty=on_data
         )
 
     async def connect(
@@ -71,7 +71,7 @@ class AsyncPty:
             timeout_ms=timeout_ms(timeout),
         )
         return await self._commands._handle(
-            events, "connect pty", request_timeout, None, None, on_pty=on_data
+            events, request_timeout, None, None, on_pty=on_data
         )
 
     async def send_input(

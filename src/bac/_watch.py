@@ -10,7 +10,9 @@ from typing import Any
 
 from protobuf import Oneof
 
+from bac import _errors as e
 from bac._command_handle import OutputHandler
+from bac._envd import await_opening
 from bac._envd_errors import HealthProbe, translate
 from bac._models import EntryInfo, FilesystemEvent, FilesystemEventType, FileType
 
@@ -73,28 +75,59 @@ class AsyncWatchHandle:
         self._on_event = on_event
         self._on_exit = on_exit
         self._probe = probe
+        self._started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._pump())
+
+    @classmethod
+    async def open(
+        cls,
+        events: AsyncIterator[Any],
+        on_event: OutputHandler[FilesystemEvent],
+        on_exit: OutputHandler[BaseException | None] | None,
+        probe: HealthProbe,
+        request_timeout: float | None,
+    ) -> AsyncWatchHandle:
+        """Start reading ``events``; return once envd confirms the watch is in place."""
+        handle = cls(events, on_event, on_exit, probe)
+        await await_opening(handle._started, handle._task, request_timeout, "watch stream")
+        return handle
 
     async def _pump(self) -> None:
         failure: BaseException | None = None
         try:
-            async for response in self._events:
-                match response.event:
-                    case Oneof(field="filesystem", value=raw):
-                        event = filesystem_event(raw)
-                        if event is not None:
-                            result = self._on_event(event)
-                            if inspect.isawaitable(result):
-                                await result
+            try:
+                await self._deliver()
+            except Exception as exc:
+                failure = await translate(exc, self._probe, e.PathNotFoundError)
+                if isinstance(failure, asyncio.CancelledError):
+                    raise failure from None  # stop() arrived wrapped by connectrpc
         except asyncio.CancelledError:
-            await self._exit(None)
+            if self._started.done():
+                await self._exit(None)
             raise
-        except Exception as exc:
-            failure = await translate(exc, self._probe)
         finally:
             with contextlib.suppress(Exception):
                 await self._events.aclose()  # type: ignore[attr-defined]
-        await self._exit(failure)
+            if not self._started.done():
+                never = e.ServerError("envd closed the watch stream before it started")
+                self._started.set_exception(failure or never)
+        if self._started.exception() is None:
+            await self._exit(failure)
+
+    async def _deliver(self) -> None:
+        async for response in self._events:
+            if not self._started.done():
+                if not (isinstance(response.event, Oneof) and response.event.field == "start"):
+                    raise e.ServerError("envd's first watch event was not a start event")
+                self._started.set_result(None)
+                continue
+            match response.event:
+                case Oneof(field="filesystem", value=raw):
+                    event = filesystem_event(raw)
+                    if event is not None:
+                        result = self._on_event(event)
+                        if inspect.isawaitable(result):
+                            await result
 
     async def _exit(self, failure: BaseException | None) -> None:
         if self._on_exit is None:

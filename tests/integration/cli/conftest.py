@@ -16,11 +16,11 @@ from sdk_server import BacServer, running_server
 
 
 @pytest.fixture(scope="session")
-def bac_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BacServer]:
+def bac_server() -> Iterator[BacServer]:
     """A real Bac server with real sandboxes (needs root and a prepared machine)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: sandboxes need namespaces, cgroups and mounts")
-    with running_server(tmp_path_factory.mktemp("bac-cli-server")) as server:
+    with running_server() as server:
         yield server
 
 

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
+import pytest_asyncio
 from sdk_envd_host import HostEnvd, envd_sandbox
 from sdk_server import BacServer, running_server
 
@@ -37,15 +38,17 @@ def _free_port() -> int:
 def host_envd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostEnvd]:
     """A real envd listening on loopback, initialised with a token, env vars and workdir."""
     workdir = tmp_path_factory.mktemp("envd-home")
+    log = workdir.parent / f"{workdir.name}.log"
     port = _free_port()
     read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bac_envd", "--host", "127.0.0.1", "--port", str(port),
-         "--ready-fd", str(write_fd), "--preload"],
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bac_envd", "--host", "127.0.0.1", "--port", str(port),
+             "--ready-fd", str(write_fd), "--preload"],
+            pass_fds=(write_fd,),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     os.close(write_fd)
     try:
         with os.fdopen(read_fd, "rb") as ready:
@@ -53,8 +56,8 @@ def host_envd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostEnvd]:
             line = ready.readline()
         if line != b"ready\n":
             proc.kill()
-            _, err = proc.communicate(timeout=READY_TIMEOUT)
-            pytest.fail(f"envd did not start: {err.decode(errors='replace')}")
+            proc.wait(timeout=READY_TIMEOUT)
+            pytest.fail(f"envd did not start: {log.read_text(errors='replace')}")
         url = f"http://127.0.0.1:{port}"
         token = secrets.token_hex(16)
         env_vars = {"BAC_TEST_GLOBAL": "from-init"}
@@ -79,7 +82,7 @@ def host_envd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostEnvd]:
             proc.wait()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="function")
 async def sbx(host_envd: HostEnvd) -> AsyncIterator[AsyncSandbox]:
     """The async SDK pointed at the host envd."""
     box = envd_sandbox(host_envd)
@@ -100,9 +103,9 @@ def sync_sbx(host_envd: HostEnvd) -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="session")
-def bac_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BacServer]:
+def bac_server() -> Iterator[BacServer]:
     """A real Bac server with real sandboxes (needs root and a prepared machine)."""
     if os.geteuid() != 0:
         pytest.skip("needs root: sandboxes need namespaces, cgroups and mounts")
-    with running_server(tmp_path_factory.mktemp("bac-server")) as server:
+    with running_server() as server:
         yield server

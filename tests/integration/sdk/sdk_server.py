@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -69,8 +71,12 @@ def create_key(env: dict[str, str], team: str) -> str:
 
 
 @contextlib.contextmanager
-def running_server(data_dir: Path) -> Iterator[BacServer]:
-    """Run ``bac serve`` until the block ends; the data dir is the caller's to delete."""
+def running_server() -> Iterator[BacServer]:
+    """Run ``bac serve`` with a fresh data directory until the block ends."""
+    # Sandboxes run as unprivileged ids in their user namespace, so every directory on
+    # the way to their rootfs must be traversable by others (pytest's tmp dirs are 0700).
+    data_dir = Path(tempfile.mkdtemp(prefix="bac-sdk-tests-"))
+    data_dir.chmod(0o711)
     port = _free_port()
     env = {
         **os.environ,
@@ -97,3 +103,4 @@ def running_server(data_dir: Path) -> Iterator[BacServer]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)

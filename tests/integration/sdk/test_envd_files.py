@@ -64,7 +64,7 @@ async def test_streamed_upload(sbx: AsyncSandbox, d: str) -> None:
             yield chunk
 
     info = await sbx.files.write(f"{d}/streamed.bin", chunks())
-    assert info.name == f"{d}/streamed.bin"
+    assert info.name == "streamed.bin"
     assert await sbx.files.read(f"{d}/streamed.bin", format="bytes") == chunk * 32
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import httpx
 import pytest
+import pytest_asyncio
 from sdk_server import BacServer
 
 import bac
@@ -17,7 +18,7 @@ from bac import AsyncSandbox, SandboxQuery, SandboxState
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(loop_scope="function")
 async def box(bac_server: BacServer) -> AsyncIterator[AsyncSandbox]:
     """A fresh sandbox, killed after the test."""
     sandbox = await AsyncSandbox.create(timeout=120, **bac_server.opts())
