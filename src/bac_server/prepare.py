@@ -1,0 +1,54 @@
+"""``python -m bac_server.prepare``: make this host ready to serve sandboxes.
+
+Idempotent, and the second run only checks: prepares the host (cgroups, firewall table,
+sysctls), builds the base template (about a minute the first time, then instant) and the
+envd bundle the sandboxes mount. ``scripts/setup`` calls it; ``bac serve`` calls the same
+host preparation at start-up, so a server never runs on a half-prepared host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from bac_server.app import build_templates
+from bac_server.backends.namespaces import NamespaceConfig, ensure_envd_bundle
+from bac_server.config import ServerConfig
+from bac_server.host import HostSetupError, prepare_host
+from bac_server.templates import TemplateError
+
+
+def _say(line: str) -> None:
+    print(f"    {line}", flush=True)
+
+
+async def _prepare(config: ServerConfig) -> None:
+    started = time.monotonic()
+    _say("host: cgroups, nftables table, sysctls")
+    await asyncio.to_thread(prepare_host)
+    templates = build_templates(config)
+    image = await templates.ensure_base(progress=_say)
+    _say(f"template base: {image.rootfs}")
+    bundles = NamespaceConfig(data_dir=config.data_dir).bundles_dir
+    bundle = await ensure_envd_bundle(bundles, image.rootfs, progress=_say)
+    _say(f"envd bundle: {bundle}")
+    _say(f"ready in {time.monotonic() - started:.1f} s (data dir {config.data_dir})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bac_server.prepare", description=__doc__)
+    parser.add_argument("--data-dir", help="Bac's data directory (default $BAC_DATA_DIR)")
+    args = parser.parse_args(argv)
+    config = ServerConfig.from_env().with_overrides(data_dir=args.data_dir)
+    try:
+        asyncio.run(_prepare(config))
+    except (HostSetupError, TemplateError) as exc:
+        print(f"bac setup: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
