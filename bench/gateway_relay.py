@@ -61,7 +61,7 @@ def bac_gateway(port: int, upstream_port: int) -> None:
         memory_mb=512, disk_mb=1, envd_access_token="x", traffic_access_token=None, metadata={},
         env_vars={}, network=None, allow_internet_access=None, started_at=now,
         end_at=now + timedelta(days=1), state=SandboxState.RUNNING,
-        route=Route("bench", "127.0.0.1", upstream_port, None),
+        route=Route("bench", "127.0.0.1", upstream_port, None, "x"),
     ))
     _run(Dispatcher(Starlette(), "localhost", Gateway(registry)), port)
 

@@ -8,20 +8,23 @@ store (migrating it), builds the backend, and reconciles what survived a restart
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from bac_server.api import ApiSettings, build_api
-from bac_server.backends.base import Backend
+from bac_server.backends.base import TemplateNotFound
+from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
 from bac_server.config import ENVD_VERSION, ServerConfig
 from bac_server.control import ControlPlane, Limits
 from bac_server.gateway import Dispatcher, Gateway
+from bac_server.host import prepare_host
 from bac_server.store.sql import SqlStore
+from bac_server.templates import TemplateStore
 
 log = logging.getLogger(__name__)
 
@@ -44,22 +47,25 @@ def limits_of(config: ServerConfig) -> Limits:
     )
 
 
-def build_backend(config: ServerConfig) -> Backend:
-    from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
-
-    return NamespaceBackend(NamespaceConfig(data_dir=config.data_dir))
+def build_backend(config: ServerConfig) -> NamespaceBackend:
+    return NamespaceBackend(NamespaceConfig(data_dir=config.data_dir, pool_size=config.pool_size))
 
 
-def build_templates(config: ServerConfig) -> Any:
-    from bac_server.templates import TemplateStore
+async def warm_up(
+    backend: NamespaceBackend, templates: TemplateStore, config: ServerConfig
+) -> None:
+    """Build envd bundles and fill warm pools for the hot templates (in the background)."""
+    for ref in filter(None, (t.strip() for t in config.warm_templates.split(","))):
+        try:
+            await backend.prepare(await templates.get(ref))
+        except TemplateNotFound:
+            log.warning("template %r is not built; its sandboxes start cold", ref)
+        except Exception:
+            log.exception("warming template %r failed; its sandboxes start cold", ref)
 
+
+def build_templates(config: ServerConfig) -> TemplateStore:
     return TemplateStore(config.template_root)
-
-
-def prepare_host() -> None:
-    from bac_server.host import prepare_host as _prepare
-
-    _prepare()
 
 
 def create_app(config: ServerConfig) -> ASGIApp:
@@ -73,15 +79,17 @@ def create_app(config: ServerConfig) -> ASGIApp:
             await asyncio.to_thread(prepare_host)
         store = await SqlStore.open(config.store_url)
         backend = build_backend(config)
+        templates = build_templates(config)
         plane = ControlPlane(
             backend=backend,
-            templates=build_templates(config),
+            templates=templates,
             store=store,
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,
         )
         report = await plane.start()
+        warming = asyncio.create_task(warm_up(backend, templates, config))
         app.state.plane = plane
         gateway = Gateway(plane.registry)
         dispatcher.gateway = gateway
@@ -92,6 +100,9 @@ def create_app(config: ServerConfig) -> ASGIApp:
         try:
             yield
         finally:
+            warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await warming
             dispatcher.gateway = None
             await plane.stop()
             gateway.close()

@@ -49,6 +49,10 @@ class ServerConfig:
     max_env_vars: int = 256
     max_key_bytes: int = 256
     max_value_bytes: int = 4_096
+    # Sandboxes started ahead per hot template, handed out on create (0 disables).
+    pool_size: int = 4
+    # Templates whose pool is kept warm (comma-separated ids or aliases).
+    warm_templates: str = "base"
     # Prepare the host (cgroups, firewall) at start-up; tests that share a prepared host
     # may turn it off to save time.
     prepare_host: bool = True

@@ -31,7 +31,7 @@ from bac_server.control.errors import (
 from bac_server.control.events import EventKind, event
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
-from bac_server.control.registry import LiveSandbox, Registry, Route, Team
+from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.states import SandboxState, check_transition
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 from bac_server.store import Store
@@ -193,9 +193,7 @@ class Creator:
         async with sbx.lock:
             check_transition(sbx.state, SandboxState.RUNNING)
             sbx.state = SandboxState.RUNNING
-            sbx.route = Route(
-                sbx.sandbox_id, endpoint.address, endpoint.envd_port, sbx.traffic_access_token
-            )
+            sbx.attach(endpoint.address, endpoint.envd_port)
             sbx.end_at = datetime.now(UTC) + timedelta(seconds=lifetime_s)
             self._registry.update(sbx)
             self._lifecycle.arm(sbx)

@@ -15,7 +15,7 @@ from bac_server.backends.base import Backend, BackendError, Pausable
 from bac_server.control.errors import Conflict, InvalidRequest, NotSupported
 from bac_server.control.events import EventKind, event
 from bac_server.control.limits import Limits
-from bac_server.control.registry import LiveSandbox, Registry, Route, Team
+from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.states import SandboxState, check_transition
 from bac_server.store import Store
 
@@ -151,8 +151,8 @@ class Lifecycle:
         return self._backend
 
     async def pause(self, team: Team, sandbox_id: str) -> None:
-        backend = self._pausable()
         sbx = self._registry.owned(team, sandbox_id)
+        backend = self._pausable()
         async with sbx.lock:
             if sbx.state is SandboxState.PAUSED:
                 raise Conflict(f"sandbox {sandbox_id!r} is already paused")
@@ -169,16 +169,14 @@ class Lifecycle:
 
     async def resume(self, team: Team, sandbox_id: str, seconds: int) -> None:
         delta = self._seconds(seconds, "timeout")
-        backend = self._pausable()
         sbx = self._registry.owned(team, sandbox_id)
+        backend = self._pausable()
         async with sbx.lock:
             if sbx.state is not SandboxState.PAUSED:
                 raise Conflict(f"sandbox {sandbox_id!r} is already running")
             endpoint = await backend.resume(sandbox_id)
             sbx.state = SandboxState.RUNNING
-            sbx.route = Route(
-                sandbox_id, endpoint.address, endpoint.envd_port, sbx.traffic_access_token
-            )
+            sbx.attach(endpoint.address, endpoint.envd_port)
             sbx.end_at = datetime.now(UTC) + delta
             self._registry.update(sbx)
             await self._store.update_sandbox(

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from bac_server.backends.base import Backend, BackendError, SandboxNotFound, SandboxStatus
 from bac_server.control.events import EventKind, event
 from bac_server.control.lifecycle import Lifecycle
-from bac_server.control.registry import LiveSandbox, Registry, Route
+from bac_server.control.registry import LiveSandbox, Registry
 from bac_server.control.states import LIVE_STATES, SandboxState
 from bac_server.store import SandboxRecord, Store
 
@@ -86,9 +86,7 @@ async def _reattach(
     sbx.state = SandboxState.RUNNING if status is SandboxStatus.RUNNING else SandboxState.PAUSED
     if sbx.state is SandboxState.RUNNING:
         endpoint = await backend.endpoint(rec.sandbox_id)
-        sbx.route = Route(
-            sbx.sandbox_id, endpoint.address, endpoint.envd_port, sbx.traffic_access_token
-        )
+        sbx.attach(endpoint.address, endpoint.envd_port)
     registry.add(sbx)
     await store.update_sandbox(
         sbx.sandbox_id,

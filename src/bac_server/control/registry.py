@@ -32,6 +32,8 @@ class Route:
     address: str
     envd_port: int
     traffic_access_token: str | None
+    # Lets the gateway tell which sandbox signed a file URL that carries no routing header.
+    envd_access_token: str = ""
 
 
 @dataclass(eq=False)
@@ -56,6 +58,13 @@ class LiveSandbox:
     # Serialises lifecycle steps on this sandbox (kill vs timeout vs connect).
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: asyncio.TimerHandle | None = None
+
+    def attach(self, address: str, envd_port: int) -> None:
+        """Point the gateway at the sandbox's current address (after create or resume)."""
+        self.route = Route(
+            self.sandbox_id, address, envd_port, self.traffic_access_token,
+            self.envd_access_token,
+        )
 
     @classmethod
     def from_record(cls, rec: SandboxRecord) -> LiveSandbox:
@@ -140,6 +149,9 @@ class Registry:
 
     def route(self, sandbox_id: str) -> Route | None:
         return self._routes.get(sandbox_id)
+
+    def routes(self) -> list[Route]:
+        return list(self._routes.values())
 
     def get(self, sandbox_id: str) -> LiveSandbox | None:
         return self._sandboxes.get(sandbox_id)

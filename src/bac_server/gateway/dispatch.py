@@ -1,16 +1,18 @@
 """The server's front door: requests for a sandbox go to the gateway, the rest to the API.
 
 One address serves both, because the SDKs point ``E2B_API_URL`` and ``E2B_SANDBOX_URL`` at
-the same server; the routing headers or host name tell them apart (:mod:`.routing`).
+the same server; the routing headers or host name tell them apart (:mod:`.routing`), and a
+signed ``/files`` URL is routed by its signature (:mod:`.signed`).
 """
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bac_server.gateway.errors import error_body, send_error
+from bac_server.gateway.errors import NOT_FOUND, error_body, send_error
 from bac_server.gateway.proxy import Gateway
-from bac_server.gateway.routing import RoutingError, target_of
+from bac_server.gateway.routing import RoutingError, Target, target_of
+from bac_server.gateway.signed import is_signed_files_request, signer_of
 from bac_server.gateway.websocket_relay import deny
 
 
@@ -33,6 +35,12 @@ class Dispatcher:
                 else:
                     await send_error(send, 400, str(exc), None)
                 return
+            if target is None and is_signed_files_request(scope):
+                route = signer_of(scope, self.gateway.routes())
+                if route is None:
+                    await send_error(send, 502, NOT_FOUND, None)
+                    return
+                target = Target(route.sandbox_id, route.envd_port)
             if target is not None:
                 await self.gateway(scope, receive, send, target)
                 return

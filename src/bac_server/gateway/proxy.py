@@ -55,6 +55,9 @@ class Gateway:
     def close(self) -> None:
         self._pool.close()
 
+    def routes(self) -> list[Route]:
+        return self._registry.routes()
+
     def _refusal(self, scope: Scope, route: Route, target: Target) -> tuple[int, str] | None:
         if target.port == route.envd_port:
             raw: bytes = scope.get("raw_path") or scope["path"].encode()

@@ -25,7 +25,6 @@ from starlette.websockets import WebSocket
 from bac_server.admin import uvicorn_options
 from bac_server.config import ServerConfig
 from bac_server.control import LiveSandbox, Registry, SandboxState
-from bac_server.control import Route as SandboxRoute
 from bac_server.gateway import Dispatcher, Gateway
 
 ENVD_PORT = 49983
@@ -116,6 +115,7 @@ def upstream_app(state: UpstreamState) -> Starlette:
             Route("/stepped", stepped),
             Route("/forever", forever),
             Route("/upload", upload, methods=["POST"]),
+            Route("/files", headers, methods=["GET", "POST"]),
             WebSocketRoute("/ws", ws_echo),
         ]
     )
@@ -123,13 +123,15 @@ def upstream_app(state: UpstreamState) -> Starlette:
 
 def sandbox_entry(sandbox_id: str, port: int, traffic_token: str | None = None) -> LiveSandbox:
     now = datetime.now(UTC)
-    return LiveSandbox(
+    entry = LiveSandbox(
         sandbox_id=sandbox_id, team_id="t", template_id="base", alias=None, cpu_count=1,
-        memory_mb=512, disk_mb=1024, envd_access_token="x", traffic_access_token=traffic_token,
-        metadata={}, env_vars={}, network=None, allow_internet_access=None, started_at=now,
-        end_at=now + timedelta(hours=1), state=SandboxState.RUNNING,
-        route=SandboxRoute(sandbox_id, "127.0.0.1", port, traffic_token),
+        memory_mb=512, disk_mb=1024, envd_access_token=f"token-{sandbox_id}",
+        traffic_access_token=traffic_token, metadata={}, env_vars={}, network=None,
+        allow_internet_access=None, started_at=now, end_at=now + timedelta(hours=1),
+        state=SandboxState.RUNNING,
     )
+    entry.attach("127.0.0.1", port)
+    return entry
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,8 @@ routes to them exactly as it routes to a sandbox's address.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 from collections.abc import AsyncIterator
 
@@ -115,8 +117,7 @@ async def test_internal_envd_routes_are_blocked(rig: GatewayRig, path: bytes) ->
 async def test_traffic_token_guards_non_envd_ports(rig: GatewayRig) -> None:
     """With a traffic token, other ports need e2b-traffic-access-token: 403 missing/invalid."""
     entry = sandbox_entry("secured", rig.upstream_port, traffic_token="tok123")
-    assert entry.route is not None
-    entry.route = type(entry.route)("secured", "127.0.0.1", 49983, "tok123")
+    entry.attach("127.0.0.1", 49983)  # the upstream is then a non-envd port
     rig.registry.add(entry)
     async with httpx.AsyncClient() as client:
         missing = await client.get(rig.url + "/hello", headers=_h(rig, "secured"))
@@ -244,3 +245,32 @@ async def test_websocket_to_unknown_sandbox_is_refused_with_502(rig: GatewayRig)
             pass
     assert refused.value.response.status_code == 502
     assert b"was not found" in refused.value.response.body
+
+
+def _signed(path: str, operation: str, token: str, expiration: int | None = None) -> str:
+    raw = f"{path}:{operation}::{token}" + (f":{expiration}" if expiration else "")
+    digest = hashlib.sha256(raw.encode()).digest()
+    return "v1_" + base64.b64encode(digest).rstrip(b"=").decode()
+
+
+async def test_signed_file_urls_route_by_their_signature(rig: GatewayRig) -> None:
+    """A signed /files URL without routing headers reaches the sandbox whose token signed it."""
+    rig.registry.add(sandbox_entry("signer", rig.upstream_port))
+    read = _signed("a b.txt", "read", "token-signer", 1_900_000_000)
+    write = _signed("a b.txt", "write", "token-signer")
+    async with httpx.AsyncClient() as client:
+        got = await client.get(
+            rig.url + "/files",
+            params={"path": "a b.txt", "signature": read, "signature_expiration": 1_900_000_000},
+        )
+        put = await client.post(
+            rig.url + "/files", params={"path": "a b.txt", "signature": write}, content=b"x"
+        )
+        forged = await client.get(
+            rig.url + "/files", params={"path": "a b.txt", "signature": _signed("a b.txt",
+                                        "read", "not-a-token")},
+        )
+    assert got.status_code == 200 and got.json()["path"] == "/files"
+    assert put.status_code == 200
+    assert forged.status_code == 502
+    assert "was not found" in forged.json()["message"]
