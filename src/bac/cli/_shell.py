@@ -89,7 +89,8 @@ def shell(ctx: click.Context, sandbox_id: str, cwd: str | None, user: str | None
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     try:
-        tty.setraw(fd)
+        # TCSANOW keeps keys typed while connecting (the default flush would drop them).
+        tty.setraw(fd, termios.TCSANOW)
         code = run(session(ctx, sandbox_id, cwd, user))
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)

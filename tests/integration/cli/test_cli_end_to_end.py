@@ -130,6 +130,8 @@ def test_shell_in_a_real_terminal(cli_env: dict[str, str], sandbox_id: str) -> N
     os.close(slave)
     seen = bytearray()
     try:
+        # Type only once the remote shell has drawn something: bac is connected by then.
+        _read_until(master, b"$ ", seen)
         os.write(master, b"stty size; echo SH''ELL\r")
         _read_until(master, b"SHELL", seen)
         assert b"30 90" in seen
