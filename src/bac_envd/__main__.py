@@ -1,35 +1,63 @@
-"""``python3 -m bac_envd``: bind, report readiness, then load the server.
+"""``python3 -m bac_envd``: listen, report readiness, answer the host, load on demand.
 
-The order is the start-up contract with the host. The listening socket is made with the
-stdlib alone, ``ready\\n`` goes to ``--ready-fd`` right after ``listen()``, and only then
-is the HTTP stack imported. A client that connects in between waits in the listen
-backlog (it is never refused), so the host can start talking as soon as it reads the byte.
+    python3 -m bac_envd [--host 0.0.0.0] [--port 49983] [--ready-fd N] [--preload]
+
+Start-up order is the contract with the host:
+
+1. bind + ``listen()``, then ``ready\\n`` on ``--ready-fd`` (closed right after), so the
+   host waits on a pipe instead of polling;
+2. the bootstrap front (``_bootstrap``) answers ``GET /health`` and ``POST /init`` at
+   once, while nothing else is loaded;
+3. the first other request (or ``--preload`` finishing in a background thread) starts
+   the full asyncio server (``_server``), which takes over the listening socket and the
+   connections the front had accepted; the RPC stack loads on the first RPC.
+
+Arguments are parsed by hand: argparse (with the ``re``, ``gettext``, ``shutil`` it
+pulls in) cost more than everything else before ``listen()`` together.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import socket
 import sys
 
+USAGE = "usage: python3 -m bac_envd [--host ADDR] [--port N] [--ready-fd FD] [--preload]"
 
-def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bac_envd", description="Bac in-sandbox daemon")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--port", type=int, default=49983, help="TCP port (default 49983)")
-    parser.add_argument(
-        "--ready-fd",
-        type=int,
-        default=None,
-        help="write b'ready\\n' to this fd and close it once the socket listens",
-    )
-    parser.add_argument(
-        "--preload",
-        action="store_true",
-        help="import the RPC stack right after start instead of on the first RPC",
-    )
-    return parser.parse_args(argv)
+
+class Options:
+    host = "0.0.0.0"
+    port = 49983
+    ready_fd: int | None = None
+    preload = False
+
+
+def parse(argv: list[str]) -> Options:
+    options = Options()
+    args = iter(argv)
+    for arg in args:
+        name, eq, inline = arg.partition("=")
+        if name in ("-h", "--help"):
+            print(USAGE)
+            raise SystemExit(0)
+        if name == "--preload" and not eq:
+            options.preload = True
+            continue
+        if name not in ("--host", "--port", "--ready-fd"):
+            raise SystemExit(f"{USAGE}\nbac_envd: unknown argument {arg!r}")
+        value = inline if eq else next(args, None)
+        if value is None:
+            raise SystemExit(f"{USAGE}\nbac_envd: {name} needs a value")
+        if name == "--host":
+            options.host = value
+        elif not value.isdigit():
+            raise SystemExit(f"{USAGE}\nbac_envd: {name} must be a number, got {value!r}")
+        elif name == "--port":
+            options.port = int(value)
+        else:
+            options.ready_fd = int(value)
+    return options
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -49,19 +77,51 @@ def _signal_ready(fd: int) -> None:
         os.close(fd)
 
 
+def _preload_in_background() -> int:
+    """Import everything in a thread; the returned fd turns readable when done."""
+    import threading
+
+    read_fd, write_fd = os.pipe()
+
+    def load() -> None:
+        try:
+            import bac_envd._server  # noqa: F401
+            from bac_envd._rpc import import_services
+
+            import_services()
+        finally:
+            os.write(write_fd, b"x")
+
+    threading.Thread(target=load, name="envd-preload", daemon=True).start()
+    return read_fd
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    # As PID 1 of a sandbox, envd would ignore SIGTERM without a handler.
+    raise SystemExit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(sys.argv[1:] if argv is None else argv)
+    options = parse(sys.argv[1:] if argv is None else argv)
     try:
-        sock = _listen(args.host, args.port)
+        sock = _listen(options.host, options.port)
     except OSError as exc:
-        print(f"envd: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"bac_envd: cannot listen on {options.host}:{options.port}: {exc}", file=sys.stderr)
         return 1
-    if args.ready_fd is not None:
-        _signal_ready(args.ready_fd)
+    if options.ready_fd is not None:
+        _signal_ready(options.ready_fd)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+
+    from bac_envd._bootstrap import serve_until_needed
+    from bac_envd._state import EnvdState
+
+    state = EnvdState()
+    wake = _preload_in_background() if options.preload else None
+    pending = serve_until_needed(sock, state, wake)
 
     from bac_envd._server import serve
 
-    serve(sock, preload=args.preload)
+    serve(sock, pending, state, preload=options.preload)
     return 0
 
 

@@ -27,7 +27,7 @@ def _skip_connectrpc_version_lookup() -> None:
         sys.modules["connectrpc._version"] = stub
 
 
-def _import_services() -> Any:
+def import_services() -> Any:
     _skip_connectrpc_version_lookup()
     import bac_envd._services as services
 
@@ -54,7 +54,7 @@ class RpcServices:
 
             def run() -> None:
                 try:
-                    module = _import_services()
+                    module = import_services()
                 except BaseException as exc:  # handed to the awaiting request
                     loop.call_soon_threadsafe(future.set_exception, exc)
                 else:

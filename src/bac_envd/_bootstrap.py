@@ -1,0 +1,177 @@
+"""The start-up front: answers ``/health`` and ``/init`` before the server stack is loaded.
+
+A new sandbox hears from the host only (``GET /health``, ``POST /init``) until the host has
+handed it out, so envd answers those with the stdlib alone and loads asyncio, the HTTP
+server and, later, the RPC stack only when a request needs them. That keeps start-up
+close to a bare interpreter's and an unused sandbox's envd close to its memory.
+
+The front never guesses: it peeks at a connection's request head without consuming it,
+and anything that is not a small, plain ``GET /health`` or ``POST /init`` (any other
+path, chunked or large bodies, odd syntax) ends the front. That connection, still
+unread, is handed to the real server together with the listening socket.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import time
+
+from bac_envd import ENVD_VERSION
+from bac_envd._errors import InitError
+from bac_envd._state import EnvdState
+
+_HEAD_LIMIT = 16 * 1024
+_BODY_LIMIT = 64 * 1024
+_PEEK_DEADLINE = 10.0  # a connection that sends no full head by then is dropped
+UNAUTHORIZED = (
+    "unauthorized access, please provide a valid access token or method signing if supported"
+)
+
+
+class _Defer(Exception):
+    """This request needs the real server."""
+
+
+def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
+    try:
+        lines = head.decode("latin-1").split("\r\n")
+        method, target, version = lines[0].split(" ")
+    except ValueError as exc:
+        raise _Defer from exc
+    if version != "HTTP/1.1":
+        raise _Defer
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or name != name.strip() or name.lower() in headers:
+            raise _Defer
+        headers[name.lower()] = value.strip()
+    return method, target, headers
+
+
+def _response(status: int, reason: str, body: bytes = b"", extra: str = "") -> bytes:
+    kind = "Content-Type: application/json\r\n" if body else ""
+    return (
+        f"HTTP/1.1 {status} {reason}\r\n{kind}{extra}"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
+
+
+def _error(status: int, reason: str, message: str) -> bytes:
+    import json
+
+    body = json.dumps({"code": status, "message": message}, separators=(",", ":"))
+    return _response(status, reason, body.encode())
+
+
+def _answer(
+    method: str, target: str, headers: dict[str, str], body: bytes, state: EnvdState
+) -> bytes:
+    if method == "GET" and target == "/health":
+        return _response(204, "No Content")
+    if not state.token_matches(headers.get("x-access-token")):
+        return _error(401, "Unauthorized", UNAUTHORIZED)
+    import json  # first /init only: json pulls in re, which nothing before needs
+
+    try:
+        state.apply_init(json.loads(body) if body.strip() else None)
+    except (ValueError, InitError) as exc:
+        return _error(400, "Bad Request", f"invalid init body: {exc}")
+    extra = f"X-Envd-Version: {ENVD_VERSION}\r\nCache-Control: no-store\r\n"
+    return _response(204, "No Content", extra=extra)
+
+
+def _reply(data: bytes, state: EnvdState) -> bytes | None:
+    """The reply to the simple health/init request in ``data``; None while it is still
+    incomplete. Raises ``_Defer`` for anything else."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        if len(data) >= _HEAD_LIMIT:
+            raise _Defer
+        return None
+    method, target, headers = _parse_head(data[:end])
+    if (method, target) not in (("GET", "/health"), ("POST", "/init")):
+        raise _Defer
+    if "transfer-encoding" in headers or "expect" in headers:
+        raise _Defer
+    length_text = headers.get("content-length", "0")
+    if not length_text.isdigit() or int(length_text) > _BODY_LIMIT:
+        raise _Defer
+    length = int(length_text)
+    if len(data) < end + 4 + length:
+        return None
+    if len(data) > end + 4 + length:
+        raise _Defer  # a pipelined second request: leave it all to the real server
+    return _answer(method, target, headers, data[end + 4 :], state)
+
+
+Pending = list[tuple[socket.socket, bytes]]
+
+
+def serve_until_needed(
+    listener: socket.socket, state: EnvdState, wake_fd: int | None = None
+) -> Pending:
+    """Answer health/init until a request needs the full server (or ``wake_fd`` becomes
+    readable). Returns the accepted connections still unanswered, each with the bytes
+    already read from it, for the real server to continue."""
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    if wake_fd is not None:
+        selector.register(wake_fd, selectors.EVENT_READ)
+    buffers: dict[socket.socket, bytearray] = {}
+    deadlines: dict[socket.socket, float] = {}
+
+    def drop(conn: socket.socket) -> None:
+        selector.unregister(conn)
+        del buffers[conn], deadlines[conn]
+        conn.close()
+
+    def pending() -> Pending:
+        return [(conn, bytes(buffer)) for conn, buffer in buffers.items()]
+
+    try:
+        while True:
+            soonest = min(deadlines.values(), default=None)
+            timeout = None if soonest is None else max(0.0, soonest - time.monotonic())
+            for key, _ in selector.select(timeout):
+                if key.fileobj is listener:
+                    try:
+                        conn, _ = listener.accept()
+                    except BlockingIOError:
+                        continue
+                    conn.setblocking(False)
+                    buffers[conn] = bytearray()
+                    deadlines[conn] = time.monotonic() + _PEEK_DEADLINE
+                    selector.register(conn, selectors.EVENT_READ)
+                    continue
+                if key.fileobj == wake_fd:
+                    return pending()
+                conn = key.fileobj  # type: ignore[assignment]
+                try:
+                    chunk = conn.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    drop(conn)  # the client left without a complete request
+                    continue
+                buffers[conn] += chunk
+                try:
+                    reply = _reply(bytes(buffers[conn]), state)
+                except _Defer:
+                    return pending()
+                if reply is None:
+                    continue
+                try:
+                    conn.settimeout(2.0)
+                    conn.sendall(reply)
+                except OSError:
+                    pass
+                drop(conn)
+            now = time.monotonic()
+            for conn in [c for c, limit in deadlines.items() if limit <= now]:
+                drop(conn)
+    finally:
+        selector.close()
