@@ -1,0 +1,157 @@
+"""A real Bac server in a child process, for compatibility and integration tests.
+
+Runs ``bac_server.admin.serve`` (what ``bac serve`` runs) on a free loopback port with a
+fresh data directory for the store and the machine's shared, prebuilt templates
+(``BAC_TEMPLATES_DIR``, default /var/lib/bac). It can be killed with SIGKILL and started
+again on the same data directory, which is how the restart tests run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+START_TIMEOUT = 90.0
+TEMPLATES_DIR = os.environ.get("BAC_TEMPLATES_DIR", "/var/lib/bac")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ServerProcess:
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    keys: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.data_dir / "server.log"
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "BAC_"))}
+        env.update(
+            BAC_HOST="127.0.0.1",
+            BAC_PORT=str(self.port),
+            BAC_DATA_DIR=str(self.data_dir),
+            BAC_TEMPLATES_DIR=TEMPLATES_DIR,
+            BAC_POOL_SIZE="2",
+            BAC_METRICS_INTERVAL_S="0.5",
+        )
+        env.update(self.extra_env)
+        return env
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as sink:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from bac_server.admin import serve; serve()"],
+                env=self.env, stdout=sink, stderr=subprocess.STDOUT,
+            )
+        # Nothing announces readiness across the process boundary: poll with a deadline.
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.log_tail()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"server not ready in {START_TIMEOUT}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def kill9(self) -> None:
+        """Kill the server the hard way: no shutdown code runs."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def create_key(self, team: str) -> str:
+        from bac_server.admin import create_key
+
+        key = create_key(team, "tests", data_dir=self.data_dir)
+        self.keys.append(key)
+        return key
+
+    def kill_all_sandboxes(self) -> None:
+        """Kill every sandbox of every team this server handed a key to."""
+        with httpx.Client(base_url=self.url, timeout=60) as client:
+            for key in self.keys:
+                listed = client.get("/v2/sandboxes", headers={"X-API-KEY": key})
+                for item in listed.json() if listed.status_code == 200 else []:
+                    client.delete(f"/sandboxes/{item['sandboxID']}", headers={"X-API-KEY": key})
+
+    def slots(self) -> list[str]:
+        """Sandbox slot directories the backend still holds for this data dir."""
+        root = self.data_dir / "sandboxes"
+        return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+def fresh_data_dir(label: str) -> Path:
+    """A new data directory sandboxes can use.
+
+    Sandboxes run as unprivileged ids in their user namespace, so every directory on the way
+    to their rootfs must be traversable by others; pytest's tmp dirs (0700) are not.
+    """
+    path = Path(tempfile.mkdtemp(prefix=f"bac-{label}-"))
+    path.chmod(0o711)
+    return path
+
+
+def remove_data_dir(server: ServerProcess) -> None:
+    """Delete the data dir, but only once the backend holds nothing in it (a leftover slot
+    could still have its rootfs mounted)."""
+    if server.slots():
+        raise AssertionError(f"sandboxes leaked in {server.data_dir}: {server.slots()}")
+    shutil.rmtree(server.data_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running(label: str, **extra_env: str) -> Iterator[ServerProcess]:
+    """A started server on a fresh data dir; on exit its sandboxes are killed, it is stopped,
+    nothing may be left behind, and the data dir is removed."""
+    server = ServerProcess(fresh_data_dir(label), extra_env=dict(extra_env))
+    server.start()
+    try:
+        yield server
+    finally:
+        with contextlib.suppress(Exception):
+            server.kill_all_sandboxes()
+        server.stop()
+    remove_data_dir(server)
