@@ -2,8 +2,9 @@
 
 Slot ``n`` of the pool ``10.202.0.0/16`` gives the host side ``10.202.0.0 + 2n`` and the
 sandbox ``+ 2n + 1`` (both /32 with each other as peer), and the host veth ``<prefix><n>``.
-A /16 holds 32768 sandboxes. A lease is the file ``<dir>/<n>`` created with ``O_EXCL``,
-which makes leasing safe across processes sharing a data directory.
+A /16 holds 32768 sandboxes. A lease is the file ``<dir>/<n>`` created with ``O_EXCL``
+holding the slot directory and the owning server; the directory is host-wide (addresses and
+interface names are), so servers with different data directories never collide.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ class Lease:
     veth: str
 
 
+@dataclass(frozen=True)
+class LeaseOwner:
+    slot_dir: str
+    server: str
+
+
 class AddressPool:
     def __init__(self, cidr: str, lease_dir: Path, veth_prefix: str) -> None:
         self.network = ipaddress.IPv4Network(cidr, strict=True)
@@ -45,7 +52,7 @@ class AddressPool:
                      sandbox_address=str(ipaddress.IPv4Address(base + 1)),
                      veth=f"{self.veth_prefix}{index}")
 
-    def lease(self, owner: str) -> Lease:
+    def lease(self, owner: LeaseOwner) -> Lease:
         """Take a free slot for ``owner``; raises ResourceLimitError when the pool is full."""
         self.lease_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._lock:
@@ -60,25 +67,31 @@ class AddressPool:
             except FileExistsError:
                 continue
             with os.fdopen(fd, "w") as handle:
-                handle.write(owner)
+                handle.write(f"{owner.slot_dir}\n{owner.server}\n")
             with self._lock:
                 self._cursor = itertools.count(index + 1)
             return self.describe(index)
         raise ResourceLimitError(f"address pool {self.network} is exhausted "
                                  f"({self.capacity} sandboxes)")
 
-    def release(self, index: int) -> None:
-        (self.lease_dir / str(index)).unlink(missing_ok=True)
+    def owner(self, index: int) -> LeaseOwner | None:
+        try:
+            slot_dir, server = (self.lease_dir / str(index)).read_text().splitlines()[:2]
+        except (FileNotFoundError, ValueError):
+            return None
+        return LeaseOwner(slot_dir, server)
 
-    def leases(self) -> dict[int, str]:
-        """Every lease on disk: index -> owner."""
+    def release(self, index: int, slot_dir: str) -> None:
+        """Give the address back, only if ``slot_dir`` still holds it."""
+        owner = self.owner(index)
+        if owner is not None and owner.slot_dir == slot_dir:
+            (self.lease_dir / str(index)).unlink(missing_ok=True)
+
+    def indexes(self) -> list[int]:
         if not self.lease_dir.is_dir():
-            return {}
-        found: dict[int, str] = {}
-        for entry in self.lease_dir.iterdir():
-            if entry.name.isdigit():
-                try:
-                    found[int(entry.name)] = entry.read_text()
-                except FileNotFoundError:
-                    continue
-        return found
+            return []
+        return [int(e.name) for e in self.lease_dir.iterdir() if e.name.isdigit()]
+
+    def index_of(self, veth: str) -> int | None:
+        tail = veth[len(self.veth_prefix):]
+        return int(tail) if veth.startswith(self.veth_prefix) and tail.isdigit() else None

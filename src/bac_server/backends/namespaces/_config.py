@@ -40,9 +40,8 @@ class NamespaceConfig:
     def sandboxes_dir(self) -> Path:
         return self.data_dir / "sandboxes"
 
-    @property
-    def leases_dir(self) -> Path:
-        return self.data_dir / "addresses"
+    # Host-wide address leases (addresses and veth names are host-wide resources).
+    leases_dir: Path = Path("/run/bac/addresses")
 
     @property
     def claims_dir(self) -> Path:

@@ -19,6 +19,7 @@ from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateIma
 from bac_server.host import PARENT_CGROUP
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
+from ._addresses import LeaseOwner
 from ._context import Context
 from ._envd_bundle import EnvdBundleError
 from ._envd_client import init_payload, post_init, wait_ready
@@ -64,7 +65,7 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
         raise SandboxSetupError(str(exc)) from exc
     slot = "s" + secrets.token_hex(8)
     paths = ctx.paths(slot)
-    lease = ctx.addresses.lease(slot)
+    lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
     record = SlotRecord(
         slot=slot, phase=SlotPhase.CREATING, template_id=template.template_id,
         template_rootfs=str(template.rootfs), envd_bundle=str(bundle), lease_index=lease.index,
@@ -153,7 +154,11 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
         record.move(SlotPhase.RUNNING)
         save_record(paths, record)
     except BaseException as exc:
+        detail = _tail(paths.envd_log)
         await undo_after_failure(ctx, record)
         if not isinstance(exc, Exception):
             raise
-        raise SandboxSetupError(f"sandbox {spec.sandbox_id}: {exc}") from exc
+        message = f"sandbox {spec.sandbox_id}: {exc}"
+        if detail:
+            message += f"\nenvd output:\n{detail}"
+        raise SandboxSetupError(message) from exc

@@ -79,6 +79,8 @@ def _write_sysctls() -> None:
 
 
 def _make_netns(lease: Lease) -> int:
+    # The lease is ours, so a link with its name is an orphan of a crashed server.
+    _delete_link(lease.veth)
     host_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     sandbox_ns = -1
     try:

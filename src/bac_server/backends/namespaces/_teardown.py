@@ -16,6 +16,7 @@ import time
 
 from bac_server.host import remove_tree
 
+from ._addresses import LeaseOwner
 from ._context import Context
 from ._layers import unmount_rootfs
 from ._netns import delete_veth
@@ -83,10 +84,7 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
 
 
 def _release_names(ctx: Context, record: SlotRecord) -> None:
-    lease_file = ctx.config.leases_dir / str(record.lease_index)
-    with contextlib.suppress(FileNotFoundError):
-        if lease_file.read_text() == record.slot:
-            lease_file.unlink()
+    ctx.addresses.release(record.lease_index, str(ctx.paths(record.slot).root))
     if record.sandbox_id and ctx.claimed_slot(record.sandbox_id) == record.slot:
         ctx.claim_path(record.sandbox_id).unlink(missing_ok=True)
 
@@ -100,7 +98,10 @@ async def teardown(ctx: Context, record: SlotRecord) -> None:
     busy = ctx.cgroups.remove(record.cgroup_path)
     if busy:
         raise RuntimeError(f"slot {record.slot}: cgroups still busy: {busy}")
-    await delete_veth(record.veth)
+    if ctx.addresses.owner(record.lease_index) == LeaseOwner(str(ctx.paths(record.slot).root),
+                                                          record.owner):
+        # SECURITY: the name may belong to a newer sandbox once the lease is gone.
+        await delete_veth(record.veth)
     await asyncio.to_thread(_remove_files, ctx, record)
     _release_names(ctx, record)
     paths = ctx.paths(record.slot)
