@@ -1,0 +1,144 @@
+"""spec/openapi.yaml is valid, matches the routes, is served, and real responses of every
+operation (success and error) conform to it."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from bac_process import ServerProcess
+from openapi_check import SPEC_PATH, check, spec
+from openapi_spec_validator import validate
+
+from bac_server.api import ROUTES
+
+pytestmark = pytest.mark.root
+DEADLINE = 30.0
+
+
+def test_spec_is_valid_openapi_3_1() -> None:
+    """The document passes the OpenAPI 3.1 validator."""
+    assert spec()["openapi"].startswith("3.1")
+    validate(spec())
+
+
+def test_every_route_is_documented_and_nothing_else() -> None:
+    """The spec's operations are exactly the API's routes."""
+    served = set()
+    for route in ROUTES:
+        path = re.sub(r"\{sandbox_id(:str)?\}", "{sandboxID}", route.path)
+        served |= {(m.lower(), path) for m in route.methods or () if m != "HEAD"}
+    documented = {
+        (method, path) for path, ops in spec()["paths"].items() for method in ops
+        if method != "parameters"
+    }
+    assert served == documented
+
+
+def test_spec_is_served(api: httpx.Client) -> None:
+    """GET /openapi.yaml returns the checked-in document."""
+    response = api.get("/openapi.yaml")
+    check("GET", "/openapi.yaml", response)
+    assert response.content == SPEC_PATH.read_bytes()
+
+
+@pytest.fixture
+def sandbox_id(api: httpx.Client) -> Iterator[str]:
+    created = api.post("/v2/sandboxes", json={"templateID": "base", "metadata": {"k": "v"}})
+    check("POST", "/v2/sandboxes", created)
+    sid = created.json()["sandboxID"]
+    yield sid
+    api.delete(f"/sandboxes/{sid}")
+
+
+def test_lifecycle_responses_conform(api: httpx.Client, sandbox_id: str) -> None:
+    """Every sandbox operation answers what the spec says, on success and on error."""
+    sid = sandbox_id
+    calls = [
+        ("GET", "/health", "/health", {}),
+        ("GET", "/sandboxes/{sandboxID}", f"/sandboxes/{sid}", {}),
+        ("GET", "/sandboxes", "/sandboxes", {}),
+        ("GET", "/v2/sandboxes", "/v2/sandboxes", {"params": {"limit": 1}}),
+        ("POST", "/sandboxes/{sandboxID}/timeout", f"/sandboxes/{sid}/timeout",
+         {"json": {"timeout": 200}}),
+        ("POST", "/sandboxes/{sandboxID}/refreshes", f"/sandboxes/{sid}/refreshes",
+         {"json": {"duration": 60}}),
+        ("POST", "/sandboxes/{sandboxID}/connect", f"/sandboxes/{sid}/connect",
+         {"json": {"timeout": 100}}),
+        ("POST", "/v2/sandboxes/{sandboxID}/connect", f"/v2/sandboxes/{sid}/connect", {"json": {}}),
+        ("GET", "/sandboxes/{sandboxID}/logs", f"/sandboxes/{sid}/logs", {}),
+        ("GET", "/v2/sandboxes/{sandboxID}/logs", f"/v2/sandboxes/{sid}/logs",
+         {"params": {"direction": "backward", "level": "info"}}),
+        ("POST", "/sandboxes/{sandboxID}/pause", f"/sandboxes/{sid}/pause", {"json": {}}),
+        ("POST", "/sandboxes/{sandboxID}/pause", f"/sandboxes/{sid}/pause", {"json": {}}),
+        ("GET", "/sandboxes/{sandboxID}", f"/sandboxes/{sid}", {}),
+        ("POST", "/sandboxes/{sandboxID}/resume", f"/sandboxes/{sid}/resume", {"json": {}}),
+        ("POST", "/sandboxes/{sandboxID}/resume", f"/sandboxes/{sid}/resume", {"json": {}}),
+        ("POST", "/sandboxes/{sandboxID}/timeout", f"/sandboxes/{sid}/timeout",
+         {"json": {"timeout": -1}}),
+        ("POST", "/sandboxes", "/sandboxes", {"json": {"templateID": "nosuch"}}),
+        ("GET", "/sandboxes/{sandboxID}", "/sandboxes/nosuch", {}),
+    ]
+    statuses = []
+    for method, template, path, kwargs in calls:
+        response = api.request(method, path, **kwargs)
+        check(method, template, response)
+        statuses.append(response.status_code)
+    assert statuses == [200, 200, 200, 200, 204, 204, 200, 200, 200, 200, 204, 409, 200, 201,
+                        409, 400, 404, 404]
+
+
+def test_pause_then_connect_resumes_with_201(api: httpx.Client, sandbox_id: str) -> None:
+    """Connect on a paused sandbox resumes it (201); the gateway 502s while it is paused."""
+    headers = {"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": "49983"}
+    assert api.get("/health", headers=headers).status_code == 204
+    assert api.post(f"/sandboxes/{sandbox_id}/pause", json={}).status_code == 204
+    paused = api.get("/health", headers=headers)
+    assert paused.status_code == 502 and "was not found" in paused.json()["message"]
+    listed = api.get("/v2/sandboxes", params={"state": "paused"}).json()
+    assert [s["sandboxID"] for s in listed] == [sandbox_id]
+    resumed = api.post(f"/v2/sandboxes/{sandbox_id}/connect", json={"timeout": 60})
+    check("POST", "/v2/sandboxes/{sandboxID}/connect", resumed)
+    assert resumed.status_code == 201
+    assert api.get("/health", headers=headers).status_code == 204
+
+
+def test_metrics_and_kill_conform(api: httpx.Client, sandbox_id: str) -> None:
+    """Metrics (single and many) and kill answer per the spec; the killed sandbox's log ends
+    with the kill."""
+    deadline = time.monotonic() + DEADLINE
+    samples = api.get(f"/sandboxes/{sandbox_id}/metrics")
+    while not samples.json() and time.monotonic() < deadline:
+        time.sleep(0.2)  # samples are taken on the server's clock; nothing to wait on
+        samples = api.get(f"/sandboxes/{sandbox_id}/metrics")
+    check("GET", "/sandboxes/{sandboxID}/metrics", samples)
+    assert samples.json()
+    many = api.get("/sandboxes/metrics", params={"sandbox_ids": f"{sandbox_id},nosuch"})
+    check("GET", "/sandboxes/metrics", many)
+    assert list(many.json()["sandboxes"]) == [sandbox_id]
+    killed = api.delete(f"/sandboxes/{sandbox_id}")
+    check("DELETE", "/sandboxes/{sandboxID}", killed)
+    again = api.delete(f"/sandboxes/{sandbox_id}")
+    check("DELETE", "/sandboxes/{sandboxID}", again)
+    assert (killed.status_code, again.status_code) == (204, 404)
+    logs = api.get(f"/sandboxes/{sandbox_id}/logs")
+    check("GET", "/sandboxes/{sandboxID}/logs", logs)
+    kinds = [e["fields"]["kind"] for e in logs.json()["logEntries"]]
+    assert kinds[0] == "created" and kinds[1] == "started" and kinds[-1] == "killed"
+
+
+def test_error_statuses_conform(server: ServerProcess, api: httpx.Client) -> None:
+    """401, 413 and query 400s are documented JSON errors."""
+    anonymous = httpx.get(server.url + "/v2/sandboxes")
+    check("GET", "/v2/sandboxes", anonymous)
+    assert anonymous.status_code == 401
+    huge = api.post("/v2/sandboxes", content=b"{" + b" " * (2 << 20) + b"}",
+                    headers={"Content-Type": "application/json"})
+    check("POST", "/v2/sandboxes", huge)
+    assert huge.status_code == 413
+    bad = api.get("/v2/sandboxes", params={"limit": 1000})
+    check("GET", "/v2/sandboxes", bad)
+    assert bad.status_code == 400
