@@ -1,0 +1,189 @@
+"""Running one cell on a kernel: send the code, turn its messages into NDJSON lines.
+
+A cell is done when the kernel's iopub says idle for it *and* its execute_reply arrived
+(the two come on different channels, in either order). If the client goes away the
+kernel is interrupted and drained, so the next cell starts on a quiet kernel; a kernel
+that ignores the interrupt for `ABANDON_GRACE` seconds is killed (and then restarted by
+its context). If the kernel dies, the cell ends with an error line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bac_kernel import _outputs
+from bac_kernel._kernel import Incoming, Kernel, KernelExited
+
+ABANDON_GRACE = 5.0
+_ABORT_RETRIES = 50  # tslab aborts requests that arrive within 200 ms of a failed cell
+
+
+class Outcome(enum.Enum):
+    DONE = "done"
+    KERNEL_DIED = "kernel_died"
+
+
+class _Abandoned:
+    """Inbox item: the client of this cell has gone."""
+
+
+class Cell:
+    """One `POST /execute`: the code, its env vars, and the queue its lines go to."""
+
+    def __init__(
+        self, code: str, env_vars: Mapping[str, str], access_token: str | None
+    ) -> None:
+        self.code = code
+        self.env_vars = dict(env_vars)
+        self.access_token = access_token
+        self.lines: asyncio.Queue[_outputs.Event] = asyncio.Queue()
+        self.abandoned = False
+        self._kernel: Kernel | None = None
+        self._finished = False
+
+    def emit(self, event: _outputs.Event) -> None:
+        if not self.abandoned and not self._finished:
+            self.lines.put_nowait(event)
+
+    def finish(self) -> None:
+        """Queue `end_of_execution`; the response ends after it. Idempotent."""
+        if not self._finished:
+            self.lines.put_nowait(_outputs.END)
+            self._finished = True
+
+    def abandon(self) -> None:
+        """The client disconnected: stop sending, and interrupt the kernel if it runs us."""
+        if self.abandoned:
+            return
+        self.abandoned = True
+        if self._kernel is not None:
+            self._kernel.inbox.put_nowait(_Abandoned())
+
+    async def run(self, kernel: Kernel, restore: Mapping[str, str | None]) -> Outcome:
+        """Set env vars, run the code, put env vars back. `restore` maps names to old values."""
+        self._kernel = kernel
+        try:
+            if self.env_vars and not await self.apply_env(kernel, self.env_vars, ()):
+                return Outcome.KERNEL_DIED
+            outcome = Outcome.DONE if self.abandoned else await self._user_code(kernel)
+            if outcome is Outcome.DONE and self.env_vars:
+                back = {k: v for k, v in restore.items() if v is not None}
+                gone = [k for k, v in restore.items() if v is None]
+                if not await self.apply_env(kernel, back, gone):
+                    return Outcome.KERNEL_DIED
+            return outcome
+        finally:
+            self._kernel = None
+
+    async def apply_env(
+        self, kernel: Kernel, assign: Mapping[str, str], unset: Sequence[str]
+    ) -> bool:
+        """Set and unset env vars in the kernel with a silent cell; False if it died."""
+        code = kernel.language.env_code(assign, unset)
+        for _ in range(_ABORT_RETRIES):
+            msg_id = kernel.client.execute(code, silent=True, store_history=False)
+            reply = await self._exchange(kernel, msg_id, None, interruptible=False)
+            if reply is None:
+                return False
+            if reply.get("status") not in ("abort", "aborted"):
+                return True
+        return True
+
+    async def _user_code(self, kernel: Kernel) -> Outcome:
+        for _ in range(_ABORT_RETRIES):
+            state = _Collected()
+            msg_id = kernel.client.execute(
+                self.code, store_history=True, allow_stdin=False, stop_on_error=False
+            )
+            reply = await self._exchange(kernel, msg_id, state, interruptible=True)
+            if reply is None:
+                self._report_death(kernel)
+                return Outcome.KERNEL_DIED
+            if reply.get("status") in ("abort", "aborted") and not state.emitted:
+                continue
+            if reply.get("status") == "error" and not state.error_sent:
+                self.emit(_outputs.error_from_reply(reply, "".join(state.stderr)))
+            count = reply.get("execution_count")
+            if isinstance(count, int):
+                self.emit(_outputs.execution_count(count))
+            return Outcome.DONE
+        return Outcome.DONE
+
+    def _report_death(self, kernel: Kernel) -> None:
+        reason = kernel.exit_reason or (
+            "the kernel process died; it is restarted and its state is lost"
+        )
+        self.emit(_outputs.error("DeadKernelError", reason, ""))
+
+    async def _exchange(
+        self, kernel: Kernel, msg_id: str, state: _Collected | None, *, interruptible: bool
+    ) -> dict[str, Any] | None:
+        """Route messages of `msg_id` until idle + reply; None if the kernel died first."""
+        generation = kernel.generation
+        idle = False
+        reply: dict[str, Any] | None = None
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while not (idle and reply is not None):
+            try:
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                item = await asyncio.wait_for(kernel.inbox.get(), left)
+            except TimeoutError:
+                kernel.kill()  # ignored the interrupt: the exit comes next through the inbox
+                deadline = None
+                continue
+            if isinstance(item, _Abandoned):
+                if interruptible and deadline is None:
+                    await kernel.interrupt()
+                    deadline = loop.time() + ABANDON_GRACE
+                continue
+            if isinstance(item, KernelExited):
+                if item.generation == generation:
+                    return None
+                continue
+            if not isinstance(item, Incoming) or item.parent_id != msg_id:
+                continue  # left over from an earlier (interrupted) cell
+            if item.channel == "shell":
+                if item.msg_type == "execute_reply":
+                    reply = item.msg["content"]
+                continue
+            if item.msg_type == "status":
+                idle = item.msg["content"].get("execution_state") == "idle"
+            elif state is not None:
+                state.route(self, item)
+        return reply
+
+
+class _Collected:
+    """What a user cell produced so far."""
+
+    def __init__(self) -> None:
+        self.emitted = False
+        self.error_sent = False
+        self.stderr: list[str] = []
+
+    def route(self, cell: Cell, item: Incoming) -> None:
+        msg, kind = item.msg, item.msg_type
+        content = msg["content"]
+        if kind == "stream":
+            event = _outputs.stream(msg)
+            if event["type"] == "stderr":
+                self.stderr.append(event["text"])
+        elif kind in ("execute_result", "display_data"):
+            event = _outputs.result(content.get("data") or {}, is_main=kind == "execute_result")
+        elif kind == "error":
+            if self.error_sent:
+                return
+            self.error_sent = True
+            event = _outputs.error(
+                str(content.get("ename", "")),
+                str(content.get("evalue", "")),
+                content.get("traceback") or [],
+            )
+        else:
+            return
+        self.emitted = True
+        cell.emit(event)

@@ -1,0 +1,1 @@
+def load_ipython_extension(ip): print("loaded ext")
