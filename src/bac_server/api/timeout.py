@@ -24,5 +24,7 @@ async def refresh(request: Request) -> Response:
     body = await read_model(request, RefreshRequest, settings(request).max_body_bytes)
     control = plane(request)
     seconds = control.limits.default_timeout_s if body.duration is None else body.duration
-    await control.lifecycle.extend(caller, sandbox_id(request), seconds, EventKind.TIMEOUT_SET)
+    await control.lifecycle.extend(
+        caller, sandbox_id(request), seconds, EventKind.TIMEOUT_SET, what="duration"
+    )
     return Response(status_code=204)

@@ -117,9 +117,11 @@ class Lifecycle:
             self._registry.owned(team, sandbox_id)
             await self._move_end(sbx, datetime.now(UTC) + delta, EventKind.TIMEOUT_SET)
 
-    async def extend(self, team: Team, sandbox_id: str, seconds: int, kind: EventKind) -> bool:
+    async def extend(
+        self, team: Team, sandbox_id: str, seconds: int, kind: EventKind, *, what: str = "timeout"
+    ) -> bool:
         """Push the end to at least ``seconds`` from now, never earlier. True if running."""
-        delta = self._seconds(seconds, "timeout")
+        delta = self._seconds(seconds, what)
         sbx = self._registry.owned(team, sandbox_id)
         async with sbx.lock:
             self._registry.owned(team, sandbox_id)
