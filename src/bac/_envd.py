@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 import httpx
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
-from pyqwest import Client, Request, Response, Transport, get_default_transport
+from pyqwest import Client, Request, Response, Transport, WriteError, get_default_transport
 
 from bac import _errors as e
 from bac._config import ENVD_PORT, ConnectionConfig
@@ -62,7 +62,17 @@ class _PlainErrorTransport:
         self._inner = inner
 
     async def execute(self, request: Request) -> Response:
-        response = await self._inner.execute(request)
+        try:
+            response = await self._inner.execute(request)
+        except WriteError:
+            # A pooled keep-alive connection the server closed as we reused it (e.g. after
+            # answering 401 without reading a body). The request never reached the
+            # server, so a body we still hold (unary calls) is safe to send again.
+            if not isinstance(request.content, bytes):
+                raise
+            response = await self._inner.execute(
+                Request(request.method, request.url, request.headers, request.content)
+            )
         if response.status < 400:
             return response
         body = bytearray()
