@@ -33,9 +33,7 @@ class _Abandoned:
 class Cell:
     """One `POST /execute`: the code, its env vars, and the queue its lines go to."""
 
-    def __init__(
-        self, code: str, env_vars: Mapping[str, str], access_token: str | None
-    ) -> None:
+    def __init__(self, code: str, env_vars: Mapping[str, str], access_token: str | None) -> None:
         self.code = code
         self.env_vars = dict(env_vars)
         self.access_token = access_token

@@ -61,9 +61,7 @@ def _parse(body: bytes) -> dict[str, Any]:
     if request.get("context_id") and request.get("language"):
         raise BadRequestError("give either 'context_id' or 'language', not both")
     env_vars = request.get("env_vars") or {}
-    if not isinstance(env_vars, dict) or not all(
-        isinstance(v, str) for v in env_vars.values()
-    ):
+    if not isinstance(env_vars, dict) or not all(isinstance(v, str) for v in env_vars.values()):
         raise BadRequestError("'env_vars' must be an object of string values")
     check_env_names(list(env_vars))
     request["env_vars"] = env_vars

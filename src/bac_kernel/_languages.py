@@ -90,7 +90,11 @@ LANGUAGES: dict[str, Language] = {
         Language(
             "python",
             (
-                _PY, "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                _PY,
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "{connection_file}",
                 f"--IPKernelApp.extensions={INKERNEL_EXTENSION}",
                 "--HistoryManager.enabled=False",
                 "--Application.log_level=ERROR",

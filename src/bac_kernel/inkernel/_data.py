@@ -1,0 +1,24 @@
+"""pandas DataFrame → `{column: [values]}` (the shape of `DataFrame.to_dict("list")`).
+
+Values go through pandas' own JSON writer, column by column, so timestamps become ISO
+strings and NaN becomes null: the result is valid JSON whatever the dtypes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def dataframe_to_data(frame: Any) -> dict[str, Any] | None:
+    try:
+        return {
+            str(name): json.loads(
+                frame.iloc[:, index].to_json(
+                    orient="values", date_format="iso", default_handler=str
+                )
+            )
+            for index, name in enumerate(frame.columns)
+        }
+    except Exception:  # a display helper must never break the cell's output
+        return None
