@@ -1,14 +1,15 @@
 """Creating sandboxes: validate the request against limits, resolve the template, reserve a
 slot, record the sandbox, ask the backend, and arm its timeout.
 
-The row is written (state ``creating``) *before* the backend is asked, so a server killed
-mid-create leaves a trace that start-up reconciliation cleans. The work runs in its own task:
-a client that hangs up mid-create cannot cancel it half-way.
+The row is written while the backend works (one write, overlapped), and the answer goes out
+only once both are done, so a sandbox a client was told about survives a server restart.
+The work runs in its own task: a client that hangs up mid-create cannot cancel it half-way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 from dataclasses import dataclass, field
@@ -156,20 +157,10 @@ class Creator:
         )
         # Reserve the slot before the first await so concurrent creates see it.
         self._registry.add(sbx)
-        task = asyncio.create_task(self._make(sbx, image, timeout))
+        task = asyncio.create_task(self._make(sbx, image))
         return await asyncio.shield(task)
 
-    async def _make(self, sbx: LiveSandbox, image: TemplateImage, lifetime_s: int) -> LiveSandbox:
-        try:
-            await self._store.insert_sandbox(
-                sbx.to_record(),
-                event(sbx.sandbox_id, sbx.team_id, EventKind.CREATED,
-                      f"created from template {image.template_id}",
-                      template=image.template_id),
-            )
-        except BaseException:
-            self._registry.remove(sbx.sandbox_id)
-            raise
+    async def _make(self, sbx: LiveSandbox, image: TemplateImage) -> LiveSandbox:
         spec = SandboxSpec(
             sandbox_id=sbx.sandbox_id,
             template=image,
@@ -179,33 +170,34 @@ class Creator:
             env_vars=dict(sbx.env_vars),
             envd_access_token=sbx.envd_access_token,
         )
-        try:
-            endpoint = await self._backend.create(spec)
-        except BaseException as exc:
-            await self._failed(sbx, exc)
-            if isinstance(exc, ResourceLimitError):
-                raise InvalidRequest(str(exc)) from exc
-            if isinstance(exc, TemplateNotFound):
-                raise TemplateNotFoundError(image.template_id) from exc
-            if isinstance(exc, Exception):
-                raise SandboxCreateFailed(f"creating the sandbox failed: {exc}") from exc
-            raise
+        # The one write a create needs overlaps the backend's work: the row goes in as
+        # running (with its created and started events) while the sandbox starts. A crash
+        # in between is repaired at start-up either way: a row without a sandbox becomes
+        # "died", a sandbox without a row is destroyed.
+        row = dataclasses.replace(sbx.to_record(), state=SandboxState.RUNNING.value)
+        created = event(sbx.sandbox_id, sbx.team_id, EventKind.CREATED,
+                        f"created from template {image.template_id}", template=image.template_id)
+        started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
+        stored, made = await asyncio.gather(
+            self._store.insert_sandbox(row, created, started),
+            self._backend.create(spec),
+            return_exceptions=True,
+        )
+        if isinstance(made, BaseException):
+            await self._failed(sbx, made, recorded=not isinstance(stored, BaseException))
+            raise _domain_error(made, image) from made
+        if isinstance(stored, BaseException):
+            await self._failed(sbx, stored, recorded=False)
+            raise SandboxCreateFailed(f"recording the sandbox failed: {stored}") from stored
         async with sbx.lock:
             check_transition(sbx.state, SandboxState.RUNNING)
             sbx.state = SandboxState.RUNNING
-            sbx.attach(endpoint.address, endpoint.envd_port)
-            sbx.end_at = datetime.now(UTC) + timedelta(seconds=lifetime_s)
+            sbx.attach(made.address, made.envd_port)
             self._registry.update(sbx)
             self._lifecycle.arm(sbx)
-            await self._store.update_sandbox(
-                sbx.sandbox_id,
-                state=sbx.state.value,
-                end_at=sbx.end_at,
-                event=event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started"),
-            )
         return sbx
 
-    async def _failed(self, sbx: LiveSandbox, exc: BaseException) -> None:
+    async def _failed(self, sbx: LiveSandbox, exc: BaseException, *, recorded: bool) -> None:
         check_transition(sbx.state, SandboxState.FAILED)
         sbx.state = SandboxState.FAILED
         self._registry.remove(sbx.sandbox_id)
@@ -216,6 +208,8 @@ class Creator:
             await self._backend.destroy(sbx.sandbox_id)
         except Exception:
             log.exception("cleaning up the failed create of %s", sbx.sandbox_id)
+        if not recorded:
+            return
         try:
             await self._store.update_sandbox(
                 sbx.sandbox_id,
@@ -226,3 +220,13 @@ class Creator:
             )
         except Exception:
             log.exception("recording the failed create of %s", sbx.sandbox_id)
+
+
+def _domain_error(exc: BaseException, image: TemplateImage) -> BaseException:
+    if isinstance(exc, ResourceLimitError):
+        return InvalidRequest(str(exc))
+    if isinstance(exc, TemplateNotFound):
+        return TemplateNotFoundError(image.template_id)
+    if isinstance(exc, Exception):
+        return SandboxCreateFailed(f"creating the sandbox failed: {exc}")
+    return exc

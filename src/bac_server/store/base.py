@@ -55,8 +55,8 @@ class Store(Protocol):
         ...
 
     # sandboxes and their event log
-    async def insert_sandbox(self, sandbox: SandboxRecord, event: EventRecord) -> None:
-        """Raises ``StoreConflict`` when the id exists."""
+    async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
+        """Insert the row and its first events together; ``StoreConflict`` if the id exists."""
         ...
 
     async def update_sandbox(

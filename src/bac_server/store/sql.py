@@ -115,11 +115,14 @@ class SqlStore:
             return (await conn.execute(query)).rowcount
 
     # sandboxes ----------------------------------------------------------------------------
-    async def insert_sandbox(self, sandbox: SandboxRecord, event: EventRecord) -> None:
+    async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
         try:
             async with self._engine.begin() as conn:
                 await conn.execute(sa.insert(t.sandboxes).values(**_sandbox_values(sandbox)))
-                await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+                if events:
+                    await conn.execute(
+                        sa.insert(t.sandbox_events), [_event_values(e) for e in events]
+                    )
         except IntegrityError as exc:
             raise StoreConflict(f"sandbox {sandbox.sandbox_id} exists") from exc
 
