@@ -33,8 +33,14 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 GUEST = ("bac_envd", "bac_protocol")
 THIRD_PARTY = (
-    "connectrpc", "protobuf", "protobuf_ext", "pyqwest", "h11",
-    "python_multipart", "inotify_simple", "typing_extensions",
+    "connectrpc",
+    "protobuf",
+    "protobuf_ext",
+    "pyqwest",
+    "h11",
+    "python_multipart",
+    "inotify_simple",
+    "typing_extensions",
 )
 
 
@@ -51,8 +57,17 @@ def build_site(target: Path, python: str) -> None:
         else:
             shutil.copy2(spec.origin, target / Path(spec.origin).name)
     subprocess.run(
-        [python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
-         str(target)],
+        [
+            python,
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            str(target),
+        ],
         check=True,
     )
 
@@ -98,8 +113,11 @@ def spawn(python: str, site: Path, argv: list[str]) -> tuple[subprocess.Popen[by
     started = time.perf_counter()
     proc = subprocess.Popen(
         [python, "-S", *[a.replace("{fd}", str(write_fd)) for a in argv]],
-        pass_fds=(write_fd,), env=env, stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        pass_fds=(write_fd,),
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     os.close(write_fd)
     return proc, read_fd, started
@@ -113,7 +131,9 @@ def wait_ready(read_fd: int, started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def floor_run(python: str, site: Path) -> tuple[float, tuple[float, float], subprocess.Popen[bytes]]:
+def floor_run(
+    python: str, site: Path
+) -> tuple[float, tuple[float, float], subprocess.Popen[bytes]]:
     code = "import os,sys; os.write({fd}, b'ready\\n'); sys.stdin.read(1)"
     proc, read_fd, started = spawn(python, site, ["-c", code])
     return wait_ready(read_fd, started), memory(proc.pid), proc
@@ -124,7 +144,9 @@ def envd_run(python: str, site: Path) -> tuple[dict[str, float], subprocess.Pope
     argv = ["-m", "bac_envd", "--host", "127.0.0.1", "--port", str(port), "--ready-fd", "{fd}"]
     proc, read_fd, started = spawn(python, site, argv)
     times = {"ready": wait_ready(read_fd, started)}
-    assert b" 204 " in http(port, b"GET /health HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n\r\n")
+    assert b" 204 " in http(
+        port, b"GET /health HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n\r\n"
+    )
     times["health"] = (time.perf_counter() - started) * 1000
     init = json.dumps({"defaultUser": "root", "defaultWorkdir": "/tmp"}).encode()
     assert b" 204 " in http(port, post("/init", init, "Content-Type: application/json\r\n"))
@@ -182,7 +204,9 @@ def main() -> None:
 
         floor_med = statistics.median(floors)
         print(f"{'exec → …':34} {'median':>9} {'p99':>9} {'÷ floor':>8}")
-        print(f"{'floor: python3 -c ready':34} {floor_med:8.1f}ms {pct(floors, .99):8.1f}ms {1:8.2f}")
+        print(
+            f"{'floor: python3 -c ready':34} {floor_med:8.1f}ms {pct(floors, 0.99):8.1f}ms {1:8.2f}"
+        )
         labels = {
             "ready": "envd ready byte (socket listens)",
             "health": "first GET /health answered",
@@ -191,7 +215,9 @@ def main() -> None:
         }
         for key, label in labels.items():
             med = statistics.median(samples[key])
-            print(f"{label:34} {med:8.1f}ms {pct(samples[key], .99):8.1f}ms {med / floor_med:8.2f}")
+            print(
+                f"{label:34} {med:8.1f}ms {pct(samples[key], 0.99):8.1f}ms {med / floor_med:8.2f}"
+            )
 
         report_memory(args.python, site, args.instances)
 

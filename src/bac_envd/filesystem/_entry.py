@@ -59,9 +59,7 @@ def go_file_mode(st_mode: int) -> str:
         "t": bool(st_mode & stat.S_ISVTX),
     }
     letters = "".join(c for c in _TYPE_LETTERS if flags.get(c)) or "-"
-    perms = "".join(
-        ch if st_mode & (1 << (8 - i)) else "-" for i, ch in enumerate("rwxrwxrwx")
-    )
+    perms = "".join(ch if st_mode & (1 << (8 - i)) else "-" for i, ch in enumerate("rwxrwxrwx"))
     return letters + perms
 
 

@@ -22,8 +22,14 @@ import inotify_simple as _in  # type: ignore[import-untyped]
 
 F = _in.flags
 _MASK = (
-    F.CREATE | F.MODIFY | F.ATTRIB | F.DELETE | F.DELETE_SELF
-    | F.MOVED_FROM | F.MOVED_TO | F.MOVE_SELF
+    F.CREATE
+    | F.MODIFY
+    | F.ATTRIB
+    | F.DELETE
+    | F.DELETE_SELF
+    | F.MOVED_FROM
+    | F.MOVED_TO
+    | F.MOVE_SELF
 )
 _SELF = F.DELETE_SELF | F.MOVE_SELF
 
@@ -111,11 +117,7 @@ class DirWatcher:
             for bits, kind in _OPS:
                 if event.mask & bits:
                     self._emit(path, kind)
-            if (
-                self.recursive
-                and event.mask & F.ISDIR
-                and event.mask & (F.CREATE | F.MOVED_TO)
-            ):
+            if self.recursive and event.mask & F.ISDIR and event.mask & (F.CREATE | F.MOVED_TO):
                 self._watch(path, announce=True)
 
     def close(self) -> None:

@@ -114,4 +114,3 @@ class MultipartUpload:
         if not self._written:
             raise UploadError(400, "no file part named 'file' in the form")
         return self._written
-
