@@ -23,7 +23,7 @@ import h11
 from bac_envd._http import ASGIApp, Message
 
 _READ_HIGH = 256 * 1024
-_IDLE_SECONDS = 300.0
+_IDLE_SECONDS = 600.0  # longer than clients keep idle connections (e2b SDK: 300 s)
 
 
 class _Cycle:
