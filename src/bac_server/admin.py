@@ -31,9 +31,9 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
         # The gateway passes the sandbox's own Server/Date headers through.
         "server_header": False,
         "date_header": False,
-        # SDK clients keep connections for minutes; closing them after uvicorn's default
-        # 5 s makes clients race the close on their next request.
-        "timeout_keep_alive": 75,
+        # The SDKs keep idle connections up to 300 s (E2B_KEEPALIVE_EXPIRY); closing them
+        # sooner makes a client race our close on its next request, so the client closes first.
+        "timeout_keep_alive": 330,
     }
 
 

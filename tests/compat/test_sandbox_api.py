@@ -204,3 +204,22 @@ def test_bad_key_is_authentication_error() -> None:
     """A wrong API key fails with the SDK's AuthenticationException."""
     with pytest.raises(AuthenticationException):
         Sandbox.create(api_key="e2b_" + "0" * 40)
+
+
+def test_pause_and_connect_resumes() -> None:
+    """pause stops the sandbox (is_running False, a second pause returns False); connect
+    resumes it with files and processes intact."""
+    sbx = Sandbox.create(timeout=120)
+    try:
+        sbx.files.write("/home/user/state.txt", "before pause")
+        background = sbx.commands.run("sleep 300", background=True)
+        sbx.pause()
+        assert sbx.is_running() is False
+        assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.PAUSED
+        assert Sandbox.pause(sbx.sandbox_id) is False
+        resumed = Sandbox.connect(sbx.sandbox_id)
+        assert resumed.files.read("/home/user/state.txt") == "before pause"
+        assert background.pid in {p.pid for p in resumed.commands.list()}
+        assert sbx.get_info().state == SandboxState.RUNNING
+    finally:
+        sbx.kill()
