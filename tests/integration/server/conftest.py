@@ -13,15 +13,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[2] / "compat"))
 
+from api_limits import TEAM_LIMIT
 from bac_process import ServerProcess, running
-
-MAX_PER_TEAM = 3
 
 
 @pytest.fixture(scope="package")
 def server() -> Iterator[ServerProcess]:
     """One real server for this directory's API tests (restart tests make their own)."""
-    with running("server-tests", BAC_MAX_SANDBOXES_PER_TEAM=str(MAX_PER_TEAM)) as srv:
+    with running("server-tests", BAC_MAX_SANDBOXES_PER_TEAM=str(TEAM_LIMIT)) as srv:
         srv.create_key("alpha")
         srv.create_key("beta")
         yield srv

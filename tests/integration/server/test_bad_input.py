@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
+from api_limits import TEAM_LIMIT
 from bac_process import ServerProcess
-from conftest import MAX_PER_TEAM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -151,12 +151,12 @@ def test_team_limit_is_429(api: httpx.Client) -> None:
     """Creating past the per-team limit is a 429 naming it, without retries advised."""
     made = []
     try:
-        for _ in range(MAX_PER_TEAM):
+        for _ in range(TEAM_LIMIT):
             created = api.post("/v2/sandboxes", json={"templateID": "base"})
             assert created.status_code == 201, created.text
             made.append(created.json()["sandboxID"])
         _assert_error(api.post("/v2/sandboxes", json={"templateID": "base"}), 429,
-                      str(MAX_PER_TEAM))
+                      str(TEAM_LIMIT))
     finally:
         for sid in made:
             api.delete(f"/sandboxes/{sid}")
@@ -166,7 +166,8 @@ def test_team_limit_is_429(api: httpx.Client) -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+    | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                   max_size=3),
     max_leaves=8,

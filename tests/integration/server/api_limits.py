@@ -1,0 +1,3 @@
+"""Limits the shared API test server runs with."""
+
+TEAM_LIMIT = 3
