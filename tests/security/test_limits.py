@@ -1,0 +1,120 @@
+"""Resource limits hold against hostile workloads, and the host and neighbours keep working."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from backend_harness import SandboxFactory, footprint, leftovers
+
+from bac_server.backends.namespaces import NamespaceBackend
+
+pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
+
+MEMORY_HOG = """
+chunks = []
+while True:
+    chunks.append(bytearray(8 << 20))  # bytearray pages are written: really resident
+"""
+
+FORK_COUNTER = """
+import os, signal, time
+children = []
+try:
+    for _ in range(10_000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        children.append(pid)
+except BlockingIOError:
+    pass
+print(len(children))
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+"""
+
+SPINNERS = """
+import multiprocessing, time
+def spin(deadline):
+    while time.monotonic() < deadline:
+        pass
+deadline = time.monotonic() + 3
+procs = [multiprocessing.Process(target=spin, args=(deadline,)) for _ in range(2)]
+for p in procs: p.start()
+for p in procs: p.join()
+"""
+
+
+def _cgroup_value(cgroup_dirs: tuple[Path, ...], controller: str, name: str) -> str:
+    for path in cgroup_dirs:
+        if path.parent.parent.name == controller:
+            return (path / name).read_text()
+    raise AssertionError(f"no {controller} cgroup")
+
+
+async def test_memory_hog_is_oom_killed(backend: NamespaceBackend,
+                                        make_sandbox: SandboxFactory) -> None:
+    """A process allocating past the limit is OOM-killed; envd, a neighbour and the host live on."""
+    sbx = await make_sandbox(memory_mb=128)
+    neighbour = await make_sandbox()
+    result = await sbx.python(MEMORY_HOG, user="user", limit_s=120)
+    # envd reports a signal death as E2B does: exit code -1, error "signal: killed"
+    assert result.exit_code != 0 and "killed" in (result.error or ""), result
+    fp = footprint(backend, sbx.id)
+    assert int(_cgroup_value(fp.cgroups, "memory", "memory.max_usage_in_bytes")) \
+        <= 128 * 1024 * 1024
+    oom = _cgroup_value(fp.cgroups, "memory", "memory.oom_control")
+    assert int(oom.split("oom_kill ")[1].split()[0]) >= 1
+    assert await sbx.health() == 204
+    assert (await sbx.run("echo still here")).stdout.strip() == "still here"
+    assert (await neighbour.run("echo fine")).stdout.strip() == "fine"
+    assert bytearray(64 << 20)  # the host can still allocate
+
+
+async def test_fork_bomb_stops_at_the_pids_limit(backend: NamespaceBackend,
+                                                 make_sandbox: SandboxFactory) -> None:
+    """Forking stops at pids_max; a real fork bomb is contained and destroy still cleans up."""
+    sbx = await make_sandbox(pids_max=64)
+    neighbour = await make_sandbox()
+    counted = await sbx.python(FORK_COUNTER, user="user")
+    assert counted.exit_code == 0, counted.stderr
+    assert 0 < int(counted.stdout) < 64
+    # Now the classic bomb, left running: the sandbox stays full until it is destroyed.
+    await sbx.run("(bash -c ':(){ :|:& };:' >/dev/null 2>&1 &) ; true", limit_s=20)
+    fp = footprint(backend, sbx.id)
+    assert int(_cgroup_value(fp.cgroups, "pids", "pids.current")) <= 64
+    host_fork = await asyncio.create_subprocess_exec("true")
+    assert await host_fork.wait() == 0  # the host can still fork
+    assert (await neighbour.run("echo fine")).stdout.strip() == "fine"
+    await backend.destroy(sbx.id)
+    assert leftovers(fp) == []
+
+
+async def test_cpu_spinner_gets_its_quota(backend: NamespaceBackend,
+                                          make_sandbox: SandboxFactory) -> None:
+    """Two busy loops in a 1-vCPU sandbox get at most ~1 CPU-second per second, throttled."""
+    sbx = await make_sandbox(vcpus=1)
+    fp = footprint(backend, sbx.id)
+    usage_before = int(_cgroup_value(fp.cgroups, "cpuacct", "cpuacct.usage"))
+    started = time.monotonic()
+    result = await sbx.python(SPINNERS, user="user")
+    wall = time.monotonic() - started
+    assert result.exit_code == 0, result.stderr
+    used = (int(_cgroup_value(fp.cgroups, "cpuacct", "cpuacct.usage")) - usage_before) / 1e9
+    assert used <= 1.15 * wall, (used, wall)
+    throttled = _cgroup_value(fp.cgroups, "cpu", "cpu.stat")
+    assert int(throttled.split("nr_throttled")[1].split()[0]) > 0
+
+
+async def test_neighbours_do_not_share_limits(make_sandbox: SandboxFactory) -> None:
+    """Each sandbox has its own limits: a busy neighbour does not consume another's pids."""
+    small = await make_sandbox(pids_max=32)
+    other = await make_sandbox(pids_max=32)
+    await small.run("for i in $(seq 20); do sleep 60 & done; true")
+    result = await other.run("for i in $(seq 20); do sleep 60 & done; echo ok")
+    assert result.stdout.strip() == "ok"
+    await asyncio.gather(small.run("pkill sleep; true"), other.run("pkill sleep; true"))
