@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict, Unpack
 
 from bac import _errors as e
+from bac import _lifecycle as lifecycle
 from bac._api import ApiClient
 from bac._commands import AsyncCommands
 from bac._config import ConnectionConfig
@@ -34,12 +35,6 @@ class ConnectionOpts(TypedDict, total=False):
     domain: str | None
     request_timeout: float | None
     headers: dict[str, str] | None
-
-
-def _sandbox_path(sandbox_id: str, suffix: str = "") -> str:
-    if not (sandbox_id.isascii() and sandbox_id.isalnum()):
-        raise e.InvalidArgumentError(f"invalid sandbox id {sandbox_id!r}")
-    return f"/sandboxes/{sandbox_id}{suffix}"
 
 
 class AsyncSandbox:
@@ -133,7 +128,7 @@ class AsyncSandbox:
         try:
             found = await api.json(
                 "POST",
-                "/v2" + _sandbox_path(sandbox_id, "/connect"),
+                "/v2" + lifecycle.sandbox_path(sandbox_id, "/connect"),
                 json=body,
                 ok=(200, 201),
                 not_found=e.SandboxNotFoundError,
@@ -160,37 +155,37 @@ class AsyncSandbox:
 
     async def _kill(self, request_timeout: float | None = None) -> bool:
         """Kill the sandbox; False if it was already gone."""
-        return await _kill(self._api, self._sandbox_id, request_timeout)
+        return await lifecycle.kill(self._api, self._sandbox_id, request_timeout)
 
     async def _kill_by_id(
         cls: Any, /, sandbox_id: str, **opts: Unpack[ConnectionOpts]
     ) -> bool:
         async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
-            return await _kill(api, sandbox_id, None)
+            return await lifecycle.kill(api, sandbox_id, None)
 
     kill = dual_method(_kill_by_id, _kill)
 
     async def _set_timeout(self, timeout: int, request_timeout: float | None = None) -> None:  # noqa: ASYNC109 - lifetime of the remote operation, E2B API
         """Make the sandbox end ``timeout`` seconds from now (this can shorten its life)."""
-        await _set_timeout(self._api, self._sandbox_id, timeout, request_timeout)
+        await lifecycle.set_timeout(self._api, self._sandbox_id, timeout, request_timeout)
 
     async def _set_timeout_by_id(
         cls: Any, /, sandbox_id: str, timeout: int, **opts: Unpack[ConnectionOpts]  # noqa: ASYNC109 - lifetime of the remote operation, E2B API
     ) -> None:
         async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
-            await _set_timeout(api, sandbox_id, timeout, None)
+            await lifecycle.set_timeout(api, sandbox_id, timeout, None)
 
     set_timeout = dual_method(_set_timeout_by_id, _set_timeout)
 
     async def _get_info(self, request_timeout: float | None = None) -> SandboxInfo:
         """What the server knows about this sandbox (state, end time, metadata...)."""
-        return await _get_info(self._api, self._sandbox_id, request_timeout)
+        return await lifecycle.get_info(self._api, self._sandbox_id, request_timeout)
 
     async def _get_info_by_id(
         cls: Any, /, sandbox_id: str, **opts: Unpack[ConnectionOpts]
     ) -> SandboxInfo:
         async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
-            return await _get_info(api, sandbox_id, None)
+            return await lifecycle.get_info(api, sandbox_id, None)
 
     get_info = dual_method(_get_info_by_id, _get_info)
 
@@ -240,32 +235,3 @@ class AsyncSandbox:
         finally:
             await self.aclose()
 
-
-async def _kill(api: ApiClient, sandbox_id: str, request_timeout: float | None) -> bool:
-    try:
-        await api.request(
-            "DELETE", _sandbox_path(sandbox_id), ok=(200, 204),
-            not_found=e.SandboxNotFoundError, request_timeout=request_timeout,
-        )
-    except e.SandboxNotFoundError:
-        return False
-    return True
-
-
-async def _set_timeout(
-    api: ApiClient, sandbox_id: str, seconds: int, request_timeout: float | None
-) -> None:
-    if seconds < 0:
-        raise e.InvalidArgumentError(f"timeout must be >= 0 seconds, got {seconds}")
-    await api.request(
-        "POST", _sandbox_path(sandbox_id, "/timeout"), json={"timeout": seconds},
-        ok=(200, 204), not_found=e.SandboxNotFoundError, request_timeout=request_timeout,
-    )
-
-
-async def _get_info(api: ApiClient, sandbox_id: str, request_timeout: float | None) -> SandboxInfo:
-    data = await api.json(
-        "GET", _sandbox_path(sandbox_id), not_found=e.SandboxNotFoundError,
-        request_timeout=request_timeout,
-    )
-    return SandboxInfo.from_api(data)

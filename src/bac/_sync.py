@@ -10,7 +10,8 @@ from bac._models import SandboxInfo, SandboxQuery
 from bac._paginator import AsyncSandboxPaginator
 from bac._portal import PORTAL
 from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox, ConnectionOpts
-from bac._sync_modules import CommandHandle, Commands, Filesystem, Pty, WatchHandle
+from bac._sync_files import Filesystem, WatchHandle
+from bac._sync_modules import CommandHandle, Commands, Pty
 
 __all__ = [
     "CommandHandle",

@@ -1,0 +1,47 @@
+"""Lifecycle calls on one sandbox by id: kill, set the timeout, describe.
+
+Shared by the class spellings (``AsyncSandbox.kill(sandbox_id)``) and the instance ones
+(``await sandbox.kill()``), which differ only in where the API client comes from.
+"""
+
+from __future__ import annotations
+
+from bac import _errors as e
+from bac._api import ApiClient
+from bac._models import SandboxInfo
+
+
+def sandbox_path(sandbox_id: str, suffix: str = "") -> str:
+    if not (sandbox_id.isascii() and sandbox_id.isalnum()):
+        raise e.InvalidArgumentError(f"invalid sandbox id {sandbox_id!r}")
+    return f"/sandboxes/{sandbox_id}{suffix}"
+
+
+async def kill(api: ApiClient, sandbox_id: str, request_timeout: float | None) -> bool:
+    try:
+        await api.request(
+            "DELETE", sandbox_path(sandbox_id), ok=(200, 204),
+            not_found=e.SandboxNotFoundError, request_timeout=request_timeout,
+        )
+    except e.SandboxNotFoundError:
+        return False
+    return True
+
+
+async def set_timeout(
+    api: ApiClient, sandbox_id: str, seconds: int, request_timeout: float | None
+) -> None:
+    if seconds < 0:
+        raise e.InvalidArgumentError(f"timeout must be >= 0 seconds, got {seconds}")
+    await api.request(
+        "POST", sandbox_path(sandbox_id, "/timeout"), json={"timeout": seconds},
+        ok=(200, 204), not_found=e.SandboxNotFoundError, request_timeout=request_timeout,
+    )
+
+
+async def get_info(api: ApiClient, sandbox_id: str, request_timeout: float | None) -> SandboxInfo:
+    data = await api.json(
+        "GET", sandbox_path(sandbox_id), not_found=e.SandboxNotFoundError,
+        request_timeout=request_timeout,
+    )
+    return SandboxInfo.from_api(data)
