@@ -216,7 +216,7 @@ class HttpConnection(asyncio.Protocol):
             self.close()  # unread request body, Connection: close, or a broken reply
             return
         self.h11.start_next_cycle()
-        self._resume_reading()
+        self.resume_reading()
         self._arm_idle()
         self._pump()  # a pipelined request may already be buffered
 
@@ -237,9 +237,6 @@ class HttpConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def resume_reading(self) -> None:
-        self._resume_reading()
-
-    def _resume_reading(self) -> None:
         if not self._reading and self.transport is not None and not self.closed:
             self._reading = True
             self.transport.resume_reading()
