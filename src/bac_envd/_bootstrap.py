@@ -5,10 +5,11 @@ handed it out, so envd answers those with the stdlib alone and loads asyncio, th
 server and, later, the RPC stack only when a request needs them. That keeps start-up
 close to a bare interpreter's and an unused sandbox's envd close to its memory.
 
-The front never guesses: it peeks at a connection's request head without consuming it,
-and anything that is not a small, plain ``GET /health`` or ``POST /init`` (any other
-path, chunked or large bodies, odd syntax) ends the front. That connection, still
-unread, is handed to the real server together with the listening socket.
+The front never guesses: anything that is not a small, plain HTTP/1.1 ``GET /health`` or
+``POST /init`` (any other path, chunked or large bodies, ``Expect``, pipelining, odd
+syntax) ends the front. The listening socket and every connection it had accepted, with
+the bytes already read from each, are then handed to the real server, which parses them
+from the start as if it had read them itself.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bac_envd._state import EnvdState
 
 _HEAD_LIMIT = 16 * 1024
 _BODY_LIMIT = 64 * 1024
-_PEEK_DEADLINE = 10.0  # a connection that sends no full head by then is dropped
+_HEAD_DEADLINE = 10.0  # a connection that sends no complete request by then is dropped
 UNAUTHORIZED = (
     "unauthorized access, please provide a valid access token or method signing if supported"
 )
@@ -142,7 +143,7 @@ def serve_until_needed(
                         continue
                     conn.setblocking(False)
                     buffers[conn] = bytearray()
-                    deadlines[conn] = time.monotonic() + _PEEK_DEADLINE
+                    deadlines[conn] = time.monotonic() + _HEAD_DEADLINE
                     selector.register(conn, selectors.EVENT_READ)
                     continue
                 if key.fileobj == wake_fd:

@@ -8,7 +8,9 @@ exec failure ⇒ ``invalid_argument``, bad signal ⇒ ``unimplemented``, input p
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any, Literal
 
 from connectrpc.code import Code
@@ -18,7 +20,7 @@ from protobuf import Oneof
 from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
 from bac_envd.process._control import ProcessControl
 from bac_envd.process._env import BadEnvironment, build_env
-from bac_envd.process._managed import DataChunk, ManagedProcess, ProcessSpec, Subscription
+from bac_envd.process._managed import DataChunk, ManagedProcess, ProcessSpec
 from bac_envd.process._spawn import SpawnError, SpawnRequest, spawn
 from bac_protocol.envd import process_pb as pb
 from bac_protocol.envd.process_connect import Process
@@ -48,13 +50,13 @@ def _data(chunk: DataChunk) -> pb.ProcessEvent.DataEvent:
 
 async def _stream(
     proc: ManagedProcess,
-    sub: Subscription,
     keepalive: float,
     deadline: float | None,
     wrap: Callable[[pb.ProcessEvent], Any],
-) -> AsyncIterator[Any]:
-    import time
-
+) -> AsyncGenerator[Any, None]:
+    # Subscribing happens on the first iteration, in the same step as the spawn that
+    # precedes it (no await in between), so no output can slip past unseen.
+    sub = proc.subscribe()
     ends_at = None if deadline is None else time.monotonic() + deadline
     try:
         yield wrap(_event(Oneof("start", pb.ProcessEvent.StartEvent(pid=proc.pid))))
@@ -122,21 +124,16 @@ class ProcessService(ProcessControl, Process):
         lifetime = deadline_seconds(ctx)
         if lifetime is not None:
             proc.set_lifetime(lifetime)
-        sub = proc.subscribe()
         # The process lifetime already bounds this stream; no separate stream deadline.
-        async for message in _stream(
-            proc, sub, keepalive_seconds(ctx), None, lambda e: pb.StartResponse(event=e)
-        ):
-            yield message
+        events = _stream(proc, keepalive_seconds(ctx), None, lambda e: pb.StartResponse(event=e))
+        async with aclosing(events):
+            async for message in events:
+                yield message
 
     async def connect(self, request: Any, ctx: Any) -> AsyncIterator[pb.ConnectResponse]:
         proc = self._select(request.process, live=False)
-        sub = proc.subscribe()
-        async for message in _stream(
-            proc,
-            sub,
-            keepalive_seconds(ctx),
-            deadline_seconds(ctx),
-            lambda e: pb.ConnectResponse(event=e),
-        ):
-            yield message
+        wrap = lambda e: pb.ConnectResponse(event=e)  # noqa: E731
+        events = _stream(proc, keepalive_seconds(ctx), deadline_seconds(ctx), wrap)
+        async with aclosing(events):
+            async for message in events:
+                yield message
