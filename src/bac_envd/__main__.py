@@ -91,6 +91,7 @@ def _preload_in_background() -> int:
             import_services()
         finally:
             os.write(write_fd, b"x")
+            os.close(write_fd)
 
     threading.Thread(target=load, name="envd-preload", daemon=True).start()
     return read_fd
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     state = EnvdState()
     wake = _preload_in_background() if options.preload else None
     pending = serve_until_needed(sock, state, wake)
+    if wake is not None:
+        os.close(wake)
 
     from bac_envd._server import serve
 

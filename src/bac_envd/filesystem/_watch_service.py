@@ -85,7 +85,8 @@ class WatchService:
         wake = asyncio.Event()
 
         def sink(event: FsEvent) -> None:
-            queue.append(event)
+            if len(queue) <= MAX_QUEUED:  # beyond that the stream ends, see below
+                queue.append(event)
             wake.set()
 
         watcher = self._open(request, ctx, sink)
