@@ -90,7 +90,10 @@ def _preload_in_background() -> int:
 
             import_services()
         finally:
-            os.write(write_fd, b"x")
+            try:
+                os.write(write_fd, b"x")
+            except OSError:
+                pass  # the front already ended on a request and closed its end
             os.close(write_fd)
 
     threading.Thread(target=load, name="envd-preload", daemon=True).start()
