@@ -19,20 +19,9 @@ from typing import Any
 import httptools
 from starlette.types import Message, Receive, Scope, Send
 
+from bac_server.gateway.http_wire import ParsedResponse, chunk, request_head
 from bac_server.gateway.pool import Pool, Upstream
 
-_HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"expect",
-    }
-)
 _READ_SIZE = 1 << 16
 
 
@@ -46,59 +35,6 @@ class UpstreamFailed(Exception):
     def __init__(self, message: str, *, started: bool) -> None:
         super().__init__(message)
         self.started = started
-
-
-class _Parsed:
-    """httptools callbacks, collected for the relay loop."""
-
-    __slots__ = ("body", "complete", "framed", "headers", "headers_done", "keep_alive", "parser")
-
-    def __init__(self) -> None:
-        self.parser: httptools.HttpResponseParser | None = None
-        self.keep_alive = False
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.body: list[bytes] = []
-        self.headers_done = False
-        self.complete = False
-        self.framed = False  # length known from content-length or chunked encoding
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        lowered = name.lower()
-        if lowered in (b"content-length", b"transfer-encoding"):
-            self.framed = True
-        if lowered not in _HOP_BY_HOP:
-            self.headers.append((lowered, value))
-
-    def on_headers_complete(self) -> None:
-        self.headers_done = True
-
-    def on_body(self, body: bytes) -> None:
-        self.body.append(bytes(body))
-
-    def on_message_complete(self) -> None:
-        # Only valid inside this callback: the parser resets once the message is done.
-        assert self.parser is not None
-        self.keep_alive = bool(self.parser.should_keep_alive())
-        self.complete = True
-
-
-def _request_head(scope: Scope, chunked: bool) -> bytes:
-    target: bytes = scope.get("raw_path") or scope["path"].encode()
-    if scope.get("query_string"):
-        target += b"?" + scope["query_string"]
-    parts = [scope["method"].encode(), b" ", target, b" HTTP/1.1\r\n"]
-    for name, value in scope["headers"]:
-        if name in _HOP_BY_HOP or (chunked and name == b"content-length"):
-            continue
-        parts += [name, b": ", value, b"\r\n"]
-    if chunked:
-        parts.append(b"transfer-encoding: chunked\r\n")
-    parts.append(b"\r\n")
-    return b"".join(parts)
-
-
-def _chunk(data: bytes) -> bytes:
-    return b"%x\r\n%b\r\n" % (len(data), data)
 
 
 class HttpRelay:
@@ -115,8 +51,8 @@ class HttpRelay:
         first = await receive()
         body = first.get("body", b"")
         more = bool(first.get("more_body", False))
-        head = _request_head(scope, chunked)
-        payload = head + (_chunk(body) if chunked and body else body)
+        head = request_head(scope, chunked)
+        payload = head + (chunk(body) if chunked and body else body)
         if chunked and not more:
             payload += b"0\r\n\r\n"
         replayable = not more
@@ -186,7 +122,7 @@ class HttpRelay:
                 break
             data = message.get("body", b"")
             if data:
-                conn.writer.write(_chunk(data) if chunked else data)
+                conn.writer.write(chunk(data) if chunked else data)
                 await conn.writer.drain()
             more = bool(message.get("more_body", False))
             if not more:
@@ -201,7 +137,7 @@ class HttpRelay:
 
     async def _respond(self, conn: Upstream, send: Send, head_only: bool) -> bool:
         """Pass the response on; returns whether the connection may be reused."""
-        parsed = _Parsed()
+        parsed = ParsedResponse()
         parser = httptools.HttpResponseParser(parsed)
         parsed.parser = parser
         started = False
@@ -242,10 +178,10 @@ class HttpRelay:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                     return False
             if parsed.body or parsed.complete:
-                chunk = b"".join(parsed.body)
+                piece = b"".join(parsed.body)
                 parsed.body.clear()
                 await send(
-                    {"type": "http.response.body", "body": chunk, "more_body": not parsed.complete}
+                    {"type": "http.response.body", "body": piece, "more_body": not parsed.complete}
                 )
             if parsed.complete:
                 return parsed.keep_alive

@@ -26,18 +26,14 @@ from bac_server.store.records import (
     SandboxRecord,
     TeamRecord,
 )
-
-
-def _ts(value: datetime) -> float:
-    return value.timestamp()
-
-
-def _dt(value: float) -> datetime:
-    return datetime.fromtimestamp(value, UTC)
-
-
-def _opt_dt(value: float | None) -> datetime | None:
-    return None if value is None else _dt(value)
+from bac_server.store.rows import (
+    dt,
+    event_values,
+    key_record,
+    sandbox_record,
+    sandbox_values,
+    ts,
+)
 
 
 class SqlStore:
@@ -63,10 +59,10 @@ class SqlStore:
                 now = datetime.now(UTC)
                 team_id = name
                 await conn.execute(
-                    sa.insert(t.teams).values(team_id=team_id, name=name, created_at=_ts(now))
+                    sa.insert(t.teams).values(team_id=team_id, name=name, created_at=ts(now))
                 )
                 return TeamRecord(team_id=team_id, name=name, created_at=now)
-            return TeamRecord(row.team_id, row.name, _dt(row.created_at))
+            return TeamRecord(row.team_id, row.name, dt(row.created_at))
 
     async def add_api_key(self, key: ApiKeyRecord) -> None:
         values = {
@@ -75,8 +71,8 @@ class SqlStore:
             "name": key.name,
             "key_hash": key.key_hash,
             "prefix": key.prefix,
-            "created_at": _ts(key.created_at),
-            "revoked_at": None if key.revoked_at is None else _ts(key.revoked_at),
+            "created_at": ts(key.created_at),
+            "revoked_at": None if key.revoked_at is None else ts(key.revoked_at),
         }
         try:
             async with self._engine.begin() as conn:
@@ -88,7 +84,7 @@ class SqlStore:
         query = sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else _key(row)
+        return None if row is None else key_record(row)
 
     async def list_api_keys(self) -> list[tuple[ApiKeyRecord, TeamRecord]]:
         query = (
@@ -100,7 +96,7 @@ class SqlStore:
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
         return [
-            (_key(r), TeamRecord(r.team_id, r.team_name, _dt(r.team_created_at))) for r in rows
+            (key_record(r), TeamRecord(r.team_id, r.team_name, dt(r.team_created_at))) for r in rows
         ]
 
     async def revoke_api_key(self, key_id_or_prefix: str, at: datetime) -> int:
@@ -109,7 +105,7 @@ class SqlStore:
             sa.update(t.api_keys)
             .where(sa.or_(c.key_id == key_id_or_prefix, c.prefix == key_id_or_prefix))
             .where(c.revoked_at.is_(None))
-            .values(revoked_at=_ts(at))
+            .values(revoked_at=ts(at))
         )
         async with self._engine.begin() as conn:
             return (await conn.execute(query)).rowcount
@@ -118,10 +114,10 @@ class SqlStore:
     async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.sandboxes).values(**_sandbox_values(sandbox)))
+                await conn.execute(sa.insert(t.sandboxes).values(**sandbox_values(sandbox)))
                 if events:
                     await conn.execute(
-                        sa.insert(t.sandbox_events), [_event_values(e) for e in events]
+                        sa.insert(t.sandbox_events), [event_values(e) for e in events]
                     )
         except IntegrityError as exc:
             raise StoreConflict(f"sandbox {sandbox.sandbox_id} exists") from exc
@@ -139,9 +135,9 @@ class SqlStore:
         if state is not None:
             values["state"] = state
         if end_at is not None:
-            values["end_at"] = _ts(end_at)
+            values["end_at"] = ts(end_at)
         if ended_at is not None:
-            values["ended_at"] = _ts(ended_at)
+            values["ended_at"] = ts(ended_at)
         async with self._engine.begin() as conn:
             if values:
                 await conn.execute(
@@ -150,23 +146,23 @@ class SqlStore:
                     .values(**values)
                 )
             if event is not None:
-                await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+                await conn.execute(sa.insert(t.sandbox_events).values(**event_values(event)))
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
         query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else _sandbox(row)
+        return None if row is None else sandbox_record(row)
 
     async def sandboxes_in_states(self, states: Collection[str]) -> list[SandboxRecord]:
         query = sa.select(t.sandboxes).where(t.sandboxes.c.state.in_(list(states)))
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [_sandbox(r) for r in rows]
+        return [sandbox_record(r) for r in rows]
 
     async def add_event(self, event: EventRecord) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+            await conn.execute(sa.insert(t.sandbox_events).values(**event_values(event)))
 
     async def events(
         self, sandbox_id: str, *, since: datetime | None, limit: int, newest_first: bool
@@ -174,13 +170,13 @@ class SqlStore:
         c = t.sandbox_events.c
         query = sa.select(t.sandbox_events).where(c.sandbox_id == sandbox_id)
         if since is not None:
-            query = query.where(c.at >= _ts(since))
+            query = query.where(c.at >= ts(since))
         order = (c.at.desc(), c.event_id.desc()) if newest_first else (c.at, c.event_id)
         query = query.order_by(*order).limit(limit)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
         return [
-            EventRecord(r.sandbox_id, r.team_id, _dt(r.at), r.kind, r.message, r.level, r.fields)
+            EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level, r.fields)
             for r in rows
         ]
 
@@ -191,7 +187,7 @@ class SqlStore:
         rows = [
             {
                 "sandbox_id": s.sandbox_id,
-                "at": _ts(s.at),
+                "at": ts(s.at),
                 "cpu_count": s.cpu_count,
                 "cpu_used_pct": s.cpu_used_pct,
                 "mem_used": s.mem_used,
@@ -211,88 +207,20 @@ class SqlStore:
         c = t.sandbox_metrics.c
         query = sa.select(t.sandbox_metrics).where(c.sandbox_id == sandbox_id)
         if start is not None:
-            query = query.where(c.at >= _ts(start))
+            query = query.where(c.at >= ts(start))
         if end is not None:
-            query = query.where(c.at <= _ts(end))
+            query = query.where(c.at <= ts(end))
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query.order_by(c.at))).all()
         return [
             MetricRecord(
-                r.sandbox_id, _dt(r.at), r.cpu_count, r.cpu_used_pct, r.mem_used, r.mem_total,
+                r.sandbox_id, dt(r.at), r.cpu_count, r.cpu_used_pct, r.mem_used, r.mem_total,
                 r.mem_cache, r.disk_used, r.disk_total,
             )
             for r in rows
         ]
 
     async def prune_metrics(self, before: datetime) -> int:
-        query = sa.delete(t.sandbox_metrics).where(t.sandbox_metrics.c.at < _ts(before))
+        query = sa.delete(t.sandbox_metrics).where(t.sandbox_metrics.c.at < ts(before))
         async with self._engine.begin() as conn:
             return (await conn.execute(query)).rowcount
-
-
-def _key(row: Any) -> ApiKeyRecord:
-    return ApiKeyRecord(
-        key_id=row.key_id,
-        team_id=row.team_id,
-        name=row.name,
-        key_hash=row.key_hash,
-        prefix=row.prefix,
-        created_at=_dt(row.created_at),
-        revoked_at=_opt_dt(row.revoked_at),
-    )
-
-
-def _sandbox_values(s: SandboxRecord) -> dict[str, Any]:
-    return {
-        "sandbox_id": s.sandbox_id,
-        "team_id": s.team_id,
-        "template_id": s.template_id,
-        "alias": s.alias,
-        "state": s.state,
-        "started_at": _ts(s.started_at),
-        "end_at": _ts(s.end_at),
-        "ended_at": None if s.ended_at is None else _ts(s.ended_at),
-        "cpu_count": s.cpu_count,
-        "memory_mb": s.memory_mb,
-        "disk_mb": s.disk_mb,
-        "envd_access_token": s.envd_access_token,
-        "traffic_access_token": s.traffic_access_token,
-        "metadata": s.metadata,
-        "env_vars": s.env_vars,
-        "network": s.network,
-        "allow_internet_access": s.allow_internet_access,
-    }
-
-
-def _sandbox(row: Any) -> SandboxRecord:
-    return SandboxRecord(
-        sandbox_id=row.sandbox_id,
-        team_id=row.team_id,
-        template_id=row.template_id,
-        alias=row.alias,
-        state=row.state,
-        started_at=_dt(row.started_at),
-        end_at=_dt(row.end_at),
-        cpu_count=row.cpu_count,
-        memory_mb=row.memory_mb,
-        disk_mb=row.disk_mb,
-        envd_access_token=row.envd_access_token,
-        traffic_access_token=row.traffic_access_token,
-        metadata=dict(row.metadata),
-        env_vars=dict(row.env_vars),
-        network=row.network,
-        allow_internet_access=row.allow_internet_access,
-        ended_at=_opt_dt(row.ended_at),
-    )
-
-
-def _event_values(e: EventRecord) -> dict[str, Any]:
-    return {
-        "sandbox_id": e.sandbox_id,
-        "team_id": e.team_id,
-        "at": _ts(e.at),
-        "kind": e.kind,
-        "level": e.level,
-        "message": e.message,
-        "fields": e.fields,
-    }
