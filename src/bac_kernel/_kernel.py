@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import enum
 import os
-import signal
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from bac_kernel._errors import KernelDiedError, KernelError
 from bac_kernel._languages import Language
+from bac_kernel._process_tree import kill_tree
 
 START_TIMEOUT = 120.0  # tslab compiles TypeScript's checker at start: ~10 s on a busy 2-CPU box
 _HANDSHAKE_STEP = 1.0
@@ -234,14 +234,10 @@ class Kernel:
                 await self._km.interrupt_kernel()
 
     def kill(self) -> None:
-        """SIGKILL the kernel's process group now; the exit arrives in the inbox."""
+        """SIGKILL the kernel and all it started, now; the exit arrives in the inbox."""
         process = self._process()
-        if process is None or process.poll() is not None:
-            return
-        # The kernel leads its own session (jupyter_client starts it with a new session),
-        # so its process group holds exactly the kernel and what user code spawned.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+        if process is not None and process.poll() is None:
+            kill_tree(process.pid)
 
     async def restart(self) -> None:
         """A fresh process in the same cwd; all state of the old one is lost."""

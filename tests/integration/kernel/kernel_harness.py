@@ -122,6 +122,15 @@ def process_group_members(pgid: int) -> set[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:
+        if int(fields[2]) == pgid and fields[0] != "Z":
             members.add(int(entry.name))
     return members
+
+
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a dead child its parent has not reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

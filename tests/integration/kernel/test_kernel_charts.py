@@ -43,7 +43,9 @@ def test_line_chart(sandbox: Sandbox) -> None:
         "Date (day)", "day", "Value (m)", "m",
     )  # fmt: skip
     assert chart.x_scale == "datetime" and chart.y_scale == "linear"
-    assert all(isinstance(datetime.datetime.fromisoformat(t), datetime.datetime) for t in chart.x_ticks)
+    assert all(
+        isinstance(datetime.datetime.fromisoformat(t), datetime.datetime) for t in chart.x_ticks
+    )
     assert len(chart.x_ticks) == len(chart.x_tick_labels) > 0
     assert [e.label for e in chart.elements] == ["square", "linear"]
     first = chart.elements[0].points

@@ -22,9 +22,7 @@ def envd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
 
 
 @pytest.fixture(scope="module")
-def server_with_envd(
-    envd: Daemon, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Daemon]:
+def server_with_envd(envd: Daemon, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     home = tmp_path_factory.mktemp("home")
     with running_kernel_server(home, home / "server.log", envd_url=envd.url) as server:
         yield server
@@ -50,7 +48,7 @@ def test_sandbox_wide_vars_come_from_envd(sbx: Sandbox) -> None:
 
 def test_per_execution_vars_apply_once(sbx: Sandbox) -> None:
     """Per-execution vars are set for that cell only, and unset afterwards."""
-    assert _env(sbx, "BAC_ONCE", envs={"BAC_ONCE": "it's \"quoted\" $x"}) == "it's \"quoted\" $x"
+    assert _env(sbx, "BAC_ONCE", envs={"BAC_ONCE": 'it\'s "quoted" $x'}) == 'it\'s "quoted" $x'
     assert _env(sbx, "BAC_ONCE") is None
 
 
@@ -63,7 +61,7 @@ def test_per_execution_var_restores_the_sandbox_value(sbx: Sandbox) -> None:
 def test_per_execution_vars_in_bash(sbx: Sandbox) -> None:
     """Bash contexts get per-execution vars too, reset afterwards."""
     first = sbx.run_code("echo $BAC_B", language="bash", envs={"BAC_B": "a b"})
-    second = sbx.run_code("echo \"[$BAC_B]\" $BAC_WIDE", language="bash")
+    second = sbx.run_code('echo "[$BAC_B]" $BAC_WIDE', language="bash")
     assert first.logs.stdout == ["a b\n"]
     assert second.logs.stdout == ["[] sandbox-wide\n"]
 
@@ -92,5 +90,5 @@ def test_bad_env_var_name_is_rejected(sbx: Sandbox) -> None:
     """A name that is not an identifier is a 400, not code injected into the kernel."""
     from e2b import SandboxException
 
-    with pytest.raises(SandboxException, match="400.*Invalid environment variable name"):
+    with pytest.raises(SandboxException, match=r"400.*Invalid environment variable name"):
         sbx.run_code("1", envs={"A; rm -rf /": "x"})

@@ -79,9 +79,7 @@ def test_output_before_an_error_is_kept(sandbox: Sandbox) -> None:
     assert execution.error is not None and execution.error.name == "ZeroDivisionError"
 
 
-def test_long_running_cell_streams_output_before_it_ends(
-    sandbox: Sandbox, tmp_path: Path
-) -> None:
+def test_long_running_cell_streams_output_before_it_ends(sandbox: Sandbox, tmp_path: Path) -> None:
     """Output reaches the client while the cell still runs: the cell only finishes after
     the test, reacting to that output, writes to a FIFO the cell is blocked on."""
     fifo = tmp_path / "go"

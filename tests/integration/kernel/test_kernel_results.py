@@ -43,10 +43,14 @@ def test_json_result_is_an_object(sandbox: Sandbox) -> None:
     assert execution.results[0].json == {"a": [1, 2]}
 
 
-@pytest.mark.parametrize(("fmt", "key", "magic"), [("png", "png", b"\x89PNG"), ("jpeg", "jpeg", b"\xff\xd8")])
+@pytest.mark.parametrize(
+    ("fmt", "key", "magic"), [("png", "png", b"\x89PNG"), ("jpeg", "jpeg", b"\xff\xd8")]
+)
 def test_images_are_base64(sandbox: Sandbox, fmt: str, key: str, magic: bytes) -> None:
     """PNG and JPEG images arrive base64-encoded and decode to the image bytes."""
-    code = f"{_IMAGE_BYTES}\nfrom IPython.display import Image\nImage(_image({fmt!r}), format={fmt!r})"
+    code = (
+        f"{_IMAGE_BYTES}\nfrom IPython.display import Image\nImage(_image({fmt!r}), format={fmt!r})"
+    )
     execution = sandbox.run_code(code)
     assert execution.error is None, execution.error
     assert base64.b64decode(execution.results[0][key]).startswith(magic)
@@ -54,12 +58,7 @@ def test_images_are_base64(sandbox: Sandbox, fmt: str, key: str, magic: bytes) -
 
 def test_pdf_result(sandbox: Sandbox) -> None:
     """An object with a PDF representation gives a base64 `pdf`."""
-    code = (
-        "class Doc:\n"
-        "    def _repr_pdf_(self):\n"
-        "        return b'%PDF-1.4 minimal'\n"
-        "Doc()"
-    )
+    code = "class Doc:\n    def _repr_pdf_(self):\n        return b'%PDF-1.4 minimal'\nDoc()"
     execution = sandbox.run_code(code)
     assert execution.error is None, execution.error
     assert base64.b64decode(execution.results[0].pdf).startswith(b"%PDF-1.4")
