@@ -1,0 +1,100 @@
+"""The `code-interpreter` template: base plus Jupyter kernels and the data-science stack.
+
+A plain data description for the template builder to consume (the builder has no layered
+recipes yet): what goes on top of `base` (Debian packages, PyPI packages into the
+template's system Python, npm packages installed globally), which Bac guest packages must
+be importable in the sandbox, and how the kernel server is started and known to be ready.
+
+The kernel server (`python3 -m bac_kernel`) listens on 49999, the port the official
+`e2b-code-interpreter` SDK talks to, and writes `ready` to `--ready-fd` once it listens.
+It starts a Python kernel at once and the other languages on first use; it must run as
+the sandbox user in its home, and be restarted if it exits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+KERNEL_PORT = 49999
+
+
+@dataclass(frozen=True)
+class StartCommand:
+    """How the sandbox starts one long-running service, and when it counts as ready."""
+
+    argv: tuple[str, ...]
+    user: str
+    cwd: str
+    env: tuple[tuple[str, str], ...]
+    #: `{ready_fd}` in argv is replaced by the write end of a pipe; the service writes
+    #: this line to it once it accepts connections.
+    ready_line: bytes
+    #: Fallback ready check for starters without a pipe: GET this URL until 200.
+    ready_url: str
+    restart_on_exit: bool
+
+
+@dataclass(frozen=True)
+class LayerRecipe:
+    """A template built as one layer on top of another template."""
+
+    name: str
+    aliases: tuple[str, ...]
+    parent: str
+    debian_packages: tuple[str, ...]
+    pypi_packages: tuple[str, ...]
+    npm_global_packages: tuple[str, ...]
+    #: Bac's own packages that must be importable by the template's python3 (copied or
+    #: mounted next to envd's bundle, on PYTHONPATH).
+    guest_packages: tuple[str, ...]
+    start: StartCommand
+    #: Commands run as root after the packages are installed (each one argv).
+    post_install: tuple[tuple[str, ...], ...] = field(default=())
+
+
+CODE_INTERPRETER = LayerRecipe(
+    name="code-interpreter",
+    # The name the official e2b-code-interpreter SDK asks for.
+    aliases=("code-interpreter-v1",),
+    parent="base",
+    debian_packages=(
+        # JavaScript/TypeScript kernel runtime (tslab ships prebuilt zeromq binaries).
+        "nodejs",
+        "npm",
+        # R kernel.
+        "r-base-core",
+        "r-cran-irkernel",
+        # matplotlib's default font, so charts render the same as on the host.
+        "fonts-dejavu-core",
+    ),
+    pypi_packages=(
+        # The kernel server and its kernels (same lower bounds as Bac's `kernel` extra).
+        "starlette>=0.40",
+        "uvicorn>=0.30",
+        "h11>=0.16",
+        "jupyter_client>=8.6",
+        "ipykernel>=7",
+        "bash_kernel>=0.10",
+        # What agents expect to import.
+        "numpy>=2",
+        "pandas>=2.2",
+        "matplotlib>=3.9",
+        "seaborn>=0.13",
+        "scipy>=1.13",
+        "scikit-learn>=1.5",
+        "requests>=2.32",
+    ),
+    npm_global_packages=("tslab@1.0.22",),
+    guest_packages=("bac_kernel", "bac_protocol"),
+    start=StartCommand(
+        argv=(
+            "python3", "-m", "bac_kernel", "--port", str(KERNEL_PORT), "--ready-fd", "{ready_fd}",
+        ),
+        user="user",
+        cwd="/home/user",
+        env=(("PYTHONPATH", "/opt/bac"),),
+        ready_line=b"ready\n",
+        ready_url=f"http://127.0.0.1:{KERNEL_PORT}/health",
+        restart_on_exit=True,
+    ),
+)
