@@ -62,7 +62,9 @@ def parse(argv: list[str]) -> Options:
 
 def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not 0: asyncio only turns Nagle off (TCP_NODELAY) on accepted
+    # sockets whose proto says TCP; with 0 every small reply write waited for an ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(1024)
@@ -115,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     if options.ready_fd is not None:
         _signal_ready(options.ready_fd)
     signal.signal(signal.SIGTERM, _exit_on_signal)
+    # Files and directories made by envd or its commands get E2B's modes (0644/0755)
+    # whatever umask the launcher had.
+    os.umask(0o022)
 
     from bac_envd._bootstrap import serve_until_needed
     from bac_envd._state import EnvdState

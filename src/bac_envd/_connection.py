@@ -12,6 +12,7 @@ unread, a protocol error, or ``Connection: close`` ends the connection after the
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 import traceback
 from collections import deque
@@ -99,6 +100,10 @@ class HttpConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         self.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Replies go out as several small writes (head, chunks, end): never Nagle them.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._peer = {
             "client": transport.get_extra_info("peername"),
             "server": transport.get_extra_info("sockname"),
