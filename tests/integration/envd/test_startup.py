@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from envd_harness import free_port, spawn, stop, wait_all_exit
+from envd_harness import Envd, free_port, spawn, stop, wait_all_exit
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
 
@@ -116,3 +116,22 @@ def test_sigterm_kills_every_process_envd_started() -> None:
         assert wait_all_exit({handle.pid, child}, timeout=10) == set()
     finally:
         stop(proc)
+
+
+def test_keep_alive_requests_are_not_held_back_by_nagle(envd: Envd) -> None:
+    """Back-to-back RPCs on one connection take milliseconds, not the ~40 ms a Nagle /
+    delayed-ACK stall costs when replies leave as several small writes."""
+    import statistics
+    import time
+
+    headers = {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+    durations = []
+    with httpx.Client() as client:
+        for _ in range(15):
+            began = time.perf_counter()
+            response = client.post(
+                f"{envd.url}/filesystem.Filesystem/Stat", content=b'{"path":"/"}', headers=headers
+            )
+            durations.append(time.perf_counter() - began)
+            assert response.status_code == 200
+    assert statistics.median(durations[1:]) < 0.025, durations
