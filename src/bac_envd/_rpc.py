@@ -12,6 +12,7 @@ import asyncio
 import sys
 import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 from bac_envd._http import ASGIApp
@@ -41,7 +42,7 @@ class RpcServices:
         self._state = state
         self._apps: dict[str, ASGIApp] | None = None
         self._loading: asyncio.Future[Any] | None = None
-        self.shutdown_hooks: list[Any] = []
+        self._shutdown: Callable[[], None] | None = None
 
     def preload(self) -> None:
         """Start importing now, without waiting for it."""
@@ -68,12 +69,11 @@ class RpcServices:
         if self._apps is None:
             module = await asyncio.shield(self._start_import())
             if self._apps is None:
-                self._apps = module.build_apps(self._state)
-                self.shutdown_hooks.append(module.shutdown)
+                self._apps, self._shutdown = module.build_apps(self._state)
         prefix = path[: path.index("/", 1) + 1]
         return self._apps[prefix]
 
     def shutdown(self) -> None:
         """Kill every process envd started (called when envd exits)."""
-        for hook in self.shutdown_hooks:
-            hook()
+        if self._shutdown is not None:
+            self._shutdown()

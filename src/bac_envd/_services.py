@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bac_envd._http import ASGIApp
 from bac_envd._state import EnvdState
 from bac_envd.filesystem._service import FilesystemService
@@ -10,24 +12,20 @@ from bac_envd.process._table import ProcessTable
 from bac_protocol.envd.filesystem_connect import FilesystemASGIApplication
 from bac_protocol.envd.process_connect import ProcessASGIApplication
 
-_table: ProcessTable | None = None
-_filesystem: FilesystemService | None = None
 
-
-def build_apps(state: EnvdState) -> dict[str, ASGIApp]:
-    """The two Connect ASGI apps, keyed by their path prefix. Call once, in the loop."""
-    global _table, _filesystem
-    _table = ProcessTable()
-    _table.install_reaper()
-    _filesystem = FilesystemService(state)
-    return {
-        "/process.Process/": ProcessASGIApplication(ProcessService(state, _table)),
-        "/filesystem.Filesystem/": FilesystemASGIApplication(_filesystem),
+def build_apps(state: EnvdState) -> tuple[dict[str, ASGIApp], Callable[[], None]]:
+    """The two Connect ASGI apps keyed by path prefix, and the hook that ends everything
+    they started (process trees, watchers). Call once, inside the event loop."""
+    table = ProcessTable()
+    table.install_reaper()
+    filesystem = FilesystemService(state)
+    apps: dict[str, ASGIApp] = {
+        "/process.Process/": ProcessASGIApplication(ProcessService(state, table)),
+        "/filesystem.Filesystem/": FilesystemASGIApplication(filesystem),
     }
 
+    def shutdown() -> None:
+        table.kill_all()
+        filesystem.close_all()
 
-def shutdown() -> None:
-    if _table is not None:
-        _table.kill_all()
-    if _filesystem is not None:
-        _filesystem.close_all()
+    return apps, shutdown
