@@ -35,10 +35,22 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto must say TCP: asyncio sets TCP_NODELAY only on sockets whose proto is
+    # IPPROTO_TCP (accepted ones inherit it), and without it every NDJSON line after the
+    # first waits out the client's delayed ACK (~40 ms) on a kept-alive connection.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     logging.basicConfig(level=args.log_level.upper(), format="bac_kernel %(levelname)s %(message)s")
-    sock = socket.create_server((args.host, args.port), backlog=128)
+    sock = _listen(args.host, args.port)
     ready_fd: int | None = args.ready_fd
 
     def on_ready() -> None:
