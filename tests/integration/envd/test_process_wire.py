@@ -126,7 +126,7 @@ def test_keepalive_events_follow_the_requested_interval(process_rpc: ProcessClie
         process_rpc,
         "/bin/sh",
         "-c",
-        "sleep 2.5; echo done",
+        "sleep 3.5; echo done",
         headers={"keepalive-ping-interval": "1"},
     )
     kinds = [event.field for event in events]
