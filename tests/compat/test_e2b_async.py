@@ -36,3 +36,25 @@ async def test_async_concurrent_sandboxes() -> None:
         assert len({s.sandbox_id for s in sandboxes}) == 4
     finally:
         await asyncio.gather(*(s.kill() for s in sandboxes))
+
+
+async def test_async_stdin_stream_is_delivered_while_open() -> None:
+    """A long-lived stdin stream reaches the process piece by piece while it stays open."""
+    sbx = await AsyncSandbox.create()
+    try:
+        seen: asyncio.Queue[str] = asyncio.Queue()
+        handle = await sbx.commands.run(
+            "cat", background=True, stdin=True, on_stdout=seen.put_nowait
+        )
+        stream = sbx.commands.stream_input(handle.pid)
+        for word in ("one", "two", "three"):
+            await stream.send(word + "\n")
+            echoed = ""
+            async with asyncio.timeout(15):
+                while word not in echoed:
+                    echoed += await seen.get()
+        await stream.close()
+        await sbx.commands.close_stdin(handle.pid)
+        assert (await handle.wait()).stdout == "one\ntwo\nthree\n"
+    finally:
+        await sbx.kill()
