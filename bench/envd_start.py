@@ -1,16 +1,20 @@
 """envd start-up and idle memory, next to the floor of a bare ``python3`` in the same run.
 
-Builds a private copy of envd's code and dependencies (like the sandbox bundle) and
+Builds a private copy of envd's code and dependencies (as the sandbox bundle does) and
 byte-compiles it with the target interpreter, so the numbers include warm ``.pyc`` but
-nothing host-specific. Both envd and the floor run as ``python3 -S`` with only that
+nothing host-specific. envd and the floor both run as ``python3 -S`` with only that
 directory on ``PYTHONPATH``: ``-S`` keeps this host's site-packages ``.pth`` hooks (which
 a sandbox image does not have) out of both sides.
 
-Measured per start (n runs): exec → ``ready`` byte on ``--ready-fd``; exec → first
-``GET /health`` answered; exec → ``POST /init`` answered (what the host waits for);
-exec → first RPC answered (``process.Process/List``, which loads the RPC stack).
-Memory: RSS/PSS after ``/init`` (idle, RPC stack not loaded) and after the first RPC,
-averaged over ``--instances`` envds running side by side (shared pages split).
+Times, per start (exec of the interpreter → ...):
+  ready        the ``ready`` byte on ``--ready-fd`` (socket listening)
+  health       first ``GET /health`` answered
+  init         ``POST /init`` answered — what the host waits for before handing out
+  first RPC    ``process.Process/List`` answered right after /init (loads asyncio, the
+               server and the RPC stack; with ``--preload`` they load in the background)
+Memory: RSS/PSS after /init (idle) and after the first RPC, mean over ``--instances``
+envds running side by side, so pages they share (the interpreter, libraries) are split
+as they would be between sandboxes built from one template.
 
     .venv/bin/python bench/envd_start.py [-n 30] [--instances 10] [--python /usr/bin/python3]
 """
@@ -33,18 +37,15 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 GUEST = ("bac_envd", "bac_protocol")
 THIRD_PARTY = (
-    "connectrpc",
-    "protobuf",
-    "protobuf_ext",
-    "pyqwest",
-    "h11",
-    "python_multipart",
-    "inotify_simple",
-    "typing_extensions",
-)
+    "connectrpc", "protobuf", "protobuf_ext", "pyqwest", "h11", "python_multipart",
+    "inotify_simple", "typing_extensions",
+)  # fmt: skip
+HEALTH = b"GET /health HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n\r\n"
+RPC_HEADERS = "Content-Type: application/json\r\nConnect-Protocol-Version: 1\r\n"
 
 
 def build_site(target: Path, python: str) -> None:
+    """Copy envd + dependencies to ``target`` and compile them with ``python``."""
     for name in GUEST:
         shutil.copytree(SRC / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in THIRD_PARTY:
@@ -56,20 +57,9 @@ def build_site(target: Path, python: str) -> None:
             shutil.copytree(source, target / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(spec.origin, target / Path(spec.origin).name)
-    subprocess.run(
-        [
-            python,
-            "-m",
-            "compileall",
-            "-q",
-            "-j",
-            "0",
-            "--invalidation-mode",
-            "unchecked-hash",
-            str(target),
-        ],
-        check=True,
-    )
+    compile_argv = [python, "-m", "compileall", "-q", "-j", "0"]
+    compile_argv += ["--invalidation-mode", "unchecked-hash", str(target)]
+    subprocess.run(compile_argv, check=True)
 
 
 def free_port() -> int:
@@ -79,22 +69,18 @@ def free_port() -> int:
 
 
 def http(port: int, request: bytes) -> bytes:
+    """Send one request (Connection: close) and return the whole reply."""
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(request)
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        return data
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def post(path: str, body: bytes, extra: str = "") -> bytes:
-    return (
-        f"POST {path} HTTP/1.1\r\nHost: envd\r\nContent-Length: {len(body)}\r\n{extra}"
-        "Connection: close\r\n\r\n"
-    ).encode() + body
+    head = f"POST {path} HTTP/1.1\r\nHost: envd\r\nContent-Length: {len(body)}\r\n{extra}"
+    return (head + "Connection: close\r\n\r\n").encode() + body
 
 
 def memory(pid: int) -> tuple[float, float]:
@@ -107,67 +93,61 @@ def memory(pid: int) -> tuple[float, float]:
     return values["Rss"], values["Pss"]
 
 
-def spawn(python: str, site: Path, argv: list[str]) -> tuple[subprocess.Popen[bytes], int, float]:
-    read_fd, write_fd = os.pipe()
-    env = {"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [python, "-S", *[a.replace("{fd}", str(write_fd)) for a in argv]],
-        pass_fds=(write_fd,),
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write_fd)
-    return proc, read_fd, started
+class Started:
+    """One interpreter started with a ready pipe; times are ms since the exec."""
+
+    def __init__(self, python: str, site: Path, argv: list[str]) -> None:
+        read_fd, write_fd = os.pipe()
+        env = {"PYTHONPATH": str(site), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [python, "-S", *[a.replace("{fd}", str(write_fd)) for a in argv]],
+            pass_fds=(write_fd,), env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        os.close(write_fd)
+        with os.fdopen(read_fd, "rb") as pipe:
+            if pipe.readline() != b"ready\n":
+                sys.exit("the process died before it was ready")
+        self.ready = self.elapsed()
+
+    def elapsed(self) -> float:
+        return (time.perf_counter() - self.t0) * 1000
+
+    def memory(self) -> tuple[float, float]:
+        return memory(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
-def wait_ready(read_fd: int, started: float) -> float:
-    with os.fdopen(read_fd, "rb") as pipe:
-        line = pipe.readline()
-    if line != b"ready\n":
-        sys.exit("process died before it was ready")
-    return (time.perf_counter() - started) * 1000
-
-
-def floor_run(
-    python: str, site: Path
-) -> tuple[float, tuple[float, float], subprocess.Popen[bytes]]:
+def floor(python: str, site: Path) -> Started:
     code = "import os,sys; os.write({fd}, b'ready\\n'); sys.stdin.read(1)"
-    proc, read_fd, started = spawn(python, site, ["-c", code])
-    return wait_ready(read_fd, started), memory(proc.pid), proc
+    return Started(python, site, ["-c", code])
 
 
-def envd_run(python: str, site: Path) -> tuple[dict[str, float], subprocess.Popen[bytes], int]:
+def envd(python: str, site: Path, preload: bool) -> tuple[Started, int, dict[str, float]]:
+    """Start envd, then do what the host does (health, init); returns times in ms."""
     port = free_port()
     argv = ["-m", "bac_envd", "--host", "127.0.0.1", "--port", str(port), "--ready-fd", "{fd}"]
-    proc, read_fd, started = spawn(python, site, argv)
-    times = {"ready": wait_ready(read_fd, started)}
-    assert b" 204 " in http(
-        port, b"GET /health HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n\r\n"
-    )
-    times["health"] = (time.perf_counter() - started) * 1000
+    started = Started(python, site, argv + (["--preload"] if preload else []))
+    times = {"ready": started.ready}
+    assert b" 204 " in http(port, HEALTH)
+    times["health"] = started.elapsed()
     init = json.dumps({"defaultUser": "root", "defaultWorkdir": "/tmp"}).encode()
     assert b" 204 " in http(port, post("/init", init, "Content-Type: application/json\r\n"))
-    times["init"] = (time.perf_counter() - started) * 1000
-    return times, proc, port
+    times["init"] = started.elapsed()
+    return started, port, times
 
 
-def first_rpc(port: int, started_ms: float) -> float:
-    headers = "Content-Type: application/json\r\nConnect-Protocol-Version: 1\r\n"
-    began = time.perf_counter()
-    assert b" 200 " in http(port, post("/process.Process/List", b"{}", headers))
-    return (time.perf_counter() - began) * 1000 + started_ms
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+def first_rpc(started: Started, port: int) -> float:
+    assert b" 200 " in http(port, post("/process.Process/List", b"{}", RPC_HEADERS))
+    return started.elapsed()
 
 
 def pct(values: list[float], q: float) -> float:
@@ -175,11 +155,65 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def row(label: str, values: list[float], floor_median: float) -> None:
+    median = statistics.median(values)
+    ratio = median / floor_median
+    print(f"  {label:44} {median:7.1f} ms {pct(values, 0.99):7.1f} ms {ratio:7.2f}")
+
+
+def timings(python: str, site: Path, runs: int) -> None:
+    floors = []
+    for _ in range(runs):
+        started = floor(python, site)
+        floors.append(started.ready)
+        started.stop()
+    samples: dict[str, list[float]] = {}
+    for preload in (False, True):
+        for _ in range(runs):
+            started, port, times = envd(python, site, preload)
+            times["rpc"] = first_rpc(started, port)
+            started.stop()
+            for key, value in times.items():
+                samples.setdefault(f"{key}{'+' if preload else ''}", []).append(value)
+    base = statistics.median(floors)
+    print(f"  {'exec → …':44} {'median':>10} {'p99':>10} {'÷ floor':>7}")
+    row("floor: python3 -S writes ready", floors, base)
+    row("envd: ready byte (socket listening)", samples["ready"], base)
+    row("envd: first GET /health answered", samples["health"], base)
+    row("envd: POST /init answered", samples["init"], base)
+    row("envd: first RPC answered (lazy load)", samples["rpc"], base)
+    row("envd --preload: POST /init answered", samples["init+"], base)
+    row("envd --preload: first RPC answered", samples["rpc+"], base)
+
+
+def memory_table(python: str, site: Path, instances: int) -> None:
+    floors = [floor(python, site) for _ in range(instances)]
+    floor_rss = statistics.mean(f.memory()[0] for f in floors)
+    floor_pss = statistics.mean(f.memory()[1] for f in floors)
+    for started in floors:
+        started.stop()
+    print(f"\n  memory, mean of {instances} side by side {'RSS':>17} {'PSS':>9} {'PSS÷floor':>10}")
+    print(f"  {'floor: idle python3 -S':40} {floor_rss:8.1f}M {floor_pss:8.1f}M {1:10.2f}")
+    for preload in (False, True):
+        runs = [envd(python, site, preload) for _ in range(instances)]
+        idle = [started.memory() for started, _, _ in runs]
+        for started, port, _ in runs:
+            first_rpc(started, port)
+        used = [started.memory() for started, _, _ in runs]
+        for started, _, _ in runs:
+            started.stop()
+        mode = "envd --preload" if preload else "envd"
+        for label, rows in ((f"{mode}: idle after /init", idle), (f"{mode}: after 1st RPC", used)):
+            rss = statistics.mean(r[0] for r in rows)
+            pss = statistics.mean(r[1] for r in rows)
+            print(f"  {label:40} {rss:8.1f}M {pss:8.1f}M {pss / floor_pss:10.2f}")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-n", type=int, default=30, help="starts to time (>= 20)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=30, help="starts timed per row (>= 20)")
     parser.add_argument("--instances", type=int, default=10, help="envds side by side for PSS")
-    parser.add_argument("--python", default="/usr/bin/python3", help="interpreter (sandbox's)")
+    parser.add_argument("--python", default="/usr/bin/python3", help="the sandbox's interpreter")
     args = parser.parse_args()
     if args.n < 20:
         parser.error("-n must be at least 20")
@@ -187,60 +221,10 @@ def main() -> None:
         site = Path(tmp) / "site"
         build_site(site, args.python)
         version = subprocess.run([args.python, "-V"], capture_output=True, text=True).stdout
-        print(f"interpreter {args.python} ({version.strip()}), runs n={args.n}, -S, warm .pyc\n")
-
-        floors: list[float] = []
-        for _ in range(args.n):
-            ms, _, proc = floor_run(args.python, site)
-            floors.append(ms)
-            stop(proc)
-        samples: dict[str, list[float]] = {"ready": [], "health": [], "init": [], "rpc": []}
-        for _ in range(args.n):
-            times, proc, port = envd_run(args.python, site)
-            times["rpc"] = first_rpc(port, times["init"])
-            for key, value in times.items():
-                samples[key].append(value)
-            stop(proc)
-
-        floor_med = statistics.median(floors)
-        print(f"{'exec → …':34} {'median':>9} {'p99':>9} {'÷ floor':>8}")
-        print(
-            f"{'floor: python3 -c ready':34} {floor_med:8.1f}ms {pct(floors, 0.99):8.1f}ms {1:8.2f}"
-        )
-        labels = {
-            "ready": "envd ready byte (socket listens)",
-            "health": "first GET /health answered",
-            "init": "POST /init answered",
-            "rpc": "first RPC answered (lazy load)",
-        }
-        for key, label in labels.items():
-            med = statistics.median(samples[key])
-            print(
-                f"{label:34} {med:8.1f}ms {pct(samples[key], 0.99):8.1f}ms {med / floor_med:8.2f}"
-            )
-
-        report_memory(args.python, site, args.instances)
-
-
-def report_memory(python: str, site: Path, instances: int) -> None:
-    floors = [floor_run(python, site) for _ in range(instances)]
-    floor_rss = statistics.mean(m[1][0] for m in floors)
-    floor_pss = statistics.mean(m[1][1] for m in floors)
-    for _, _, proc in floors:
-        stop(proc)
-    runs = [envd_run(python, site) for _ in range(instances)]
-    idle = [memory(proc.pid) for _, proc, _ in runs]
-    for times, _, port in runs:
-        first_rpc(port, times["init"])
-    loaded = [memory(proc.pid) for _, proc, _ in runs]
-    for _, proc, _ in runs:
-        stop(proc)
-    print(f"\nmemory, mean of {instances} side by side   {'RSS':>9} {'PSS':>9} {'PSS ÷ floor':>12}")
-    print(f"{'floor: idle python3':38} {floor_rss:8.1f}M {floor_pss:8.1f}M {1:12.2f}")
-    for label, rows in (("envd idle after /init", idle), ("envd after first RPC", loaded)):
-        rss = statistics.mean(r[0] for r in rows)
-        pss = statistics.mean(r[1] for r in rows)
-        print(f"{label:38} {rss:8.1f}M {pss:8.1f}M {pss / floor_pss:12.2f}")
+        load = os.getloadavg()[0]
+        print(f"{args.python} ({version.strip()}), -S, warm .pyc, n={args.n}, load {load:.1f}\n")
+        timings(args.python, site, args.n)
+        memory_table(args.python, site, args.instances)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def spin(deadline):
     while time.monotonic() < deadline:
         pass
 deadline = time.monotonic() + 3
-procs = [multiprocessing.Process(target=spin, args=(deadline,)) for _ in range(2)]
+procs = [multiprocessing.Process(target=spin, args=(deadline,)) for _ in range(4)]
 for p in procs: p.start()
 for p in procs: p.join()
 """
@@ -96,7 +96,7 @@ async def test_fork_bomb_stops_at_the_pids_limit(backend: NamespaceBackend,
 
 async def test_cpu_spinner_gets_its_quota(backend: NamespaceBackend,
                                           make_sandbox: SandboxFactory) -> None:
-    """Two busy loops in a 1-vCPU sandbox get at most ~1 CPU-second per second, throttled."""
+    """Four busy loops in a 1-vCPU sandbox get at most ~1 CPU-second per wall second."""
     sbx = await make_sandbox(vcpus=1)
     fp = footprint(backend, sbx.id)
     usage_before = int(_cgroup_value(fp.cgroups, "cpuacct", "cpuacct.usage"))
@@ -106,8 +106,9 @@ async def test_cpu_spinner_gets_its_quota(backend: NamespaceBackend,
     assert result.exit_code == 0, result.stderr
     used = (int(_cgroup_value(fp.cgroups, "cpuacct", "cpuacct.usage")) - usage_before) / 1e9
     assert used <= 1.15 * wall, (used, wall)
-    throttled = _cgroup_value(fp.cgroups, "cpu", "cpu.stat")
-    assert int(throttled.split("nr_throttled")[1].split()[0]) > 0
+    # Whether it was also throttled depends on what else the host runs meanwhile: a busy
+    # host may never give it a full CPU. The bound above is what the quota guarantees.
+    assert _cgroup_value(fp.cgroups, "cpu", "cpu.cfs_quota_us").strip() == "100000"
 
 
 async def test_neighbours_do_not_share_limits(make_sandbox: SandboxFactory) -> None:

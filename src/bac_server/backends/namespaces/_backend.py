@@ -15,8 +15,6 @@ import re
 import resource
 import time
 
-import httpx
-
 from bac_server.backends.base import (
     ResourceLimitError,
     ResourceUsage,
@@ -85,9 +83,7 @@ class NamespaceBackend:
         ctx = Context(
             config=cfg, runtime=OciRuntime(cfg.runtime, cfg.runtime_root),
             addresses=AddressPool(cfg.address_pool, cfg.leases_dir, cfg.veth_prefix),
-            cgroups=CgroupTree(), owner=owner_token(),
-            http=httpx.AsyncClient(trust_env=False,
-                                   limits=httpx.Limits(max_keepalive_connections=0)))
+            cgroups=CgroupTree(), owner=owner_token())
         self._sandboxes = await recover(ctx)
         self._pool = WarmPool(ctx, cfg.pool_size, self._default_limits(ctx),
                               preload=cfg.pool_preload)
@@ -100,7 +96,7 @@ class NamespaceBackend:
         return Limits(vcpus=spec_defaults["vcpus"].default,  # type: ignore[arg-type]
                       memory_mb=spec_defaults["memory_mb"].default,  # type: ignore[arg-type]
                       pids_max=spec_defaults["pids_max"].default,  # type: ignore[arg-type]
-                      limit_swap=ctx.cgroups.supports_swap)
+                      limit_swap=ctx.cgroups.supports_swap, background=True)
 
     async def prepare(self, template: TemplateImage, progress: Progress | None = None) -> None:
         """Build envd's bundle for ``template`` and start filling its warm pool."""
@@ -110,9 +106,19 @@ class NamespaceBackend:
         self._pool.want(template)
 
     async def wait_pool_full(self, template: TemplateImage) -> None:
+        """Wait until the warm pool of ``template`` has been refilled."""
         await self._context()
         assert self._pool is not None
         await self._pool.wait_full(template)
+
+    async def set_pool_size(self, size: int) -> None:
+        """Change how many slots per hot template are kept started. Slots above a lowered
+        target stay until handed out; raising it starts refilling at once."""
+        if size < 0:
+            raise ValueError("pool size must be >= 0")
+        await self._context()
+        assert self._pool is not None
+        self._pool.resize(size)
 
     # -- Backend -----------------------------------------------------------------------
 
@@ -159,13 +165,12 @@ class NamespaceBackend:
             if record is None:
                 record = await start_slot(ctx, spec.template, hostname=spec.sandbox_id,
                                           limits=limits, pooled=False, preload=False)
-                ctx.claim_path(spec.sandbox_id).write_text(record.slot)
                 await assign(ctx, record, spec, limits)
-            else:
-                ctx.claim_path(spec.sandbox_id).write_text(record.slot)
         except BaseException:
             ctx.claim_path(spec.sandbox_id).unlink(missing_ok=True)
             raise
+        finally:
+            self._pool.want(spec.template)  # refill (if pooling) after the hand-out
         self._sandboxes[spec.sandbox_id] = record
         return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
 
@@ -260,5 +265,4 @@ class NamespaceBackend:
             return
         if self._pool is not None:
             await self._pool.close()
-        await self._ctx.http.aclose()
         self._ctx = None

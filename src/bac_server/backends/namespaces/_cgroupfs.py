@@ -15,6 +15,10 @@ from pathlib import Path
 
 from bac_server.host import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
 
+from ._ocispec import Limits
+
+_PERIOD_US = 100_000
+
 
 @dataclass(frozen=True)
 class CpuMemory:
@@ -105,6 +109,39 @@ class CgroupTree:
             mem_used=int((mem_dir / "memory.usage_in_bytes").read_text()),
             mem_limit=int((mem_dir / "memory.limit_in_bytes").read_text()),
             mem_cache=mem.get("cache", mem.get("total_cache", 0)))
+
+    def apply(self, relative: str, limits: Limits) -> None:
+        """Set CPU, memory and pids limits of a running slot (what ``<runtime> update``
+        would write, without the cost of running the runtime)."""
+        memory = limits.memory_mb * 1024 * 1024
+        quota = f"{limits.vcpus * _PERIOD_US}"
+        if self.layout is CgroupLayout.V2:
+            base = self._one(relative, "memory")
+            weight = 1 + ((limits.cpu_shares - 2) * 9999) // 262142
+            writes = [(base / "cpu.max", f"{quota} {_PERIOD_US}"),
+                      (base / "cpu.weight", str(weight)), (base / "pids.max", str(limits.pids_max))]
+            writes += [(base / "memory.max", str(memory))]
+            if limits.limit_swap:
+                writes.append((base / "memory.swap.max", "0"))
+        else:
+            cpu = self._one(relative, "cpu")
+            mem = self._one(relative, "memory")
+            writes = [(cpu / "cpu.cfs_period_us", str(_PERIOD_US)),
+                      (cpu / "cpu.cfs_quota_us", quota),
+                      (cpu / "cpu.shares", str(limits.cpu_shares)),
+                      (self._one(relative, "pids") / "pids.max", str(limits.pids_max))]
+            limit_file = mem / "memory.limit_in_bytes"
+            swap_file = mem / "memory.memsw.limit_in_bytes"
+            current = int(limit_file.read_text())
+            # v1 requires memory <= memory+swap at every moment: order the two writes.
+            pair = [(limit_file, str(memory))]
+            if limits.limit_swap:
+                pair = [(swap_file, str(memory)), *pair] if memory > current \
+                    else [*pair, (swap_file, str(memory))]
+            writes += pair
+        for path, value in writes:
+            # SECURITY: only the slot's own cgroup files below Bac's parent are written.
+            path.write_text(value)
 
     def read(self, relative: str, controller: str, name: str) -> str:
         return (self._one(relative, controller) / name).read_text().strip()

@@ -7,8 +7,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from bac_server.backends.base import SandboxSetupError, TemplateImage
 
 from ._addresses import AddressPool
@@ -25,7 +23,6 @@ class Context:
     runtime: OciRuntime
     addresses: AddressPool
     cgroups: CgroupTree
-    http: httpx.AsyncClient
     owner: str
     _bundles: dict[Path, Path] = field(default_factory=dict)
     _bundle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -9,11 +9,14 @@ sandbox: hostname, limits, then envd's ``/init`` with the token and environment.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import secrets
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
 from bac_server.host import PARENT_CGROUP
@@ -22,15 +25,16 @@ from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 from ._addresses import LeaseOwner
 from ._context import Context
 from ._envd_bundle import EnvdBundleError
-from ._envd_client import init_payload, post_init, wait_ready
+from ._envd_client import init_payload, post_init, probe_health, wait_ready
 from ._layers import make_slot_dirs, mount_rootfs, write_identity
-from ._netns import create_netns, in_fresh_thread
+from ._netns import create_netns
 from ._ocispec import Limits, SandboxPlan, build_config
 from ._process import start_time
-from ._slot import SlotPhase, SlotRecord, save_record
+from ._slot import SlotPaths, SlotPhase, SlotRecord, save_record
 from ._teardown import teardown
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 async def undo_after_failure(ctx: Context, record: SlotRecord) -> None:
@@ -53,6 +57,40 @@ def _tail(path: os.PathLike[str], limit: int = 1500) -> str:
         return ""
 
 
+async def off_loop(fn: Callable[[], T]) -> T:
+    """Run blocking file work in a thread. If the caller is cancelled, wait for the thread
+    to finish before re-raising, so a teardown never races a half-done step."""
+    task = asyncio.ensure_future(asyncio.to_thread(fn))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await task
+        raise
+
+
+def _lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
+    paths = ctx.paths(record.slot)
+    ids = ctx.config.id_range
+    make_slot_dirs(paths, ids)
+    save_record(paths, record)
+    write_identity(paths, hostname, ids)
+    mount_rootfs(paths, template.rootfs)
+
+
+def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool) -> None:
+    config = build_config(plan)
+    if preload:
+        config["process"]["args"].append("--preload")
+    paths.config.write_text(json.dumps(config))
+
+
+def _note_init(paths: SlotPaths, record: SlotRecord) -> None:
+    record.init_pid = int(paths.pid_file.read_text().strip())
+    record.init_start = start_time(record.init_pid)
+    save_record(paths, record)
+
+
 async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, limits: Limits,
                      pooled: bool, preload: bool) -> SlotRecord:
     """Create and start a slot with envd listening; raises SandboxSetupError (fail closed).
@@ -72,25 +110,18 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
         host_address=lease.host_address, sandbox_address=lease.sandbox_address,
         veth=lease.veth, cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner,
         vcpus=limits.vcpus, memory_mb=limits.memory_mb, pids_max=limits.pids_max)
-    ids = ctx.config.id_range
     started = time.perf_counter()
     try:
-        make_slot_dirs(paths, ids)
-        save_record(paths, record)
-        write_identity(paths, hostname, ids)
-        mount_rootfs(paths, template.rootfs)
+        await off_loop(lambda: _lay_out(ctx, record, template, hostname))
         netns_fd = await create_netns(lease)
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         try:
             plan = SandboxPlan(
                 hostname=hostname, rootfs=paths.rootfs,
                 netns_path=f"/proc/{os.getpid()}/fd/{netns_fd}",
-                cgroup_path=record.cgroup_path, id_range=ids, limits=limits,
+                cgroup_path=record.cgroup_path, id_range=ctx.config.id_range, limits=limits,
                 allow_setuid=template.allow_setuid, envd_bundle=bundle, etc_dir=paths.etc)
-            config = build_config(plan)
-            if preload:
-                config["process"]["args"].append("--preload")
-            paths.config.write_text(json.dumps(config))
+            await off_loop(lambda: _write_config(paths, plan, preload))
             try:
                 await ctx.runtime.run_detached(
                     paths.root, slot, ready_fd=write_fd, stdio=paths.envd_log,
@@ -98,15 +129,16 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
             finally:
                 os.close(write_fd)
                 os.close(netns_fd)  # the sandbox's processes hold the namespace now
-            record.init_pid = int(paths.pid_file.read_text().strip())
-            record.init_start = start_time(record.init_pid)
-            save_record(paths, record)
+            await off_loop(lambda: _note_init(paths, record))
             await wait_ready(read_fd, ctx.config.envd_start_timeout_s)
         finally:
             os.close(read_fd)
         if pooled:
+            # Ready means listening; a pooled slot waits until envd also answers, so
+            # hand-out never pays for envd's imports.
+            await probe_health(record.sandbox_address, ctx.config.envd_init_timeout_s)
             record.move(SlotPhase.POOLED)
-            save_record(paths, record)
+            await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:
         detail = _tail(paths.envd_log)
         await undo_after_failure(ctx, record)
@@ -121,38 +153,56 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
 
 
 def _set_hostname_in(pid: int, hostname: str) -> None:
-    fd = os.open(f"/proc/{pid}/ns/uts", os.O_RDONLY | os.O_CLOEXEC)
+    """Set the hostname inside the sandbox's UTS namespace from a worker thread.
+
+    Only this thread enters the namespace and it returns at once; UTS namespaces hold
+    nothing but names, so even a failed return could not widen anyone's access."""
+    own = os.open("/proc/thread-self/ns/uts", os.O_RDONLY | os.O_CLOEXEC)
+    target = os.open(f"/proc/{pid}/ns/uts", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        # SECURITY: only this throw-away thread enters the sandbox's UTS namespace.
-        setns(fd, CLONE_NEWUTS)
+        # SECURITY: enters only the UTS namespace of a sandbox this server started.
+        setns(target, CLONE_NEWUTS)
+        try:
+            sethostname(hostname)
+        finally:
+            setns(own, CLONE_NEWUTS)
     finally:
-        os.close(fd)
-    sethostname(hostname)
+        os.close(target)
+        os.close(own)
+
+
+def _retarget(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limits) -> None:
+    """Turn a pooled slot into the requested sandbox (blocking file and namespace work)."""
+    paths = ctx.paths(record.slot)
+    ctx.claim_path(spec.sandbox_id).write_text(record.slot)
+    write_identity(paths, spec.sandbox_id, ctx.config.id_range)
+    ctx.cgroups.apply(record.cgroup_path, limits)
+    assert record.init_pid is not None
+    _set_hostname_in(record.init_pid, spec.sandbox_id)
 
 
 async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limits) -> None:
-    """Bind a started slot to ``spec``; on failure the slot is torn down."""
+    """Bind a started slot to ``spec``; on failure the slot is torn down.
+
+    The record is saved once, as RUNNING, at the end: a crash before that leaves a slot
+    that recovery tears down (pooled or creating, owner gone) and a claim it sweeps."""
     paths = ctx.paths(record.slot)
+    pooled = record.phase is SlotPhase.POOLED
     try:
         record.move(SlotPhase.ASSIGNING)
         record.sandbox_id = spec.sandbox_id
         record.disk_mb = spec.disk_mb
-        save_record(paths, record)
-        assert record.init_pid is not None
-        if (await asyncio.to_thread(paths.etc.joinpath("hostname").read_text)).strip() \
-                != spec.sandbox_id:
-            write_identity(paths, spec.sandbox_id, ctx.config.id_range)
-            await in_fresh_thread(lambda: _set_hostname_in(record.init_pid or 0, spec.sandbox_id))
-        if (record.vcpus, record.memory_mb, record.pids_max) != \
-                (limits.vcpus, limits.memory_mb, limits.pids_max):
-            await ctx.runtime.update(record.slot, limits.resources())
+        if pooled:
+            await off_loop(lambda: _retarget(ctx, record, spec, limits))
             record.vcpus, record.memory_mb, record.pids_max = \
                 limits.vcpus, limits.memory_mb, limits.pids_max
+        else:
+            await off_loop(lambda: ctx.claim_path(spec.sandbox_id).write_text(record.slot))
         payload = init_payload(spec.env_vars, spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
-        await post_init(ctx.http, record.sandbox_address, payload, ctx.config.envd_init_timeout_s)
+        await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s)
         record.move(SlotPhase.RUNNING)
-        save_record(paths, record)
+        await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:
         detail = _tail(paths.envd_log)
         await undo_after_failure(ctx, record)

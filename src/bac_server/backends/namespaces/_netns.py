@@ -15,6 +15,7 @@ ports below 1024 may be bound and ICMP echo sockets are allowed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import threading
@@ -39,14 +40,12 @@ _SANDBOX_SYSCTLS = {
 }
 
 
-async def in_fresh_thread(fn: Callable[[], T]) -> T:
+def _start_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     """Run ``fn`` in a new thread that exits afterwards (namespace changes die with it)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
     def deliver(ok: bool, value: object) -> None:
-        if future.cancelled():
-            return
         if ok:
             future.set_result(value)  # type: ignore[arg-type]
         else:
@@ -62,7 +61,18 @@ async def in_fresh_thread(fn: Callable[[], T]) -> T:
             loop.call_soon_threadsafe(deliver, True, result)
 
     threading.Thread(target=body, name="bac-netns", daemon=True).start()
-    return await future
+    return future
+
+
+async def in_fresh_thread(fn: Callable[[], T]) -> T:
+    """Run ``fn`` in a throw-away thread; if cancelled, wait for it before re-raising."""
+    future = _start_thread(fn)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            await future
+        raise
 
 
 def _ifindex(ipr: IPRoute, name: str) -> int:
@@ -121,7 +131,13 @@ def _make_netns(lease: Lease) -> int:
 
 async def create_netns(lease: Lease) -> int:
     """Make the sandbox's network namespace; returns an fd holding it (caller closes)."""
-    return await in_fresh_thread(lambda: _make_netns(lease))
+    future = _start_thread(lambda: _make_netns(lease))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        with contextlib.suppress(BaseException):
+            os.close(await future)  # the namespace must not outlive a cancelled create
+        raise
 
 
 def _delete_link(name: str) -> bool:

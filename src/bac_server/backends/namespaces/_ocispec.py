@@ -45,12 +45,22 @@ _DEVICES = [
 ]
 
 
+BACKGROUND_CPU_SHARES = 16
+
+
 @dataclass(frozen=True)
 class Limits:
     vcpus: int
     memory_mb: int
     pids_max: int
     limit_swap: bool
+    # Pooled slots start with a low CPU weight so refilling the pool never slows down
+    # running sandboxes; hand-out sets the real weight.
+    background: bool = False
+
+    @property
+    def cpu_shares(self) -> int:
+        return BACKGROUND_CPU_SHARES if self.background else 1024 * self.vcpus
 
     def resources(self) -> dict[str, Any]:
         """The OCI ``linux.resources`` object (also what ``<runtime> update -r`` takes)."""
@@ -62,7 +72,7 @@ class Limits:
         return {
             "memory": mem,
             "cpu": {"quota": self.vcpus * period, "period": period,
-                    "shares": 1024 * self.vcpus},
+                    "shares": self.cpu_shares},
             "pids": {"limit": self.pids_max},
         }
 

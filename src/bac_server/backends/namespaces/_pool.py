@@ -36,12 +36,14 @@ class WarmPool:
         self._preload = preload
         self._ready: dict[Path, collections.deque[SlotRecord]] = {}
         self._refills: dict[Path, asyncio.Task[None]] = {}
+        self._templates: dict[Path, TemplateImage] = {}
         self._closed = False
         self._cleanups: set[asyncio.Future[None]] = set()
 
     def take(self, template: TemplateImage) -> SlotRecord | None:
-        """A live pooled slot for ``template`` (and start refilling), or None."""
-        if self.size == 0 or self._closed:
+        """A live pooled slot for ``template``, or None. The caller calls ``want`` once
+        the hand-out is done, so refilling does not compete with it."""
+        if self._closed:
             return None
         queue = self._ready.setdefault(template.rootfs, collections.deque())
         record: SlotRecord | None = None
@@ -53,11 +55,11 @@ class WarmPool:
             self._cleanups.add(task := asyncio.ensure_future(
                 undo_after_failure(self._ctx, candidate)))
             task.add_done_callback(self._cleanups.discard)
-        self.want(template)
         return record
 
     def want(self, template: TemplateImage) -> None:
         """Mark ``template`` hot: keep ``size`` slots of it started."""
+        self._templates[template.rootfs] = template
         if self.size == 0 or self._closed:
             return
         self._ready.setdefault(template.rootfs, collections.deque())
@@ -65,6 +67,13 @@ class WarmPool:
         if task is None or task.done():
             self._refills[template.rootfs] = asyncio.create_task(
                 self._refill(template), name=f"bac-pool-refill-{template.template_id}")
+
+    def resize(self, size: int) -> None:
+        self.size = size
+        for queue_key in list(self._ready):
+            template = self._templates.get(queue_key)
+            if template is not None:
+                self.want(template)
 
     def count(self, template: TemplateImage) -> int:
         return len(self._ready.get(template.rootfs, ()))
