@@ -6,8 +6,6 @@
   charged to the host user that created its user namespace (root), host-wide.
 * ``net.ipv4.neigh.default.gc_thresh*``: one neighbour entry per sandbox veth; the default
   table overflows at 1024.
-* ``kernel.keys.maxkeys`` / ``maxbytes``: the runtime gives every sandbox its own session
-  keyring, charged to the sandbox's host uid (shared by all sandboxes).
 """
 
 from __future__ import annotations
@@ -26,8 +24,6 @@ MINIMUMS: dict[str, int] = {
     "net.ipv4.neigh.default.gc_thresh1": 4_096,
     "net.ipv4.neigh.default.gc_thresh2": 16_384,
     "net.ipv4.neigh.default.gc_thresh3": 32_768,
-    "kernel.keys.maxkeys": 65_536,
-    "kernel.keys.maxbytes": 4_194_304,
 }
 
 
