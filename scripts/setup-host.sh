@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# System packages Bac's namespace sandboxes need, on Debian 12 (bookworm) or 13 (trixie).
+# Idempotent: installs only what is missing; a second run only checks. Run as root.
+#
+#   crun, runc        OCI runtimes (crun is the default; runc is a drop-in)
+#   mmdebstrap        builds template root filesystems from Debian's archive
+#   debian-archive-keyring  verifies what mmdebstrap downloads
+#   nftables          Bac's firewall table (sandboxes reach nothing but their answers)
+#   iproute2          ip(8), used by tests and for inspection (the server uses netlink)
+#   uidmap            newuidmap/newgidmap for user-namespace id mapping
+#   util-linux        mount, nsenter, unshare
+#   python3-venv      the server's virtual environment
+set -euo pipefail
+
+if [ "$(id -u)" != 0 ]; then
+    echo "setup-host: must run as root" >&2
+    exit 1
+fi
+
+. /etc/os-release
+case "${ID:-}:${VERSION_ID:-}" in
+    debian:12|debian:13) ;;
+    *) echo "setup-host: warning: tested on Debian 12 and 13, this is ${PRETTY_NAME:-unknown}" >&2 ;;
+esac
+
+packages=(
+    ca-certificates crun curl debian-archive-keyring iproute2 mmdebstrap nftables
+    python3 python3-venv runc uidmap util-linux
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    echo "setup-host: all packages present"
+else
+    echo "setup-host: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Checks that no package can fix: tell the operator clearly instead of failing later.
+if ! grep -qw overlay /proc/filesystems; then
+    echo "setup-host: the kernel has no overlayfs; sandboxes cannot run here" >&2
+    exit 1
+fi
+if [ "$(cat /proc/sys/user/max_user_namespaces 2>/dev/null || echo 0)" = 0 ]; then
+    echo "setup-host: user namespaces are disabled (sysctl user.max_user_namespaces)" >&2
+    exit 1
+fi
+crun --version | head -1
