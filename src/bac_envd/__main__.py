@@ -18,9 +18,9 @@ pulls in) cost more than everything else before ``listen()`` together.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # no stub; `signal` would load enum
+import _socket
 import os
-import signal
-import socket
 import sys
 
 USAGE = "usage: python3 -m bac_envd [--host ADDR] [--port N] [--ready-fd FD] [--preload]"
@@ -60,12 +60,14 @@ def parse(argv: list[str]) -> Options:
     return options
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+def _listen(host: str, port: int) -> _socket.socket:
+    # The C-level _socket module: ``socket`` would import enum and selectors, which cost
+    # more than everything else before listen() (see _bootstrap).
+    family = _socket.AF_INET6 if ":" in host else _socket.AF_INET
     # proto=IPPROTO_TCP, not 0: asyncio only turns Nagle off (TCP_NODELAY) on accepted
     # sockets whose proto says TCP; with 0 every small reply write waited for an ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock = _socket.socket(family, _socket.SOCK_STREAM, _socket.IPPROTO_TCP)
+    sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(1024)
     sock.setblocking(False)
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if options.ready_fd is not None:
         _signal_ready(options.ready_fd)
-    signal.signal(signal.SIGTERM, _exit_on_signal)
+    _signal.signal(_signal.SIGTERM, _exit_on_signal)
     # Files and directories made by envd or its commands get E2B's modes (0644/0755)
     # whatever umask the launcher had.
     os.umask(0o022)

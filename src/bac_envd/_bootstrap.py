@@ -10,17 +10,23 @@ The front never guesses: anything that is not a small, plain HTTP/1.1 ``GET /hea
 syntax) ends the front. The listening socket and every connection it had accepted, with
 the bytes already read from each, are then handed to the real server, which parses them
 from the start as if it had read them itself.
+
+It is built on C-level modules only (``_socket``, ``select``, ``_json``): the Python
+wrappers ``socket``, ``selectors`` and ``json`` pull in ``enum``, ``re`` and friends, which
+cost this front more than the interpreter's own start-up (see ``bench/envd_start.py``).
 """
 
 from __future__ import annotations
 
-import selectors
-import socket
+import _socket
+import select
 import time
 
 from bac_envd import ENVD_VERSION
 from bac_envd._errors import InitError
 from bac_envd._state import EnvdState
+
+RawSocket = _socket.socket
 
 _HEAD_LIMIT = 16 * 1024
 _BODY_LIMIT = 64 * 1024
@@ -60,10 +66,41 @@ def _response(status: int, reason: str, body: bytes = b"", extra: str = "") -> b
 
 
 def _error(status: int, reason: str, message: str) -> bytes:
+    from _json import encode_basestring_ascii
+
+    body = f'{{"code":{status},"message":{encode_basestring_ascii(message)}}}'
+    return _response(status, reason, body.encode())
+
+
+class _ScanContext:
+    """The attributes the C JSON scanner reads (as ``json.JSONDecoder`` provides them)."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float
+    memo: dict[str, str] = {}  # read by the C scanner, never mutated here
+
+
+def _loads(body: bytes) -> object:
+    """JSON-decode with the C scanner; any doubt goes to ``json.loads`` for its verdict."""
+    text = body.decode("utf-8").strip(" \t\n\r")
+    if not text:
+        return None
+    try:
+        from _json import make_scanner
+
+        scanner = make_scanner(_ScanContext())  # type: ignore[arg-type]  # duck-typed context
+        value, end = scanner(text, 0)
+        if end == len(text):
+            return value
+    except Exception:  # noqa: S110 - json.loads below gives the real error
+        pass
     import json
 
-    body = json.dumps({"code": status, "message": message}, separators=(",", ":"))
-    return _response(status, reason, body.encode())
+    return json.loads(text)
 
 
 def _answer(
@@ -73,10 +110,8 @@ def _answer(
         return _response(204, "No Content")
     if not state.token_matches(headers.get("x-access-token")):
         return _error(401, "Unauthorized", UNAUTHORIZED)
-    import json  # first /init only: json pulls in re, which nothing before needs
-
     try:
-        state.apply_init(json.loads(body) if body.strip() else None)
+        state.apply_init(_loads(body))
     except (ValueError, InitError) as exc:
         return _error(400, "Bad Request", f"invalid init body: {exc}")
     extra = f"X-Envd-Version: {ENVD_VERSION}\r\nCache-Control: no-store\r\n"
@@ -107,72 +142,73 @@ def _reply(data: bytes, state: EnvdState) -> bytes | None:
     return _answer(method, target, headers, data[end + 4 :], state)
 
 
-Pending = list[tuple[socket.socket, bytes]]
+Pending = list[tuple[RawSocket, bytes]]
 
 
 def serve_until_needed(
-    listener: socket.socket, state: EnvdState, wake_fd: int | None = None
+    listener: RawSocket, state: EnvdState, wake_fd: int | None = None
 ) -> Pending:
     """Answer health/init until a request needs the full server (or ``wake_fd`` becomes
     readable). Returns the accepted connections still unanswered, each with the bytes
     already read from it, for the real server to continue."""
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ)
+    poller = select.epoll()
+    poller.register(listener.fileno(), select.EPOLLIN)
     if wake_fd is not None:
-        selector.register(wake_fd, selectors.EVENT_READ)
-    buffers: dict[socket.socket, bytearray] = {}
-    deadlines: dict[socket.socket, float] = {}
+        poller.register(wake_fd, select.EPOLLIN)
+    conns: dict[int, RawSocket] = {}
+    buffers: dict[int, bytearray] = {}
+    deadlines: dict[int, float] = {}
 
-    def drop(conn: socket.socket) -> None:
-        selector.unregister(conn)
-        del buffers[conn], deadlines[conn]
-        conn.close()
+    def drop(fd: int) -> None:
+        poller.unregister(fd)
+        conns.pop(fd).close()
+        del buffers[fd], deadlines[fd]
 
     def pending() -> Pending:
-        return [(conn, bytes(buffer)) for conn, buffer in buffers.items()]
+        return [(conns[fd], bytes(buffers[fd])) for fd in conns]
 
     try:
         while True:
             soonest = min(deadlines.values(), default=None)
-            timeout = None if soonest is None else max(0.0, soonest - time.monotonic())
-            for key, _ in selector.select(timeout):
-                if key.fileobj is listener:
+            timeout = -1.0 if soonest is None else max(0.0, soonest - time.monotonic())
+            for fd, _ in poller.poll(timeout):
+                if fd == listener.fileno():
                     try:
-                        conn, _ = listener.accept()
+                        conn_fd, _ = listener._accept()  # type: ignore[attr-defined]
                     except BlockingIOError:
                         continue
+                    conn = _socket.socket(fileno=conn_fd)
                     conn.setblocking(False)
-                    buffers[conn] = bytearray()
-                    deadlines[conn] = time.monotonic() + _HEAD_DEADLINE
-                    selector.register(conn, selectors.EVENT_READ)
+                    conns[conn_fd], buffers[conn_fd] = conn, bytearray()
+                    deadlines[conn_fd] = time.monotonic() + _HEAD_DEADLINE
+                    poller.register(conn_fd, select.EPOLLIN)
                     continue
-                if key.fileobj == wake_fd:
+                if fd == wake_fd:
                     return pending()
-                conn = key.fileobj  # type: ignore[assignment]
                 try:
-                    chunk = conn.recv(65536)
+                    chunk = conns[fd].recv(65536)
                 except BlockingIOError:
                     continue
                 except OSError:
                     chunk = b""
                 if not chunk:
-                    drop(conn)  # the client left without a complete request
+                    drop(fd)  # the client left without a complete request
                     continue
-                buffers[conn] += chunk
+                buffers[fd] += chunk
                 try:
-                    reply = _reply(bytes(buffers[conn]), state)
+                    reply = _reply(bytes(buffers[fd]), state)
                 except _Defer:
                     return pending()
                 if reply is None:
                     continue
                 try:
-                    conn.settimeout(2.0)
-                    conn.sendall(reply)
+                    conns[fd].settimeout(2.0)
+                    conns[fd].sendall(reply)
                 except OSError:
                     pass
-                drop(conn)
+                drop(fd)
             now = time.monotonic()
-            for conn in [c for c, limit in deadlines.items() if limit <= now]:
-                drop(conn)
+            for fd in [fd for fd, limit in deadlines.items() if limit <= now]:
+                drop(fd)
     finally:
-        selector.close()
+        poller.close()

@@ -6,6 +6,7 @@ envd started (nothing envd ran may outlive it) and return.
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import signal
 import socket
@@ -17,8 +18,8 @@ from bac_envd._state import EnvdState
 
 
 async def _main(
-    listener: socket.socket,
-    pending: list[tuple[socket.socket, bytes]],
+    raw_listener: _socket.socket,
+    pending: list[tuple[_socket.socket, bytes]],
     state: EnvdState,
     preload: bool,
 ) -> None:
@@ -33,8 +34,12 @@ async def _main(
     def factory() -> HttpConnection:
         return HttpConnection(app, connections)
 
+    # asyncio wants socket.socket objects; the front made plain _socket ones.
+    listener = socket.socket(fileno=raw_listener.detach())
     server = await loop.create_server(factory, sock=listener, backlog=1024)
-    for conn, already_read in pending:
+    for raw, already_read in pending:
+        conn = socket.socket(fileno=raw.detach())
+        conn.setblocking(False)
         _, protocol = await loop.connect_accepted_socket(factory, conn)
         if already_read:
             protocol.data_received(already_read)
@@ -50,8 +55,8 @@ async def _main(
 
 
 def serve(
-    listener: socket.socket,
-    pending: list[tuple[socket.socket, bytes]],
+    listener: _socket.socket,
+    pending: list[tuple[_socket.socket, bytes]],
     state: EnvdState,
     *,
     preload: bool = False,
