@@ -3,6 +3,13 @@
 Sandboxes are independent of the server process: they keep running when it exits, and a
 new backend on the same data directory re-attaches them (``list()``). See
 docs/security.md for what this isolation does and does not protect against.
+
+Errors are those of ``backends.base``; internal failures (runtime, envd, netlink, files)
+reach callers only as ``SandboxSetupError`` after everything made was torn down::
+
+    ResourceLimitError    vcpus / memory_mb / pids_max beyond the maxima, address pool full
+    SandboxSetupError     bad id or env, id in use, runtime/envd/network failure (fail closed)
+    SandboxNotFound       status / endpoint / usage / pause / resume of an unknown id
 """
 
 from __future__ import annotations
@@ -11,12 +18,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import resource
-import time
 
 from bac_server.backends.base import (
-    ResourceLimitError,
     ResourceUsage,
     SandboxEndpoint,
     SandboxNotFound,
@@ -32,18 +36,18 @@ from ._config import NamespaceConfig
 from ._context import Context
 from ._envd_bundle import Progress
 from ._launch import assign, start_slot
-from ._layers import disk_used, prepare_data_dirs
+from ._layers import prepare_data_dirs
 from ._ocispec import NOFILE_LIMIT, Limits
 from ._pool import WarmPool
 from ._process import become_subreaper, is_alive, owner_token
 from ._recovery import PENDING_CLAIM, recover
-from ._runtime import OciRuntime
+from ._runtime import OciRuntime, RuntimeFailed
 from ._slot import SlotPhase, SlotRecord, save_record
 from ._teardown import teardown
+from ._usage import UsageSampler
+from ._validate import validate
 
 _log = logging.getLogger(__name__)
-_SANDBOX_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class NamespaceBackend:
@@ -56,7 +60,7 @@ class NamespaceBackend:
         self._sandboxes: dict[str, SlotRecord] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._start_lock = asyncio.Lock()
-        self._cpu_samples: dict[str, tuple[float, int]] = {}
+        self._usage = UsageSampler()
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -80,8 +84,13 @@ class NamespaceBackend:
         prepare_data_dirs(cfg.data_dir, cfg.sandboxes_dir, cfg.id_range)
         for directory in (cfg.leases_dir, cfg.claims_dir):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            runtime = OciRuntime(cfg.runtime, cfg.runtime_root)
+            await runtime.check()
+        except RuntimeFailed as exc:
+            raise SandboxSetupError(str(exc)) from exc
         ctx = Context(
-            config=cfg, runtime=OciRuntime(cfg.runtime, cfg.runtime_root),
+            config=cfg, runtime=runtime,
             addresses=AddressPool(cfg.address_pool, cfg.leases_dir, cfg.veth_prefix),
             cgroups=CgroupTree(), owner=owner_token())
         self._sandboxes = await recover(ctx)
@@ -122,23 +131,6 @@ class NamespaceBackend:
 
     # -- Backend -----------------------------------------------------------------------
 
-    def _limits(self, ctx: Context, spec: SandboxSpec) -> Limits:
-        cfg = self.config
-        if not _SANDBOX_ID.match(spec.sandbox_id):
-            raise SandboxSetupError(f"invalid sandbox id {spec.sandbox_id!r}")
-        if not 1 <= spec.vcpus <= cfg.max_vcpus:
-            raise ResourceLimitError(f"vcpus must be 1..{cfg.max_vcpus}, got {spec.vcpus}")
-        if not cfg.min_memory_mb <= spec.memory_mb <= cfg.max_memory_mb:
-            raise ResourceLimitError(f"memory_mb must be {cfg.min_memory_mb}.."
-                                     f"{cfg.max_memory_mb}, got {spec.memory_mb}")
-        if not 16 <= spec.pids_max <= cfg.max_pids:
-            raise ResourceLimitError(f"pids_max must be 16..{cfg.max_pids}, got {spec.pids_max}")
-        bad = [k for k, v in spec.env_vars.items()
-               if not _ENV_KEY.match(k) or "\0" in v]
-        if bad:
-            raise SandboxSetupError(f"invalid environment variable names: {bad}")
-        return Limits(spec.vcpus, spec.memory_mb, spec.pids_max, ctx.cgroups.supports_swap)
-
     def _claim(self, ctx: Context, sandbox_id: str) -> None:
         try:
             fd = os.open(ctx.claim_path(sandbox_id),
@@ -151,7 +143,7 @@ class NamespaceBackend:
     async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
         ctx = await self._context()
         assert self._pool is not None
-        limits = self._limits(ctx, spec)
+        limits = validate(self.config, spec, ctx.cgroups.supports_swap)
         self._claim(ctx, spec.sandbox_id)
         try:
             record = self._pool.take(spec.template)
@@ -197,7 +189,7 @@ class NamespaceBackend:
                 save_record(ctx.paths(record.slot), record)
             await teardown(ctx, record)
             self._sandboxes.pop(sandbox_id, None)
-            self._cpu_samples.pop(sandbox_id, None)
+            self._usage.forget(sandbox_id)
         self._locks.pop(sandbox_id, None)
 
     async def status(self, sandbox_id: str) -> SandboxStatus:
@@ -219,23 +211,7 @@ class NamespaceBackend:
 
     async def usage(self, sandbox_id: str) -> ResourceUsage:
         ctx = await self._context()
-        record = self._record(sandbox_id)
-        try:
-            stats = ctx.cgroups.cpu_memory(record.cgroup_path)
-        except FileNotFoundError as exc:
-            raise SandboxNotFound(f"sandbox {sandbox_id} has no cgroup (stopped)") from exc
-        now = time.monotonic()
-        last = self._cpu_samples.get(sandbox_id)
-        self._cpu_samples[sandbox_id] = (now, stats.cpu_usage_ns)
-        pct = 0.0
-        if last is not None and now > last[0]:
-            pct = (stats.cpu_usage_ns - last[1]) / ((now - last[0]) * 1e9) / record.vcpus * 100
-        used = await asyncio.to_thread(disk_used, ctx.paths(record.slot))
-        return ResourceUsage(
-            cpu_count=record.vcpus, cpu_used_pct=round(max(pct, 0.0), 2),
-            mem_used_bytes=stats.mem_used, mem_total_bytes=record.memory_mb * 1024 * 1024,
-            mem_cache_bytes=stats.mem_cache, disk_used_bytes=used,
-            disk_total_bytes=record.disk_mb * 1024 * 1024)
+        return await self._usage.sample(ctx, sandbox_id, self._record(sandbox_id))
 
     # -- Pausable ------------------------------------------------------------------------
 

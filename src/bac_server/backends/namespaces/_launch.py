@@ -120,7 +120,8 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
                 hostname=hostname, rootfs=paths.rootfs,
                 netns_path=f"/proc/{os.getpid()}/fd/{netns_fd}",
                 cgroup_path=record.cgroup_path, id_range=ctx.config.id_range, limits=limits,
-                allow_setuid=template.allow_setuid, envd_bundle=bundle, etc_dir=paths.etc)
+                allow_setuid=template.allow_setuid, envd_bundle=bundle, etc_dir=paths.etc,
+                recursive_sys=ctx.runtime.name != "crun")
             await off_loop(lambda: _write_config(paths, plan, preload))
             try:
                 await ctx.runtime.run_detached(

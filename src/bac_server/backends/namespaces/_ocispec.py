@@ -28,7 +28,8 @@ MASKED_PATHS = [
     "/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
     "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi", "/proc/timer_list",
     "/proc/timer_stats", "/proc/vmallocinfo", "/sys/firmware", "/sys/devices/virtual/powercap",
-    "/sys/kernel/debug", "/sys/kernel/security", "/sys/fs/bpf",
+    "/sys/kernel/debug", "/sys/kernel/security", "/sys/kernel/tracing", "/sys/kernel/config",
+    "/sys/fs/bpf", "/sys/fs/cgroup", "/sys/fs/pstore", "/sys/fs/fuse/connections",
 ]
 READONLY_PATHS = [
     "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
@@ -88,6 +89,7 @@ class SandboxPlan:
     allow_setuid: bool
     envd_bundle: Path
     etc_dir: Path  # holds the per-sandbox hosts/hostname files bound over /etc
+    recursive_sys: bool = False  # runc cannot bind /sys non-recursively in a user namespace
 
 
 def _bind(source: Path | str, destination: str, *extra: str) -> dict[str, Any]:
@@ -109,10 +111,12 @@ def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
         {"destination": "/dev/mqueue", "type": "mqueue", "source": "mqueue",
          "options": ["nosuid", "noexec", "nodev"]},
         # A fresh sysfs cannot be mounted: the network namespace belongs to the host's
-        # user namespace. The host's sysfs is bound instead, read-only and without the
-        # mounts below it (cgroup, debugfs, bpf, ...).
+        # user namespace. The host's sysfs is bound instead, read-only; crun binds it
+        # without the mounts below it (cgroup, debugfs, ...), runtimes that need a
+        # recursive bind get those covered by masked paths.
         {"destination": "/sys", "type": "bind", "source": "/sys",
-         "options": ["bind", "ro", "nosuid", "noexec", "nodev"]},
+         "options": ["rbind" if plan.recursive_sys else "bind", "ro", "nosuid", "noexec",
+                     "nodev", "relatime"]},
         _bind(plan.envd_bundle, ENVD_MOUNT, "ro"),
         _bind(plan.etc_dir / "hosts", "/etc/hosts"),
         _bind(plan.etc_dir / "hostname", "/etc/hostname"),

@@ -48,6 +48,16 @@ class OciRuntime:
         self.name = Path(found).name
         self.state_root = state_root
 
+    async def check(self) -> None:
+        """Fail early, with the reason, on a runtime lacking what the backend relies on."""
+        proc = await asyncio.create_subprocess_exec(
+            self.binary, "run", "--help", stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT)
+        out, _ = await proc.communicate()
+        if b"preserve-fds" not in out:
+            raise RuntimeFailed(f"{self.binary} has no 'run --preserve-fds' (needed to pass "
+                                "envd's readiness pipe); use crun or runc")
+
     def _base(self) -> list[str]:
         return [self.binary, "--root", str(self.state_root)]
 

@@ -1,0 +1,33 @@
+"""Check a sandbox request against the backend's maxima before anything is made."""
+
+from __future__ import annotations
+
+import re
+
+from bac_server.backends.base import ResourceLimitError, SandboxSetupError, SandboxSpec
+
+from ._config import NamespaceConfig
+from ._ocispec import Limits
+
+# A DNS label: it becomes the hostname.
+_SANDBOX_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MIN_PIDS = 16
+
+
+def validate(config: NamespaceConfig, spec: SandboxSpec, limit_swap: bool) -> Limits:
+    """The cgroup limits for ``spec``; raises ResourceLimitError naming the limit."""
+    if not _SANDBOX_ID.match(spec.sandbox_id):
+        raise SandboxSetupError(f"invalid sandbox id {spec.sandbox_id!r}")
+    if not 1 <= spec.vcpus <= config.max_vcpus:
+        raise ResourceLimitError(f"vcpus must be 1..{config.max_vcpus}, got {spec.vcpus}")
+    if not config.min_memory_mb <= spec.memory_mb <= config.max_memory_mb:
+        raise ResourceLimitError(f"memory_mb must be {config.min_memory_mb}.."
+                                 f"{config.max_memory_mb}, got {spec.memory_mb}")
+    if not MIN_PIDS <= spec.pids_max <= config.max_pids:
+        raise ResourceLimitError(f"pids_max must be {MIN_PIDS}..{config.max_pids}, "
+                                 f"got {spec.pids_max}")
+    bad = [k for k, v in spec.env_vars.items() if not _ENV_KEY.match(k) or "\0" in v]
+    if bad:
+        raise SandboxSetupError(f"invalid environment variable names: {bad}")
+    return Limits(spec.vcpus, spec.memory_mb, spec.pids_max, limit_swap)
