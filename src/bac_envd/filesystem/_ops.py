@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 
 from bac_envd._users import User
@@ -75,6 +74,8 @@ def move(source: str, destination: str, user: User) -> Entry:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise FsFailed(f"error renaming: {exc}") from exc
+        import shutil
+
         try:
             shutil.move(source, destination)
         except OSError as move_exc:
@@ -92,6 +93,8 @@ def remove(path: str) -> None:
         raise FsFailed(f"error removing file or directory: {exc}") from exc
     try:
         if stat.S_ISDIR(st.st_mode):
+            import shutil
+
             shutil.rmtree(path)
         else:
             os.unlink(path)

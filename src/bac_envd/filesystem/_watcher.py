@@ -64,7 +64,9 @@ class DirWatcher:
         self.root = root
         self.recursive = recursive
         self._sink = sink
-        self._inotify = _in.INotify(nonblocking=True)
+        import inotify_simple
+
+        self._inotify = inotify_simple.INotify(nonblocking=True)
         self._dirs: dict[int, str] = {}
         self._loop = asyncio.get_running_loop()
         self.closed = False
