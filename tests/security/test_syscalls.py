@@ -5,14 +5,16 @@ permission check) if the call were allowed, and fails if it is not refused."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from backend_harness import Sandbox, backend_and_factory
+from backend_harness import Sandbox, SandboxFactory, backend_and_factory
 
 from bac_server.backends.base import TemplateImage
+from bac_server.backends.namespaces import NamespaceBackend
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -111,3 +113,19 @@ async def test_seccomp_and_no_extra_capabilities(shared: Sandbox) -> None:
         # NET_ADMIN NET_RAW SYS_MODULE SYS_RAWIO SYS_CHROOT SYS_PTRACE SYS_ADMIN SYS_BOOT
         # SYS_RESOURCE SYS_TIME MKNOD PERFMON BPF
         assert not bounding & (1 << cap), f"capability {cap} in the bounding set"
+
+
+async def test_reused_compiled_filter_is_enforced(backend: NamespaceBackend,
+                                                  make_sandbox: SandboxFactory) -> None:
+    """Sandboxes started with crun's cached, compiled filter refuse the same syscalls."""
+    await make_sandbox()  # makes sure a compiled filter is cached in this process
+    sbx = await make_sandbox()
+    slot = (backend.config.claims_dir / sbx.id).read_text()
+    config = json.loads((backend.config.sandboxes_dir / slot / "config.json").read_text())
+    if backend.config.runtime == "crun":
+        assert "run.oci.seccomp_bpf_data" in config.get("annotations", {})
+    for name in ("mount", "unshare_user", "bpf", "io_uring_setup", "keyctl", "clone3"):
+        expression, refused = CASES[name]
+        result = await sbx.python(HARNESS + f"print(json.dumps({expression}))\n")
+        ret, err = (int(x) for x in result.stdout.strip().strip("[]").split(","))
+        assert ret == -1 and err in refused, f"{name} returned {ret} (errno {err})"

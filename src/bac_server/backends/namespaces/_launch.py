@@ -16,7 +16,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
 from bac_server.host import PARENT_CGROUP
@@ -30,6 +30,8 @@ from ._layers import make_slot_dirs, mount_rootfs, write_identity
 from ._netns import create_netns
 from ._ocispec import Limits, SandboxPlan, build_config
 from ._process import start_time
+from ._runtime import OciRuntime
+from ._seccomp import attach_compiled, remember_compiled
 from ._slot import SlotPaths, SlotPhase, SlotRecord, save_record
 from ._teardown import teardown
 
@@ -78,11 +80,15 @@ def _lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname
     mount_rootfs(paths, template.rootfs)
 
 
-def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool) -> None:
+def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool,
+                  runtime: OciRuntime) -> dict[str, Any]:
     config = build_config(plan)
     if preload:
         config["process"]["args"].append("--preload")
+    if runtime.name == "crun":
+        attach_compiled(config, runtime.binary)
     paths.config.write_text(json.dumps(config))
+    return config
 
 
 def _note_init(paths: SlotPaths, record: SlotRecord) -> None:
@@ -112,8 +118,15 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
         vcpus=limits.vcpus, memory_mb=limits.memory_mb, pids_max=limits.pids_max)
     started = time.perf_counter()
     try:
-        await off_loop(lambda: _lay_out(ctx, record, template, hostname))
-        netns_fd = await create_netns(lease)
+        # Files and network are independent: make both at once.
+        laid, made = await asyncio.gather(
+            off_loop(lambda: _lay_out(ctx, record, template, hostname)), create_netns(lease),
+            return_exceptions=True)
+        if isinstance(made, BaseException) or isinstance(laid, BaseException):
+            if isinstance(made, int):
+                os.close(made)
+            raise made if isinstance(made, BaseException) else laid  # type: ignore[misc]
+        netns_fd = made
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         try:
             plan = SandboxPlan(
@@ -122,7 +135,7 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
                 cgroup_path=record.cgroup_path, id_range=ctx.config.id_range, limits=limits,
                 allow_setuid=template.allow_setuid, envd_bundle=bundle, etc_dir=paths.etc,
                 recursive_sys=ctx.runtime.name != "crun")
-            await off_loop(lambda: _write_config(paths, plan, preload))
+            config = await off_loop(lambda: _write_config(paths, plan, preload, ctx.runtime))
             try:
                 await ctx.runtime.run_detached(
                     paths.root, slot, ready_fd=write_fd, stdio=paths.envd_log,
@@ -130,6 +143,9 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
             finally:
                 os.close(write_fd)
                 os.close(netns_fd)  # the sandbox's processes hold the namespace now
+            if ctx.runtime.name == "crun" and "annotations" not in config:
+                remember_compiled(config, ctx.runtime.binary,
+                                  ctx.config.runtime_root / slot / "seccomp.bpf")
             await off_loop(lambda: _note_init(paths, record))
             await wait_ready(read_fd, ctx.config.envd_start_timeout_s)
         finally:

@@ -124,7 +124,7 @@ def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
 
 
 def envd_argv() -> list[str]:
-    return ["/usr/bin/python3", "-s", "-m", "bac_envd", "--port", str(ENVD_PORT),
+    return ["/usr/bin/python3", "-s", "-S", "-m", "bac_envd", "--port", str(ENVD_PORT),
             "--host", "0.0.0.0", "--ready-fd", str(READY_FD)]
 
 
