@@ -14,6 +14,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import os
 from pathlib import Path
 
 from bac_server.backends.base import SandboxSetupError, TemplateImage
@@ -26,6 +27,8 @@ from ._slot import SlotRecord
 
 _log = logging.getLogger(__name__)
 POOL_HOSTNAME = "sandbox"
+# Starts are mostly CPU (the runtime, then envd's imports): one per CPU fills fastest.
+_PARALLEL_STARTS = max(1, min(4, os.cpu_count() or 1))
 
 
 class WarmPool:
@@ -85,23 +88,32 @@ class WarmPool:
             await asyncio.shield(task)
 
     async def _refill(self, template: TemplateImage) -> None:
+        """Start slots until the pool is full, a few at a time (one per CPU)."""
         queue = self._ready[template.rootfs]
+        in_flight = 0
         failures = 0
-        while not self._closed and len(queue) < self.size:
-            try:
-                record = await start_slot(self._ctx, template, hostname=POOL_HOSTNAME,
-                                          limits=self._limits, pooled=True,
-                                          preload=self._preload)
-            except SandboxSetupError:
-                failures += 1
-                _log.exception("warm pool: starting a slot of %s failed", template.template_id)
-                if failures >= 3:
-                    return  # creates still work cold; the next take() retries
-                continue
-            if self._closed:
-                await undo_after_failure(self._ctx, record)
-                return
-            queue.append(record)
+
+        async def one() -> None:
+            nonlocal in_flight, failures
+            while not self._closed and failures < 3 and len(queue) + in_flight < self.size:
+                in_flight += 1
+                try:
+                    record = await start_slot(self._ctx, template, hostname=POOL_HOSTNAME,
+                                              limits=self._limits, pooled=True,
+                                              preload=self._preload)
+                except SandboxSetupError:
+                    failures += 1  # after 3, creates still work cold; take() retries later
+                    _log.exception("warm pool: starting a slot of %s failed",
+                                   template.template_id)
+                    continue
+                finally:
+                    in_flight -= 1
+                if self._closed:
+                    await undo_after_failure(self._ctx, record)
+                    return
+                queue.append(record)
+
+        await asyncio.gather(*(one() for _ in range(_PARALLEL_STARTS)))
 
     async def close(self) -> None:
         """Stop refilling and destroy every pooled slot (they were never handed out)."""
