@@ -121,6 +121,21 @@ class Cell:
     ) -> dict[str, Any] | None:
         """Route messages of `msg_id` until idle + reply; None if the kernel died first."""
         generation = kernel.generation
+        # Set before the first await, so no message of `msg_id` can be dropped.
+        kernel.collecting = True
+        try:
+            return await self._route(kernel, msg_id, state, interruptible, generation)
+        finally:
+            kernel.collecting = False
+
+    async def _route(
+        self,
+        kernel: Kernel,
+        msg_id: str,
+        state: _Collected | None,
+        interruptible: bool,
+        generation: int,
+    ) -> dict[str, Any] | None:
         idle = False
         reply: dict[str, Any] | None = None
         loop = asyncio.get_running_loop()

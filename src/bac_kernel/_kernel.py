@@ -9,6 +9,9 @@ Lifecycle (a restart goes back through STARTING; CLOSED is final):
     STARTING → READY → DEAD → STARTING
         ↘        ↘      ↘
           ──────── CLOSED
+
+(A little over 250 lines: start-up, the inbox pumps and the exit watch share the state of
+one process generation, and splitting them would spread that state across modules.)
 """
 
 from __future__ import annotations
@@ -106,6 +109,10 @@ class Kernel:
         self._kc: AsyncKernelClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._pidfd: int | None = None
+        #: Messages are kept only while someone waits for them (start-up, a running cell):
+        #: output a kernel's background threads print between cells would otherwise pile
+        #: up in the inbox for as long as no cell runs.
+        self.collecting = False
 
     def _move(self, new: KernelState) -> None:
         if new not in _TRANSITIONS[self.state]:
@@ -148,6 +155,7 @@ class Kernel:
             asyncio.create_task(self._pump("iopub", kc.get_iopub_msg)),
             asyncio.create_task(self._pump("shell", kc.get_shell_msg)),
         ]
+        self.collecting = True
         try:
             await asyncio.wait_for(self._handshake(kc), START_TIMEOUT)
         except (TimeoutError, KernelDiedError) as exc:
@@ -156,6 +164,8 @@ class Kernel:
             raise KernelError(
                 f"the {self.language.name} kernel did not become ready: {exc or 'timed out'}"
             ) from exc
+        finally:
+            self.collecting = False
         if self.state is KernelState.STARTING:
             self._move(KernelState.READY)
 
@@ -191,7 +201,8 @@ class Kernel:
     async def _pump(self, channel: str, get: Any) -> None:
         while True:
             msg = await get()
-            self.inbox.put_nowait(Incoming(channel, msg))
+            if self.collecting:
+                self.inbox.put_nowait(Incoming(channel, msg))
 
     def _watch_exit(self) -> None:
         process = self._process()
