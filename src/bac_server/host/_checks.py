@@ -45,9 +45,14 @@ def check_kernel() -> None:
         raise MissingDependency("pidfd_open is needed (Linux >= 5.3, Python >= 3.9)")
 
 
-def check_cgroup_controllers() -> None:
-    present = {line.split()[0] for line in Path("/proc/cgroups").read_text().splitlines()
-               if line and not line.startswith("#") and line.split()[3] == "1"}
-    missing = {"cpu", "memory", "pids", "freezer"} - present
+def check_cgroup_controllers(unified: bool) -> None:
+    if unified:  # cgroup v2: freezing is built in, controllers are listed at the root
+        present = set(Path("/sys/fs/cgroup/cgroup.controllers").read_text().split())
+        wanted = {"cpu", "memory", "pids"}
+    else:
+        present = {line.split()[0] for line in Path("/proc/cgroups").read_text().splitlines()
+                   if line and not line.startswith("#") and line.split()[3] == "1"}
+        wanted = {"cpu", "cpuacct", "memory", "pids", "freezer"}
+    missing = wanted - present
     if missing:
         raise MissingDependency(f"cgroup controllers missing or disabled: {sorted(missing)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -41,13 +42,14 @@ def _ensure_parent_cgroup(layout: CgroupLayout, settings: HostSettings) -> None:
     if pids_dir is None:
         return
     try:
+        pids_dir.mkdir(exist_ok=True)
         if layout is CgroupLayout.V2:
-            pids_dir.mkdir(exist_ok=True)
-            subtree = pids_dir.parent / "cgroup.subtree_control"
-            subtree.write_text("+pids")
-            pids_dir.joinpath("cgroup.subtree_control").write_text("+cpu +memory +pids")
-        else:
-            pids_dir.mkdir(exist_ok=True)
+            # Delegate the controllers sandboxes use down to Bac's subtree, one at a time
+            # so one already enabled (or managed by systemd) does not stop the others.
+            for parent in (pids_dir.parent, pids_dir):
+                for controller in ("cpu", "memory", "pids"):
+                    with contextlib.suppress(OSError):
+                        (parent / "cgroup.subtree_control").write_text(f"+{controller}")
         # SECURITY: an aggregate ceiling so sandboxes together cannot exhaust host pids.
         pids_dir.joinpath("pids.max").write_text(f"{limit}\n")
     except OSError as exc:
@@ -62,8 +64,8 @@ def prepare_host(settings: HostSettings | None = None) -> HostReport:
     check_root()
     check_binaries(cfg.runtime)
     check_kernel()
-    check_cgroup_controllers()
     layout = ensure_crun_compatible_cgroups()
+    check_cgroup_controllers(unified=layout is CgroupLayout.V2)
     changed = raise_sysctls()
     ensure_table(cfg.veth_prefix)
     _ensure_parent_cgroup(layout, cfg)
