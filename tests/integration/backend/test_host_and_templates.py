@@ -1,0 +1,91 @@
+"""Host preparation is idempotent; the template store builds, finds and shifts correctly."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bac_server.backends.base import TemplateImage, TemplateNotFound
+from bac_server.host import CgroupLayout, IdRange, prepare_host, table_present
+from bac_server.templates import TemplateBuildError, TemplateStore, base_recipe
+from bac_server.templates._idshift import shift_ownership
+
+pytestmark = [pytest.mark.root]
+
+
+def test_prepare_host_is_idempotent(template: TemplateImage) -> None:
+    """A second prepare_host changes nothing and leaves crun's cgroup layout and the table."""
+    report = prepare_host()
+    assert report.sysctls_changed == {}
+    assert report.cgroup_layout is not CgroupLayout.HYBRID
+    assert table_present()
+    rules = subprocess.run(["nft", "list", "table", "inet", "bac"], capture_output=True,
+                           text=True, check=True).stdout
+    assert rules.count("reject") == 2 and "fib saddr . iif oif missing drop" in rules
+
+
+def test_base_template_is_built_and_shifted(template: TemplateImage) -> None:
+    """The base rootfs has the user, sudo rule and ownership shifted to the sandbox range."""
+    ids = IdRange()
+    rootfs = template.rootfs
+    assert rootfs.stat().st_uid == ids.base
+    assert (rootfs / "home/user").stat().st_uid == ids.base + 1000
+    sudo = (rootfs / "usr/bin/sudo").stat()
+    assert sudo.st_uid == ids.base and sudo.st_mode & stat.S_ISUID
+    assert "user ALL=(ALL:ALL) NOPASSWD: ALL" in (rootfs / "etc/sudoers.d/90-bac-user").read_text()
+    assert (rootfs / "usr/bin/python3").exists() and (rootfs / "usr/bin/git").exists()
+
+
+async def test_store_lookup(template: TemplateImage) -> None:
+    """get('base') finds the build for the current recipe; unknown ids raise TemplateNotFound."""
+    store = TemplateStore()
+    assert (await store.get("base")).rootfs == template.rootfs
+    assert template.rootfs.parent.name == base_recipe(IdRange().base).digest()
+    with pytest.raises(TemplateNotFound):
+        await store.get("no-such-template")
+    empty = TemplateStore(Path("/nonexistent-bac-data"))
+    with pytest.raises(TemplateNotFound, match="not built"):
+        await empty.get("base")
+
+
+def test_recipe_digest_tracks_the_recipe() -> None:
+    """The build is keyed by the recipe: a different id range gives a different digest."""
+    assert base_recipe(100_000).digest() == base_recipe(100_000).digest()
+    assert base_recipe(100_000).digest() != base_recipe(200_000).digest()
+
+
+def test_shift_keeps_setuid_and_shifts_hard_links_once(tmp_path: Path) -> None:
+    """Shifting preserves setuid bits (chown clears them) and shifts hard links once."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tool = tree / "tool"
+    tool.write_text("x")
+    os.chown(tool, 0, 0)
+    tool.chmod(0o4755)
+    os.link(tool, tree / "tool-link")
+    (tree / "link").symlink_to("tool")
+    (tree / "user-file").write_text("u")
+    os.chown(tree / "user-file", 1000, 1000)
+    shift_ownership(tree, 100_000, 65_536)
+    info = tool.stat()
+    assert (info.st_uid, info.st_gid) == (100_000, 100_000)
+    assert info.st_mode & stat.S_ISUID
+    assert (tree / "user-file").stat().st_uid == 101_000
+    assert (tree / "link").lstat().st_uid == 100_000
+
+
+def test_shift_refuses_file_capabilities(tmp_path: Path) -> None:
+    """A file capability embeds a host id that cannot be shifted: the build fails."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    binary = tree / "ping"
+    binary.write_text("x")
+    # VFS_CAP_REVISION_2 with CAP_NET_RAW permitted and effective
+    os.setxattr(binary, "security.capability",
+                bytes.fromhex("01000002") + (1 << 13).to_bytes(4, "little") + bytes(12))
+    with pytest.raises(TemplateBuildError, match=r"security\.capability"):
+        shift_ownership(tree, 100_000, 65_536)
