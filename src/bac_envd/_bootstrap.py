@@ -1,15 +1,15 @@
-"""The start-up front: answers ``/health`` and ``/init`` before the server stack is loaded.
+"""The start-up front: answers ``/health``, ``/init`` and ``/envs`` before the server loads.
 
 A new sandbox hears from the host only (``GET /health``, ``POST /init``) until the host has
 handed it out, so envd answers those with the stdlib alone and loads asyncio, the HTTP
 server and, later, the RPC stack only when a request needs them. That keeps start-up
 close to a bare interpreter's and an unused sandbox's envd close to its memory.
 
-The front never guesses: anything that is not a small, plain HTTP/1.1 ``GET /health`` or
-``POST /init`` (any other path, chunked or large bodies, ``Expect``, pipelining, odd
-syntax) ends the front. The listening socket and every connection it had accepted, with
-the bytes already read from each, are then handed to the real server, which parses them
-from the start as if it had read them itself.
+The front never guesses: anything that is not a small, plain HTTP/1.1 ``GET /health``,
+``POST /init`` or ``GET /envs`` (any other path, chunked or large bodies, ``Expect``,
+pipelining, odd syntax) ends the front. The listening socket and every connection it had
+accepted, with the bytes already read from each, are then handed to the real server,
+which parses them from the start as if it had read them itself.
 
 It is built on C-level modules only (``_socket``, ``select``, ``_json``): the Python
 wrappers ``socket``, ``selectors`` and ``json`` pull in ``enum``, ``re`` and friends, which
@@ -28,6 +28,8 @@ from bac_envd._state import EnvdState
 
 RawSocket = _socket.socket
 
+# What the host (and the in-sandbox code interpreter, for /envs) asks before anything else.
+_ROUTES = (("GET", "/health"), ("POST", "/init"), ("GET", "/envs"))
 _HEAD_LIMIT = 16 * 1024
 _BODY_LIMIT = 64 * 1024
 _HEAD_DEADLINE = 10.0  # a connection that sends no complete request by then is dropped
@@ -110,6 +112,11 @@ def _answer(
         return _response(204, "No Content")
     if not state.token_matches(headers.get("x-access-token")):
         return _error(401, "Unauthorized", UNAUTHORIZED)
+    if target == "/envs":
+        from _json import encode_basestring_ascii as quote
+
+        pairs = ",".join(f"{quote(k)}:{quote(v)}" for k, v in state.env_vars.items())
+        return _response(200, "OK", ("{" + pairs + "}").encode())
     try:
         state.apply_init(_loads(body))
     except (ValueError, InitError) as exc:
@@ -127,7 +134,7 @@ def _reply(data: bytes, state: EnvdState) -> bytes | None:
             raise _Defer
         return None
     method, target, headers = _parse_head(data[:end])
-    if (method, target) not in (("GET", "/health"), ("POST", "/init")):
+    if (method, target) not in _ROUTES:
         raise _Defer
     if "transfer-encoding" in headers or "expect" in headers:
         raise _Defer

@@ -29,7 +29,7 @@ def raw_request(port: int, request: bytes) -> bytes:
 
 
 def test_ready_pipe_then_health_and_init_without_loading_the_stack() -> None:
-    """ready\\n arrives; /health and /init are answered before asyncio/h11 are loaded."""
+    """ready\\n arrives; /health, /init, /envs are answered before asyncio is loaded."""
     port = free_port()
     proc, line = spawn([], port)
     try:
@@ -38,9 +38,11 @@ def test_ready_pipe_then_health_and_init_without_loading_the_stack() -> None:
         init = httpx.post(f"http://127.0.0.1:{port}/init", json={"defaultUser": "root"})
         assert init.status_code == 204 and init.headers["x-envd-version"] == "0.6.13"
         # The C extension modules of asyncio and the protobuf stack are not mapped yet.
+        envs = httpx.get(f"http://127.0.0.1:{port}/envs")
+        assert (envs.status_code, envs.json()) == (200, {})
         maps = loaded_modules(proc.pid)
         assert "_asyncio" not in maps and "protobuf_ext" not in maps
-        assert httpx.get(f"http://127.0.0.1:{port}/envs").json() == {}
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 200
         assert "_asyncio" in loaded_modules(proc.pid)
     finally:
         stop(proc)
@@ -135,3 +137,22 @@ def test_keep_alive_requests_are_not_held_back_by_nagle(envd: Envd) -> None:
             durations.append(time.perf_counter() - began)
             assert response.status_code == 200
     assert statistics.median(durations[1:]) < 0.025, durations
+
+
+def test_front_envs_and_token_rules_match_the_full_server() -> None:
+    """Before the server loads, /envs and /init apply the same token rule and JSON."""
+    port = free_port()
+    proc, _ = spawn([], port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        env = {"A": 'quote " and é', "B": ""}
+        assert (
+            httpx.post(f"{url}/init", json={"accessToken": "t", "envVars": env}).status_code == 204
+        )
+        denied = httpx.get(f"{url}/envs")
+        assert denied.status_code == 401 and denied.json()["code"] == 401
+        assert httpx.get(f"{url}/envs", headers={"X-Access-Token": "t"}).json() == env
+        assert httpx.post(f"{url}/init", json={"accessToken": "x"}).status_code == 401
+        assert "_asyncio" not in loaded_modules(proc.pid)
+    finally:
+        stop(proc)
