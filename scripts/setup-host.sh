@@ -53,4 +53,5 @@ if [ "$(cat /proc/sys/user/max_user_namespaces 2>/dev/null || echo 0)" = 0 ]; th
     echo "setup-host: user namespaces are disabled (sysctl user.max_user_namespaces)" >&2
     exit 1
 fi
+bash "$(dirname "$0")/build-criu.sh" || echo "setup-host: no working CRIU >= 4.1: pause keeps memory resident (freezer) or filesystem-only" >&2
 crun --version | head -1

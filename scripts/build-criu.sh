@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# CRIU >= 4.1 for full-state pause and checkpoints (runc checkpoint/restore runs it).
+#
+# Debian 12's criu 3.17 fails on kernels >= 6.13 ("vdso: Unexpected rt vDSO area bounds",
+# fixed in CRIU 4.1). On Debian 13 the packaged criu (4.1.x) is used. On Debian 12 the
+# upstream source is fetched from Debian's archive (trixie's source package, through a
+# throw-away apt configuration that leaves the system's sources and lists untouched), built
+# with make and installed as /usr/local/sbin/criu; nothing else is installed from trixie.
+#
+# Idempotent: does nothing when a working criu >= 4.1 is already installed. Run as root.
+# Bac finds criu at /usr/local/sbin/criu first, then on PATH (BAC_CRIU overrides both).
+set -euo pipefail
+
+WANT_MAJOR=4
+WANT_MINOR=1
+TARGET=/usr/local/sbin/criu
+
+if [ "$(id -u)" != 0 ]; then
+    echo "build-criu: must run as root" >&2
+    exit 1
+fi
+
+# "Version: 4.1.1" -> 0 when >= 4.1
+recent_enough() {
+    local version
+    version=$("$1" --version 2>/dev/null | awk '/^Version:/ {print $2; exit}') || return 1
+    [ -n "$version" ] || return 1
+    local major=${version%%.*} rest=${version#*.}
+    local minor=${rest%%.*}
+    [ "$major" -gt "$WANT_MAJOR" ] || { [ "$major" -eq "$WANT_MAJOR" ] && [ "$minor" -ge "$WANT_MINOR" ]; }
+}
+
+works() {
+    [ -x "$1" ] && recent_enough "$1" && "$1" check >/dev/null 2>&1
+}
+
+for candidate in "$TARGET" "$(command -v criu || true)"; do
+    if [ -n "$candidate" ] && works "$candidate"; then
+        echo "build-criu: $candidate $("$candidate" --version | awk '/^Version:/ {print $2}') works"
+        exit 0
+    fi
+done
+
+export DEBIAN_FRONTEND=noninteractive
+. /etc/os-release
+if [ "${VERSION_ID:-0}" -ge 13 ] 2>/dev/null; then
+    apt-get install -y -qq --no-install-recommends criu
+    if works "$(command -v criu)"; then
+        echo "build-criu: packaged criu works"
+        exit 0
+    fi
+    echo "build-criu: the packaged criu does not pass 'criu check'; building from source" >&2
+fi
+
+deps=(
+    build-essential pkg-config libprotobuf-dev libprotobuf-c-dev protobuf-c-compiler
+    protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev libcap-dev libbsd-dev
+    libgnutls28-dev libnftables-dev uuid-dev libaio-dev xz-utils
+)
+missing=()
+for pkg in "${deps[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "build-criu: installing build dependencies ${missing[*]}"
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+work=$(mktemp -d /tmp/bac-criu.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+chmod 0755 "$work"  # apt's download user (_apt) writes into it
+
+# A private apt configuration: one deb-src entry for trixie, its own lists and cache.
+mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial" "$work/src"
+cat > "$work/apt/sources.list" <<'EOF'
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+EOF
+apt_opts=(
+    -o "Dir::Etc::SourceList=$work/apt/sources.list"
+    -o "Dir::Etc::SourceParts=-"
+    -o "Dir::State::Lists=$work/apt/lists"
+    -o "Dir::Cache=$work/apt/cache"
+    -o "APT::Get::List-Cleanup=0"
+)
+echo "build-criu: fetching criu's source from Debian's archive (trixie)"
+apt-get "${apt_opts[@]}" update -qq
+chown _apt "$work/src" 2>/dev/null || true
+# The mirror may serve only the upstream tarball and not Debian's packaging files, which
+# makes apt-get report failure; the upstream tarball is all the build needs, and apt has
+# checked it against the signed Sources index before putting it in place.
+(cd "$work/src" && apt-get "${apt_opts[@]}" source --download-only criu >"$work/fetch.log" 2>&1) || true
+orig=$(ls "$work"/src/criu_*.orig.tar.* 2>/dev/null | head -1 || true)
+if [ -z "$orig" ] || [ ! -f "$orig" ]; then
+    echo "build-criu: criu's source tarball could not be downloaded:" >&2
+    cat "$work/fetch.log" >&2
+    exit 1
+fi
+echo "build-criu: building $(basename "$orig")"
+tar -xf "$orig" -C "$work/src"
+srcdir=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d -name 'criu-*' | head -1)
+make -C "$srcdir" -j"$(nproc)" criu >"$work/build.log" 2>&1 \
+    || { tail -40 "$work/build.log" >&2; exit 1; }
+install -D -m 0755 "$srcdir/criu/criu" "$TARGET"
+
+if ! works "$TARGET"; then
+    echo "build-criu: the built criu fails 'criu check':" >&2
+    "$TARGET" check >&2 || true
+    exit 1
+fi
+echo "build-criu: installed $TARGET $("$TARGET" --version | awk '/^Version:/ {print $2}')"
