@@ -7,6 +7,7 @@ with streaming bodies, which h11 already gets right. Measured in ``bench/envd_st
 Flow control both ways: request bodies pause reading beyond 256 KiB buffered, responses
 wait while the transport's write buffer is full. A request whose body the app left
 unread, a protocol error, or ``Connection: close`` ends the connection after the reply.
+(A little over 250 lines: the connection and its per-request exchange share all state.)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class _Cycle:
         self.final_given = False  # the app got more_body=False
         self.ended = False  # the response is done or the connection is gone
         self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
 
     def notify(self) -> None:
         self.wake.set()
@@ -165,8 +167,8 @@ class HttpConnection(asyncio.Protocol):
         if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE) and self.cycle is None:
             body = b'{"code":400,"message":"malformed HTTP request"}'
             headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
-            for event in (h11.Response(status_code=400, headers=headers), h11.Data(data=body)):
-                self.write(event)
+            self.write(h11.Response(status_code=400, headers=headers))
+            self.write(h11.Data(data=body))
             self.write(h11.EndOfMessage())
         self.close()
 
@@ -189,7 +191,8 @@ class HttpConnection(asyncio.Protocol):
             **self._peer,
         }
         self.cycle = _Cycle(self)
-        asyncio.get_running_loop().create_task(self._run(scope, self.cycle))
+        # The cycle holds its task: the loop itself keeps only a weak reference.
+        self.cycle.task = asyncio.get_running_loop().create_task(self._run(scope, self.cycle))
 
     async def _run(self, scope: dict[str, Any], cycle: _Cycle) -> None:
         try:
