@@ -36,10 +36,12 @@ class Context:
     async def envd_bundle(self, template: TemplateImage, progress: Progress | None = None) -> Path:
         """The envd bundle for this template's Python, built on first use."""
         known = self._bundles.get(template.rootfs)
-        if known is not None:
+        # Unused bundles are swept after a day; a cached one may be gone.
+        if known is not None and (known / "lib").is_dir():
             return known
         async with self._bundle_lock:
-            if template.rootfs not in self._bundles:
+            cached = self._bundles.get(template.rootfs)
+            if cached is None or not (cached / "lib").is_dir():
                 self._bundles[template.rootfs] = await ensure_envd_bundle(
                     self.config.bundles_dir, template.rootfs, progress)
         return self._bundles[template.rootfs]

@@ -29,14 +29,19 @@ PENDING_CLAIM = "pending:"
 # A slot directory gets its record right after mkdir; one without a record for this long
 # was left by a crash.
 _RECORDLESS_GRACE_S = 600.0
+# A bundle is made before the record that names it; one unused for a day is garbage.
+_BUNDLE_GRACE_S = 86_400.0
 
 
 async def recover(ctx: Context) -> dict[str, SlotRecord]:
     """Returns the live sandboxes by id."""
     attached: dict[str, SlotRecord] = {}
+    bundles_in_use: set[str] = set()
     root = ctx.config.sandboxes_dir
     for entry in sorted(root.iterdir()) if root.is_dir() else []:
         record = ctx.load(entry.name)
+        if record is not None:
+            bundles_in_use.add(record.envd_bundle)
         if record is None:
             if time.time() - entry.stat().st_mtime > _RECORDLESS_GRACE_S:
                 _log.warning("removing slot directory without a record: %s", entry)
@@ -55,7 +60,18 @@ async def recover(ctx: Context) -> dict[str, SlotRecord]:
             _log.exception("could not tear down stale slot %s", record.slot)
     await _sweep_addresses(ctx)
     _sweep_claims(ctx)
+    _sweep_bundles(ctx, bundles_in_use)
     return attached
+
+
+def _sweep_bundles(ctx: Context, in_use: set[str]) -> None:
+    """Old envd bundles (one per envd version) that no slot uses any more."""
+    root = ctx.config.bundles_dir
+    for bundle in root.iterdir() if root.is_dir() else []:
+        age = time.time() - bundle.stat().st_mtime
+        if str(bundle) not in in_use and age > _BUNDLE_GRACE_S:
+            _log.info("removing unused envd bundle %s", bundle.name)
+            remove_tree(bundle)
 
 
 def _sweep_leases(ctx: Context) -> None:
