@@ -131,8 +131,15 @@ async def _stream(send: Send, cell: Cell) -> None:
                 return
             await _body(send, _outputs.KEEPALIVE, more=True)
             continue
+        # Lines that are already queued go out in one write: a short cell's whole
+        # answer is then a single chunk instead of one syscall per line.
+        chunk = [_outputs.encode(event)]
         last = event is _outputs.END
-        await _body(send, _outputs.encode(event), more=not last)
+        while not last and not cell.lines.empty():
+            event = cell.lines.get_nowait()
+            chunk.append(_outputs.encode(event))
+            last = event is _outputs.END
+        await _body(send, b"".join(chunk), more=not last)
         if last:
             return
 
