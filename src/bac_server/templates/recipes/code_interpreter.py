@@ -85,7 +85,7 @@ CODE_INTERPRETER = LayerRecipe(
         "requests>=2.32",
     ),
     npm_global_packages=("tslab@1.0.22",),
-    guest_packages=("bac_kernel", "bac_protocol"),
+    guest_packages=("bac_kernel",),
     start=StartCommand(
         argv=(
             "python3", "-m", "bac_kernel", "--port", str(KERNEL_PORT), "--ready-fd", "{ready_fd}",
