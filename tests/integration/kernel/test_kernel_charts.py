@@ -153,3 +153,30 @@ def test_figure_without_axes_content_is_unknown(sandbox: Sandbox) -> None:
     chart = _chart(sandbox, "fig, ax = plt.subplots()\nax.set_title('empty')")
     assert chart.type == ChartType.UNKNOWN
     assert chart.title == "empty"
+
+
+def test_horizontal_bars_are_labelled_by_their_y_category(sandbox: Sandbox) -> None:
+    """barh: each bar's label is its category on the y axis, its value the bar width."""
+    code = "plt.figure()\nplt.barh(['slow', 'fast'], [7, 2], label='secs')\nplt.title('H')"
+    chart = _chart(sandbox, code)
+    assert isinstance(chart, BarChart)
+    assert [(e.label, e.group, e.value) for e in chart.elements] == [
+        ("slow", "secs", 7.0),
+        ("fast", "secs", 2.0),
+    ]
+
+
+def test_lines_and_points_on_one_axes_make_a_superchart(sandbox: Sandbox) -> None:
+    """A line and a scatter drawn on the same Axes come back as two charts."""
+    code = (
+        "plt.figure()\n"
+        "plt.plot([0, 1], [0, 1], label='fit')\n"
+        "plt.scatter([0, 1], [0.1, 0.9], label='obs')\n"
+        "plt.title('Fit')"
+    )
+    chart = _chart(sandbox, code)
+    assert isinstance(chart, SuperChart)
+    line, scatter = chart.elements
+    assert isinstance(line, LineChart) and isinstance(scatter, ScatterChart)
+    assert line.elements[0].label == "fit"
+    assert scatter.elements[0].points == [(0.0, 0.1), (1.0, 0.9)]
