@@ -40,8 +40,21 @@ KEEPALIVE = b'{"type":"keepalive"}\n'
 END = {"type": "end_of_execution"}
 
 
-def encode(event: Event) -> bytes:
+def _encode_stdlib(event: Event) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
+try:  # ~10x faster on megabyte results (a DataFrame's data); optional
+    import orjson
+
+    def encode(event: Event) -> bytes:
+        try:
+            return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError:  # a value orjson refuses (e.g. an int beyond 64 bits)
+            return _encode_stdlib(event)
+
+except ImportError:  # pragma: no cover - depends on what the sandbox image installed
+    encode = _encode_stdlib
 
 
 def _timestamp(msg: Mapping[str, Any]) -> str:

@@ -7,13 +7,20 @@ strings and NaN becomes null: the result is valid JSON whatever the dtypes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
+
+_loads: Callable[[str], Any] = json.loads
+try:  # several times faster on large frames; optional
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - depends on what the sandbox image installed
+    pass
 
 
 def dataframe_to_data(frame: Any) -> dict[str, Any] | None:
     try:
         return {
-            str(name): json.loads(
+            str(name): _loads(
                 frame.iloc[:, index].to_json(
                     orient="values", date_format="iso", default_handler=str
                 )

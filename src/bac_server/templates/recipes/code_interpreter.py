@@ -75,6 +75,7 @@ CODE_INTERPRETER = LayerRecipe(
         "jupyter_client>=8.6",
         "ipykernel>=7",
         "bash_kernel>=0.10",
+        "orjson>=3.10",  # fast JSON for megabyte results, in the server and the kernels
         # What agents expect to import.
         "numpy>=2",
         "pandas>=2.2",
