@@ -130,6 +130,8 @@ def test_list_shows_running_commands(sandbox: Sandbox) -> None:
         assert listed[handle.pid].envs == {"LISTED": "1"}
     finally:
         handle.kill()
+    with pytest.raises(CommandExitException):
+        handle.wait()  # the end event arrives once envd has reaped it
     assert handle.pid not in {p.pid for p in sandbox.commands.list()}
 
 
