@@ -123,7 +123,6 @@ def test_sigterm_kills_every_process_envd_started() -> None:
 def test_keep_alive_requests_are_not_held_back_by_nagle(envd: Envd) -> None:
     """Back-to-back RPCs on one connection take milliseconds, not the ~40 ms a Nagle /
     delayed-ACK stall costs when replies leave as several small writes."""
-    import statistics
     import time
 
     headers = {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
@@ -136,7 +135,9 @@ def test_keep_alive_requests_are_not_held_back_by_nagle(envd: Envd) -> None:
             )
             durations.append(time.perf_counter() - began)
             assert response.status_code == 200
-    assert statistics.median(durations[1:]) < 0.025, durations
+    # With the stall every request after the first waits >= 40 ms (the kernel's minimum
+    # delayed-ACK time); the fastest of 14 is robust against a loaded machine.
+    assert min(durations[1:]) < 0.030, durations
 
 
 def test_front_envs_and_token_rules_match_the_full_server() -> None:
