@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# CRIU >= 4.1 for full-state pause and checkpoints (runc checkpoint/restore runs it).
+# CRIU >= 4.2 for full-state pause and checkpoints (runc checkpoint/restore runs it).
 #
 # Debian 12's criu 3.17 fails on kernels >= 6.13 ("vdso: Unexpected rt vDSO area bounds",
-# fixed in CRIU 4.1). On Debian 13 the packaged criu (4.1.x) is used. On Debian 12 the
-# upstream source is fetched from Debian's archive (trixie's source package, through a
-# throw-away apt configuration that leaves the system's sources and lists untouched), built
-# with make and installed as /usr/local/sbin/criu; nothing else is installed from trixie.
+# fixed in 4.1), and 4.1 cannot dump a TCP socket on kernels >= 6.16 ("Can't get 1:16 opt:
+# Operation not supported": SO_PASSCRED is refused on inet sockets now; fixed in 4.2).
+# A packaged criu is used when it is recent enough (Debian 13 ships 4.1.1, so not yet).
+# Otherwise the upstream source is fetched from Debian's archive (unstable's source
+# package, through a throw-away apt configuration that leaves the system's sources and
+# lists untouched), built with make and installed as /usr/local/sbin/criu; nothing else is
+# installed from unstable.
 #
-# Idempotent: does nothing when a working criu >= 4.1 is already installed. Run as root.
+# Idempotent: does nothing when a working criu >= 4.2 is already installed. Run as root.
 # Bac finds criu at /usr/local/sbin/criu first, then on PATH (BAC_CRIU overrides both).
 set -euo pipefail
 
 WANT_MAJOR=4
-WANT_MINOR=1
+WANT_MINOR=2
 TARGET=/usr/local/sbin/criu
 
 if [ "$(id -u)" != 0 ]; then
@@ -20,7 +23,7 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 
-# "Version: 4.1.1" -> 0 when >= 4.1
+# "Version: 4.2.1" -> 0 when >= 4.2
 recent_enough() {
     local version
     version=$("$1" --version 2>/dev/null | awk '/^Version:/ {print $2; exit}') || return 1
@@ -43,7 +46,9 @@ done
 
 export DEBIAN_FRONTEND=noninteractive
 . /etc/os-release
-if [ "${VERSION_ID:-0}" -ge 13 ] 2>/dev/null; then
+if [ "${VERSION_ID:-0}" -ge 13 ] 2>/dev/null \
+        && apt-cache policy criu 2>/dev/null | awk '/Candidate:/ {print $2}' \
+           | grep -Eq '^([5-9]|4\.([2-9]|[1-9][0-9]))'; then
     apt-get install -y -qq --no-install-recommends criu
     if works "$(command -v criu)"; then
         echo "build-criu: packaged criu works"
@@ -72,10 +77,10 @@ work=$(mktemp -d /tmp/bac-criu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 chmod 0755 "$work"  # apt's download user (_apt) writes into it
 
-# A private apt configuration: one deb-src entry for trixie, its own lists and cache.
+# A private apt configuration: one deb-src entry for unstable, its own lists and cache.
 mkdir -p "$work/apt/lists/partial" "$work/apt/cache/archives/partial" "$work/src"
 cat > "$work/apt/sources.list" <<'EOF'
-deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian unstable main
 EOF
 apt_opts=(
     -o "Dir::Etc::SourceList=$work/apt/sources.list"
@@ -84,7 +89,7 @@ apt_opts=(
     -o "Dir::Cache=$work/apt/cache"
     -o "APT::Get::List-Cleanup=0"
 )
-echo "build-criu: fetching criu's source from Debian's archive (trixie)"
+echo "build-criu: fetching criu's source from Debian's archive (unstable)"
 apt-get "${apt_opts[@]}" update -qq
 chown _apt "$work/src" 2>/dev/null || true
 # The mirror may serve only the upstream tarball and not Debian's packaging files, which

@@ -13,13 +13,17 @@ Error tree (server side, backend layer)::
     ├── TemplateNotFound      the template's rootfs is not built / unknown
     ├── SandboxNotFound       no such sandbox in this backend
     ├── ResourceLimitError    request exceeds what the backend allows
-    └── SandboxSetupError     a setup step failed; everything it made was torn down
+    ├── SandboxSetupError     a setup step failed; everything it made was torn down
+    ├── CheckpointNotFound    no checkpoint with this id
+    └── CheckpointFailed      saving or restoring state failed; the sandbox is as it was
+                              before the call (or, for a restore, stopped: the message says)
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -44,6 +48,14 @@ class ResourceLimitError(BackendError):
 
 class SandboxSetupError(BackendError):
     """Creating the sandbox failed; every resource it made has been released."""
+
+
+class CheckpointNotFound(BackendError):
+    """The backend holds no checkpoint with this id."""
+
+
+class CheckpointFailed(BackendError):
+    """Saving or restoring a sandbox's state failed (the message says what and where)."""
 
 
 class SandboxStatus(enum.Enum):
@@ -143,3 +155,54 @@ class Pausable(Protocol):
     async def pause(self, sandbox_id: str) -> None: ...
 
     async def resume(self, sandbox_id: str) -> SandboxEndpoint: ...
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """A saved state of a sandbox, on disk, independent of the sandbox's lifetime."""
+
+    checkpoint_id: str
+    sandbox_id: str  # the sandbox it was taken from
+    created_at: datetime
+    size_bytes: int  # disk used by the checkpoint (files + memory images)
+    memory: bool  # processes and memory saved too (False: files only)
+
+
+@runtime_checkable
+class Checkpointable(Protocol):
+    """Backends that save sandbox state to disk and bring it back.
+
+    *Suspend* stops a sandbox and frees its memory: with ``memory=True`` its processes,
+    memory, sockets and files are saved and ``wake`` continues them where they were; with
+    ``memory=False`` only its files are kept and ``wake`` starts it fresh on them.
+    *Checkpoints* are named states taken while a sandbox keeps running; a sandbox can be
+    rolled back to one (``restore``) and new sandboxes can start from one (``create_from``:
+    snapshots and forks). ``memory_checkpoints`` is False on hosts lacking what saving
+    memory needs; then only ``memory=False`` is available.
+    """
+
+    memory_checkpoints: bool
+
+    async def suspend(self, sandbox_id: str, *, memory: bool) -> None: ...
+
+    async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
+        """Continue a suspended sandbox. ``spec`` (same id, token and env vars) is what a
+        fresh start needs (files-only suspend, or ``memory=False`` to discard memory)."""
+        ...
+
+    async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
+                         memory: bool) -> CheckpointInfo: ...
+
+    async def restore(self, spec: SandboxSpec, checkpoint_id: str) -> SandboxEndpoint:
+        """Roll the running or suspended sandbox ``spec.sandbox_id`` back to a checkpoint."""
+        ...
+
+    async def create_from(self, spec: SandboxSpec, checkpoint_id: str, *,
+                          source_token: str | None) -> SandboxEndpoint:
+        """A new sandbox (own id, address, network) continuing from a checkpoint.
+        ``source_token`` is the envd token in force when it was taken."""
+        ...
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        """Idempotent."""
+        ...

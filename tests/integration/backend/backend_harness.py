@@ -82,7 +82,10 @@ class SandboxFactory:
         spec = SandboxSpec(sandbox_id=new_id(), template=self.template)
         spec = replace(spec, **overrides)  # type: ignore[arg-type]
         self.created.append(spec.sandbox_id)
-        endpoint = await self.backend.create(spec)
+        return await self.attach(spec, await self.backend.create(spec))
+
+    async def attach(self, spec: SandboxSpec, endpoint: SandboxEndpoint) -> Sandbox:
+        """An SDK connection to a sandbox made some other way (e.g. from a checkpoint)."""
         sdk = await AsyncSandbox.connect(spec.sandbox_id, debug=True,
                                          sandbox_url=f"http://{endpoint.address}:{endpoint.envd_port}")
         return Sandbox(spec, endpoint, sdk)

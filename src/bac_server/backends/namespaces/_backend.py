@@ -21,6 +21,7 @@ import os
 import resource
 
 from bac_server.backends.base import (
+    CheckpointFailed,
     ResourceUsage,
     SandboxEndpoint,
     SandboxNotFound,
@@ -32,8 +33,10 @@ from bac_server.backends.base import (
 
 from ._addresses import AddressPool
 from ._cgroupfs import CgroupTree
+from ._checkpointing import DISK, FILESYSTEM, FREEZER, CheckpointMixin, prepare_checkpoints
 from ._config import NamespaceConfig
 from ._context import Context
+from ._criu import Criu
 from ._envd_bundle import Progress
 from ._launch import assign, start_slot
 from ._layers import prepare_data_dirs
@@ -50,7 +53,7 @@ from ._validate import validate
 _log = logging.getLogger(__name__)
 
 
-class NamespaceBackend:
+class NamespaceBackend(CheckpointMixin):
     name = "namespaces"
 
     def __init__(self, config: NamespaceConfig | None = None) -> None:
@@ -61,6 +64,7 @@ class NamespaceBackend:
         self._locks: dict[str, asyncio.Lock] = {}
         self._start_lock = asyncio.Lock()
         self._usage = UsageSampler()
+        self._criu: Criu | None = None
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -94,6 +98,7 @@ class NamespaceBackend:
             addresses=AddressPool(cfg.address_pool, cfg.leases_dir, cfg.veth_prefix),
             cgroups=CgroupTree(), owner=owner_token())
         self._sandboxes = await recover(ctx)
+        self._criu = await prepare_checkpoints(ctx)
         self._pool = WarmPool(ctx, cfg.pool_size, self._default_limits(ctx),
                               preload=cfg.pool_preload)
         _log.info("namespace backend ready: %d sandbox(es) re-attached, runtime %s",
@@ -195,6 +200,8 @@ class NamespaceBackend:
     async def status(self, sandbox_id: str) -> SandboxStatus:
         ctx = await self._context()
         record = self._record(sandbox_id)
+        if record.phase is SlotPhase.PAUSED and record.paused_to in (DISK, FILESYSTEM):
+            return SandboxStatus.PAUSED  # its processes are on disk or gone by design
         if not is_alive(record.init_pid, record.init_start):
             return SandboxStatus.STOPPED
         if record.phase is SlotPhase.PAUSED or ctx.cgroups.is_frozen(record.cgroup_path):
@@ -223,15 +230,19 @@ class NamespaceBackend:
                 return
             await ctx.runtime.pause(record.slot)
             record.move(SlotPhase.PAUSED)
+            record.paused_to = FREEZER
             save_record(ctx.paths(record.slot), record)
 
     async def resume(self, sandbox_id: str) -> SandboxEndpoint:
         ctx = await self._context()
         async with self._lock(sandbox_id):
             record = self._record(sandbox_id)
+            if record.phase is SlotPhase.PAUSED and record.paused_to in (DISK, FILESYSTEM):
+                raise CheckpointFailed(f"sandbox {sandbox_id} is suspended: wake() it")
             if record.phase is SlotPhase.PAUSED:
                 await ctx.runtime.resume(record.slot)
                 record.move(SlotPhase.RUNNING)
+                record.paused_to = None
                 save_record(ctx.paths(record.slot), record)
         return SandboxEndpoint(sandbox_id, record.sandbox_address)
 

@@ -50,8 +50,8 @@ async def wait_ready(read_fd: int, limit_s: float) -> None:
         raise EnvdUnavailable("envd exited before it was ready")
 
 
-async def _exchange(address: str, method: bytes, target: bytes, body: bytes
-                    ) -> tuple[int, bytes]:
+async def _exchange(address: str, method: bytes, target: bytes, body: bytes,
+                    token: str | None = None) -> tuple[int, bytes]:
     reader, writer = await asyncio.open_connection(address, ENVD_PORT)
     try:
         conn = h11.Connection(h11.CLIENT)
@@ -59,6 +59,8 @@ async def _exchange(address: str, method: bytes, target: bytes, body: bytes
                    ("Connection", "close")]
         if body:
             headers.append(("Content-Type", "application/json"))
+        if token:
+            headers.append(("X-Access-Token", token))
         writer.write(conn.send(h11.Request(method=method, target=target, headers=headers))
                      or b"")
         if body:
@@ -81,10 +83,10 @@ async def _exchange(address: str, method: bytes, target: bytes, body: bytes
 
 
 async def _call(address: str, method: bytes, target: bytes, body: bytes,
-                limit_s: float) -> tuple[int, bytes]:
+                limit_s: float, token: str | None = None) -> tuple[int, bytes]:
     try:
         async with asyncio.timeout(limit_s):
-            return await _exchange(address, method, target, body)
+            return await _exchange(address, method, target, body, token)
     except (OSError, TimeoutError, h11.ProtocolError) as exc:
         raise EnvdUnavailable(f"envd {target.decode()} failed: {exc!r}") from exc
 
@@ -104,8 +106,10 @@ async def probe_health(address: str, limit_s: float) -> None:
         raise EnvdUnavailable(f"envd /health answered {status}")
 
 
-async def post_init(address: str, payload: dict[str, Any], limit_s: float) -> None:
+async def post_init(address: str, payload: dict[str, Any], limit_s: float,
+                    current_token: str | None = None) -> None:
+    """``current_token``: the token envd already has (re-initialising needs it)."""
     status, text = await _call(address, b"POST", b"/init", json.dumps(payload).encode(),
-                               limit_s)
+                               limit_s, current_token)
     if status not in (200, 204):
         raise EnvdUnavailable(f"envd /init answered {status}: {text[:300]!r}")

@@ -30,6 +30,7 @@ from ._layers import make_slot_dirs, mount_rootfs, write_identity
 from ._netns import create_netns
 from ._ocispec import Limits, SandboxPlan, build_config
 from ._process import start_time
+from ._restorable import adapt_config, pin_netns, restorable
 from ._runtime import OciRuntime
 from ._seccomp import attach_compiled, remember_compiled
 from ._slot import SlotPaths, SlotPhase, SlotRecord, save_record
@@ -87,6 +88,8 @@ def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool,
         config["process"]["args"].append("--preload")
     if runtime.name == "crun":
         attach_compiled(config, runtime.binary)
+    if restorable(runtime):
+        adapt_config(config)
     paths.config.write_text(json.dumps(config))
     return config
 
@@ -131,7 +134,8 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
         try:
             plan = SandboxPlan(
                 hostname=hostname, rootfs=paths.rootfs,
-                netns_path=f"/proc/{os.getpid()}/fd/{netns_fd}",
+                netns_path=(pin_netns(paths, netns_fd) if restorable(ctx.runtime)
+                            else f"/proc/{os.getpid()}/fd/{netns_fd}"),
                 cgroup_path=record.cgroup_path, id_range=ctx.config.id_range, limits=limits,
                 allow_setuid=template.allow_setuid, envd_bundle=bundle, etc_dir=paths.etc,
                 recursive_sys=ctx.runtime.name != "crun")
@@ -198,8 +202,10 @@ def _retarget(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limit
     _set_hostname_in(record.init_pid, spec.sandbox_id)
 
 
-async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limits) -> None:
+async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limits, *,
+                 current_token: str | None = None) -> None:
     """Bind a started slot to ``spec``; on failure the slot is torn down.
+    ``current_token``: the token envd already has (a slot restored from a checkpoint).
 
     The record is saved once, as RUNNING, at the end: a crash before that leaves a slot
     that recovery tears down (pooled or creating, owner gone) and a claim it sweeps."""
@@ -217,7 +223,8 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
             await off_loop(lambda: ctx.claim_path(spec.sandbox_id).write_text(record.slot))
         payload = init_payload(spec.env_vars, spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
-        await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s)
+        await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,
+                        current_token)
         record.move(SlotPhase.RUNNING)
         await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:

@@ -22,6 +22,7 @@ from ._context import Context
 from ._netns import delete_veth, host_links_with_prefix
 from ._process import owner_alive
 from ._slot import SlotPhase, SlotRecord
+from ._stored import bundles_in_use as bundles_in_use_by_checkpoints
 from ._teardown import teardown
 
 _log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ async def recover(ctx: Context) -> dict[str, SlotRecord]:
             _log.exception("could not tear down stale slot %s", record.slot)
     await _sweep_addresses(ctx)
     _sweep_claims(ctx)
-    _sweep_bundles(ctx, bundles_in_use)
+    _sweep_bundles(ctx, bundles_in_use | bundles_in_use_by_checkpoints(ctx.config))
     return attached
 
 

@@ -62,6 +62,9 @@ class SlotRecord:
     init_pid: int | None = None
     init_start: int | None = None
     created_at: float = field(default_factory=time.time)
+    # How a PAUSED slot is paused: "freezer" (processes frozen in memory), "disk" (saved by
+    # CRIU, processes gone) or "filesystem" (processes gone, files kept). None otherwise.
+    paused_to: str | None = None
 
     def move(self, phase: SlotPhase) -> None:
         if phase not in TRANSITIONS[self.phase]:

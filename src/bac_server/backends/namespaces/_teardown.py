@@ -21,6 +21,7 @@ from ._context import Context
 from ._layers import unmount_rootfs
 from ._netns import delete_veth
 from ._process import is_alive, kill_pidfd, reap_if_child
+from ._restorable import remove_slot_state
 from ._slot import SlotRecord
 
 _log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def _kill_slot_processes(ctx: Context, record: SlotRecord) -> bool:
 def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
+    remove_slot_state(paths)
     for child in (paths.layer, paths.rootfs, paths.etc):
         remove_tree(child)
     for name in (paths.config, paths.envd_log, paths.runtime_log, paths.pid_file,

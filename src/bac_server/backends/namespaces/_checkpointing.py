@@ -1,0 +1,229 @@
+"""``Checkpointable`` for the namespace backend: suspend, wake, checkpoints, copies.
+
+Which pause is which (the control plane chooses, see docs/pause-and-checkpoints.md):
+
+* freezer (``Pausable.pause``): processes stop in place, memory stays resident; <1 ms.
+* suspend with memory: runc + CRIU save processes, memory, sockets and PTYs to the slot's
+  directory and the processes end, freeing their memory; the files (overlay upper), the
+  address and the network namespace stay. ``wake`` restores them with the same pids.
+* suspend without memory: the processes end, the files stay; ``wake`` starts envd afresh.
+
+A checkpoint is taken from a frozen sandbox (files copied and memory dumped at the same
+instant) that then continues; ``restore`` rolls a sandbox back to one, ``create_from``
+starts a new sandbox from one in a slot of its own (own id, address, network namespace,
+cgroup): the copy's established connections are restored closed, since nobody is at the
+other end of them, and its hostname and envd token are set to its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from bac_server.backends.base import (
+    CheckpointFailed,
+    CheckpointInfo,
+    SandboxEndpoint,
+    SandboxSpec,
+)
+from bac_server.host import remove_tree
+
+from . import _stored
+from ._checkpoint import Images, copy_tree, dump, freeze, remove_images, restore, thaw
+from ._context import Context
+from ._copies import start_copy
+from ._criu import Criu, find_criu
+from ._launch import off_loop
+from ._restorable import ensure_flat_sysfs, restorable
+from ._slot import SlotPhase, SlotRecord, save_record
+from ._slotops import cold_start, ensure_in_place, replace_upper, stop_processes
+
+_log = logging.getLogger(__name__)
+FREEZER, DISK, FILESYSTEM = "freezer", "disk", "filesystem"
+
+
+async def prepare_checkpoints(ctx: Context) -> Criu | None:
+    """At start-up: what runc slots need, and the CRIU to use (None: memory cannot be
+    saved on this host, files-only suspend still works)."""
+    await off_loop(lambda: _stored.sweep_partial(ctx.config))
+    if not restorable(ctx.runtime):
+        _log.info("runtime %s cannot checkpoint; pause keeps memory or files only",
+                  ctx.runtime.name)
+        return None
+    await off_loop(ensure_flat_sysfs)
+    return await find_criu()
+
+
+def _suspend_images(ctx: Context, record: SlotRecord) -> Images:
+    root = ctx.paths(record.slot).root
+    return Images(root / "suspend" / "images", root / "criu-work")
+
+
+def _work(ctx: Context, record: SlotRecord) -> Images:
+    """Logs of one restore from a checkpoint (the checkpoint itself is never written)."""
+    return Images(ctx.paths(record.slot).root / "criu-work", ctx.paths(record.slot).root
+                  / "criu-work")
+
+
+class CheckpointMixin:
+    """Mixed into ``NamespaceBackend``; relies on its slot table, locks and context."""
+
+    _sandboxes: dict[str, SlotRecord]
+    _criu: Criu | None
+
+    async def _context(self) -> Context:
+        raise NotImplementedError
+
+    def _lock(self, sandbox_id: str) -> asyncio.Lock:
+        raise NotImplementedError
+
+    def _record(self, sandbox_id: str) -> SlotRecord:
+        raise NotImplementedError
+
+    def _claim(self, ctx: Context, sandbox_id: str) -> None:
+        raise NotImplementedError
+
+    @property
+    def memory_checkpoints(self) -> bool:
+        return self._criu is not None
+
+    def _need_criu(self) -> str:
+        if self._criu is None:
+            raise CheckpointFailed("saving memory needs runc and CRIU >= 4.2 on this host "
+                                   "(scripts/build-criu.sh); pause with memory=false instead")
+        return self._criu.binary
+
+    # -- suspend / wake -------------------------------------------------------------------
+
+    async def suspend(self, sandbox_id: str, *, memory: bool) -> None:
+        ctx = await self._context()
+        async with self._lock(sandbox_id):
+            record = self._record(sandbox_id)
+            if record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER:
+                return
+            if memory:
+                criu = self._need_criu()
+                where = _suspend_images(ctx, record)
+                remove_images(where)
+                await off_loop(lambda: freeze(ctx, record))
+                try:
+                    await dump(ctx, criu, record, where, leave_running=False)
+                except BaseException:
+                    thaw(ctx, record)
+                    raise
+                await stop_processes(ctx, record)  # runc left the cgroups: free them
+            else:
+                await stop_processes(ctx, record)
+            if record.phase is not SlotPhase.PAUSED:
+                record.move(SlotPhase.PAUSED)
+            record.paused_to = DISK if memory else FILESYSTEM
+            await off_loop(lambda: save_record(ctx.paths(record.slot), record))
+
+    async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
+        ctx = await self._context()
+        async with self._lock(spec.sandbox_id):
+            record = self._record(spec.sandbox_id)
+            if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
+                await ctx.runtime.resume(record.slot)
+            elif record.phase is SlotPhase.PAUSED:
+                where = _suspend_images(ctx, record)
+                if memory and record.paused_to == DISK:
+                    await self._restore_in_place(ctx, record, where)
+                else:
+                    await cold_start(ctx, record, spec)
+                remove_images(where)
+            if record.phase is SlotPhase.PAUSED:
+                record.move(SlotPhase.RUNNING)
+            record.paused_to = None
+            await off_loop(lambda: save_record(ctx.paths(record.slot), record))
+            return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
+
+    async def _restore_in_place(self, ctx: Context, record: SlotRecord,
+                                where: Images) -> None:
+        criu = self._need_criu()
+        await ensure_in_place(ctx, record)
+        try:
+            await restore(ctx, criu, record, where)
+        except CheckpointFailed:
+            await stop_processes(ctx, record)
+            raise
+        if ctx.cgroups.is_frozen(record.cgroup_path):
+            thaw(ctx, record)  # dumped from a frozen cgroup: CRIU brings it back frozen
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
+                         memory: bool) -> CheckpointInfo:
+        ctx = await self._context()
+        criu = self._need_criu() if memory else ""
+        async with self._lock(sandbox_id):
+            record = self._record(sandbox_id)
+            if record.phase is not SlotPhase.RUNNING and record.paused_to != FREEZER:
+                raise CheckpointFailed(f"sandbox {sandbox_id} is suspended; resume it to "
+                                       "take a checkpoint")
+            paths = ctx.paths(record.slot)
+            try:
+                work = await off_loop(lambda: _stored.partial(ctx.config, checkpoint_id))
+            except FileExistsError as exc:
+                raise CheckpointFailed(str(exc)) from exc
+            froze = await off_loop(lambda: freeze(ctx, record))
+            try:
+                await copy_tree(paths.layer / "upper", work.upper)
+                if memory:
+                    await dump(ctx, criu, record, work.dump, leave_running=True)
+                await off_loop(lambda: work.config.write_bytes(paths.config.read_bytes()))
+            except BaseException:
+                await off_loop(lambda: remove_tree(work.path))
+                raise
+            finally:
+                if froze:
+                    thaw(ctx, record)
+            meta = _stored.Meta(
+                checkpoint_id=checkpoint_id, sandbox_id=sandbox_id, created_at=time.time(),
+                memory=memory, size_bytes=0, template_id=record.template_id,
+                template_rootfs=record.template_rootfs, envd_bundle=record.envd_bundle)
+            meta = await off_loop(lambda: _stored.finish(ctx.config, work, meta))
+            return meta.info()
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        ctx = await self._context()
+        await off_loop(lambda: _stored.delete(ctx.config, checkpoint_id))
+
+    async def restore(self, spec: SandboxSpec, checkpoint_id: str) -> SandboxEndpoint:
+        ctx = await self._context()
+        stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
+        meta = stored.meta()
+        async with self._lock(spec.sandbox_id):
+            record = self._record(spec.sandbox_id)
+            await stop_processes(ctx, record)
+            remove_images(_suspend_images(ctx, record))
+            await ensure_in_place(ctx, record)
+            await replace_upper(ctx, record, stored.upper)
+            if meta.memory:
+                where = Images(stored.dump.images, _work(ctx, record).work)
+                await self._restore_in_place(ctx, record, where)
+            else:
+                await cold_start(ctx, record, spec)
+            if record.phase is SlotPhase.PAUSED:
+                record.move(SlotPhase.RUNNING)
+            record.paused_to = None
+            await off_loop(lambda: save_record(ctx.paths(record.slot), record))
+            return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
+
+    async def create_from(self, spec: SandboxSpec, checkpoint_id: str, *,
+                          source_token: str | None) -> SandboxEndpoint:
+        ctx = await self._context()
+        stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
+        meta = stored.meta()
+        criu = self._need_criu() if meta.memory else ""
+        self._claim(ctx, spec.sandbox_id)
+        try:
+            record = await start_copy(ctx, criu, stored, meta, spec,
+                                      source_token=source_token)
+        except BaseException:
+            ctx.claim_path(spec.sandbox_id).unlink(missing_ok=True)
+            raise
+        self._sandboxes[spec.sandbox_id] = record
+        return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
+

@@ -1,0 +1,104 @@
+"""A new sandbox continuing from a checkpoint (snapshots, forks), in a slot of its own.
+
+What a CRIU restore of a *copy* needs, besides the images:
+
+* the same files under the same paths: a fresh slot whose overlay upper is a copy of the
+  checkpoint's (CRIU checks the size of every file a process holds open);
+* its own network namespace and address: the copy's listening sockets are re-bound there
+  (servers listen on 0.0.0.0), its established connections are restored closed (their
+  peers talk to the original), and its envd is re-initialised with its own token;
+* its own cgroup, hostname and /etc files: runc restores into the cgroup and bind sources
+  its config names, so the checkpoint's config is rewritten for the new slot; the UTS
+  namespace comes back with the original's hostname and is renamed after the restore.
+
+A files-only checkpoint is simpler: a slot is started as usual, stopped, given the files
+and started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+from pathlib import Path
+
+from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
+from bac_server.host import PARENT_CGROUP
+
+from ._addresses import LeaseOwner
+from ._checkpoint import Images, restore, thaw
+from ._context import Context
+from ._launch import _lay_out, _set_hostname_in, assign, off_loop, start_slot, undo_after_failure
+from ._netns import create_netns
+from ._restorable import config_for_slot, pin_netns
+from ._slot import SlotPhase, SlotRecord
+from ._slotops import cold_start, replace_upper, stop_processes
+from ._stored import Meta, Stored
+from ._validate import validate
+
+
+async def start_copy(ctx: Context, criu: str, stored: Stored, meta: Meta, spec: SandboxSpec, *,
+                     source_token: str | None) -> SlotRecord:
+    """The new slot, RUNNING and initialised for ``spec``; fails closed (everything made
+    is torn down and ``SandboxSetupError`` raised)."""
+    limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
+    template = TemplateImage(meta.template_id, Path(meta.template_rootfs),
+                             spec.template.default_user, spec.template.default_workdir,
+                             spec.template.allow_setuid)
+    if not meta.memory:
+        record = await start_slot(ctx, template, hostname=spec.sandbox_id, limits=limits,
+                                  pooled=False, preload=False)
+        try:
+            await stop_processes(ctx, record)
+            await replace_upper(ctx, record, stored.upper)
+            await cold_start(ctx, record, spec)
+        except BaseException as exc:
+            await undo_after_failure(ctx, record)
+            raise SandboxSetupError(f"starting from checkpoint {meta.checkpoint_id}: {exc}") \
+                from exc
+        await assign(ctx, record, spec, limits)
+        return record
+
+    slot = "s" + secrets.token_hex(8)
+    paths = ctx.paths(slot)
+    lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
+    record = SlotRecord(
+        slot=slot, phase=SlotPhase.CREATING, template_id=meta.template_id,
+        template_rootfs=meta.template_rootfs, envd_bundle=meta.envd_bundle,
+        lease_index=lease.index, host_address=lease.host_address,
+        sandbox_address=lease.sandbox_address, veth=lease.veth,
+        cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner, vcpus=limits.vcpus,
+        memory_mb=limits.memory_mb, pids_max=limits.pids_max)
+    try:
+        laid, made = await asyncio.gather(
+            off_loop(lambda: _lay_out(ctx, record, template, spec.sandbox_id)),
+            create_netns(lease), return_exceptions=True)
+        if isinstance(made, BaseException) or isinstance(laid, BaseException):
+            if isinstance(made, int):
+                os.close(made)
+            raise made if isinstance(made, BaseException) else laid  # type: ignore[misc]
+        try:
+            netns = pin_netns(paths, made)
+        finally:
+            os.close(made)
+        await replace_upper(ctx, record, stored.upper)
+        config = stored.oci_config()
+        config_for_slot(config, slot_root=paths.root, netns=netns,
+                        cgroup_path=record.cgroup_path, hostname=spec.sandbox_id,
+                        resources=limits.resources())
+        await off_loop(lambda: paths.config.write_text(json.dumps(config)))
+        await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"))
+        if ctx.cgroups.is_frozen(record.cgroup_path):
+            thaw(ctx, record)
+        assert record.init_pid is not None
+        pid = record.init_pid
+        await off_loop(lambda: _set_hostname_in(pid, spec.sandbox_id))
+    except BaseException as exc:
+        await undo_after_failure(ctx, record)
+        if not isinstance(exc, Exception):
+            raise
+        raise SandboxSetupError(f"starting from checkpoint {meta.checkpoint_id}: {exc}") \
+            from exc
+    await assign(ctx, record, spec, limits, current_token=source_token)
+    return record

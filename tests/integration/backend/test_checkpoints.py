@@ -1,0 +1,220 @@
+"""Suspend, wake, checkpoints and copies of runc sandboxes (CRIU), on real sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from backend_harness import (
+    Sandbox,
+    SandboxFactory,
+    backend_and_factory,
+    data_dir_leftovers,
+    footprint,
+    leftovers,
+    new_id,
+)
+from e2b import PtySize
+
+from bac_server.backends.base import (
+    Checkpointable,
+    CheckpointNotFound,
+    SandboxSpec,
+    SandboxStatus,
+    TemplateImage,
+)
+from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.host import remove_tree
+
+pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
+
+_COUNTER = "i=0; while true; do i=$((i+1)); echo $i >> /home/user/count; sleep 0.05; done"
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="module")
+async def runc_pair(template: TemplateImage, data_dir: Path
+                    ) -> AsyncIterator[tuple[NamespaceBackend, SandboxFactory]]:
+    path = data_dir.with_name(data_dir.name + "-runc")
+    async with backend_and_factory(template, data_dir=path, pool_size=0,
+                                   runtime="runc") as pair:
+        await pair[0].list()  # starts the backend, which looks for CRIU
+        if not pair[0].memory_checkpoints:
+            pytest.skip("no CRIU >= 4.2 on this host (scripts/build-criu.sh)")
+        yield pair
+    remove_tree(path)
+
+
+@pytest.fixture
+def runc(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> NamespaceBackend:
+    return runc_pair[0]
+
+
+@pytest.fixture
+def make(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> SandboxFactory:
+    return runc_pair[1]
+
+
+async def _last_count(sbx: Sandbox) -> int:
+    return int((await sbx.run("tail -n1 /home/user/count")).stdout)
+
+
+async def _counting(sbx: Sandbox) -> int:
+    """Start the counter and wait until it has written; returns its pid."""
+    handle = await sbx.sdk.commands.run(_COUNTER, background=True)
+    await sbx.run("until [ -s /home/user/count ]; do sleep 0.01; done")
+    return handle.pid
+
+
+async def test_backend_is_checkpointable(runc: NamespaceBackend) -> None:
+    """The runc backend offers the capability, with memory, on a host with CRIU."""
+    assert isinstance(runc, Checkpointable)
+    assert runc.memory_checkpoints
+
+
+async def test_suspend_keeps_processes_files_and_listeners(runc: NamespaceBackend,
+                                                           make: SandboxFactory) -> None:
+    """Suspend with memory frees the cgroup; wake brings back the same processes (same
+    pids, counting on), files, a listening server and a PTY that can be re-attached."""
+    sbx = await make()
+    counter = await _counting(sbx)
+    server = await sbx.sdk.commands.run("python3 -m http.server 8000 --directory /home/user",
+                                        background=True)
+    await sbx.run("until python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", "
+                  "8000))' 2>/dev/null; do sleep 0.02; done")
+    pty = await sbx.sdk.pty.create(PtySize(rows=24, cols=80), on_data=lambda _d: None,
+                                   timeout=0)
+    await sbx.sdk.files.write("/home/user/note.txt", "before")
+    fp = footprint(runc, sbx.id)
+    before = await _last_count(sbx)
+
+    await runc.suspend(sbx.id, memory=True)
+    assert await runc.status(sbx.id) is SandboxStatus.PAUSED
+    assert not any(c.exists() for c in fp.cgroups), "memory must be freed"
+    await runc.wake(SandboxSpec(sandbox_id=sbx.id, template=make.template))
+
+    assert await runc.status(sbx.id) is SandboxStatus.RUNNING
+    pids = {p.pid for p in await sbx.sdk.commands.list()}
+    assert {counter, server.pid, pty.pid} <= pids
+    assert await sbx.sdk.files.read("/home/user/note.txt") == "before"
+    await sbx.run("sleep 0.2")
+    assert await _last_count(sbx) > before
+    page = await sbx.run("python3 -c 'import urllib.request as u; "
+                         "print(u.urlopen(\"http://127.0.0.1:8000/\").status)'")
+    assert page.stdout.strip() == "200"
+    seen, echoed = bytearray(), asyncio.Event()
+
+    def on_data(data: bytes) -> None:
+        seen.extend(data)
+        if b"pty-42" in seen:
+            echoed.set()
+
+    attached = await sbx.sdk.pty.connect(pty.pid, on_data=on_data, timeout=0)
+    await sbx.sdk.pty.send_stdin(pty.pid, b"echo pty-$((40+2))\n")
+    await asyncio.wait_for(echoed.wait(), 20)
+    await attached.disconnect()
+
+
+async def test_suspend_without_memory_keeps_files_only(runc: NamespaceBackend,
+                                                       make: SandboxFactory) -> None:
+    """A files-only suspend ends the processes; wake starts envd afresh on the same files."""
+    sbx = await make()
+    counter = await _counting(sbx)
+    await sbx.sdk.files.write("/home/user/kept.txt", "kept")
+    await runc.suspend(sbx.id, memory=False)
+    assert await runc.status(sbx.id) is SandboxStatus.PAUSED
+    await runc.wake(SandboxSpec(sandbox_id=sbx.id, template=make.template))
+    assert await sbx.sdk.files.read("/home/user/kept.txt") == "kept"
+    assert counter not in {p.pid for p in await sbx.sdk.commands.list()}
+    assert (await sbx.run("hostname")).stdout.strip() == sbx.id
+
+
+async def test_restore_rolls_files_and_memory_back(runc: NamespaceBackend,
+                                                   make: SandboxFactory) -> None:
+    """Restoring checkpoint 1 of 2 brings back its files and its processes' memory: the
+    counter continues from where it was then, a file made later is gone."""
+    sbx = await make()
+    await _counting(sbx)
+    first = await runc.checkpoint(sbx.id, new_id("c"), memory=True)
+    at_first = await _last_count(sbx)
+    await sbx.run("sleep 0.3; echo later > /home/user/later.txt")
+    second = await runc.checkpoint(sbx.id, new_id("c"), memory=True)
+    assert first.size_bytes > 0 and second.created_at > first.created_at
+    await runc.restore(SandboxSpec(sandbox_id=sbx.id, template=make.template),
+                       first.checkpoint_id)
+    assert not (await sbx.run("test -e /home/user/later.txt")).exit_code == 0
+    rolled = int((await sbx.run("head -n $(wc -l < /home/user/count) /home/user/count "
+                                "| tail -n1")).stdout)
+    assert rolled <= at_first + 2
+    await sbx.run("sleep 0.2")
+    assert await _last_count(sbx) > rolled  # the restored process counts on
+    for info in (first, second):
+        await runc.delete_checkpoint(info.checkpoint_id)
+
+
+async def test_copies_diverge_independently(runc: NamespaceBackend,
+                                            make: SandboxFactory) -> None:
+    """Three sandboxes started from one checkpoint get their own ids, addresses and
+    hostnames, keep the original's processes and files, and diverge from each other."""
+    sbx = await make()
+    counter = await _counting(sbx)
+    await sbx.sdk.files.write("/home/user/origin.txt", "origin")
+    info = await runc.checkpoint(sbx.id, new_id("c"), memory=True)
+    specs = [SandboxSpec(sandbox_id=new_id("f"), template=make.template) for _ in range(3)]
+    make.created.extend(s.sandbox_id for s in specs)
+    endpoints = await asyncio.gather(*(runc.create_from(s, info.checkpoint_id,
+                                                        source_token=None) for s in specs))
+    assert len({e.address for e in endpoints} | {sbx.address}) == 4
+    copies = [await make.attach(s, e) for s, e in zip(specs, endpoints, strict=True)]
+    for n, copy in enumerate(copies):
+        assert (await copy.run("hostname")).stdout.strip() == copy.id
+        assert await copy.sdk.files.read("/home/user/origin.txt") == "origin"
+        assert counter in {p.pid for p in await copy.sdk.commands.list()}
+        await copy.sdk.files.write("/home/user/mine.txt", str(n))
+    for n, copy in enumerate(copies):
+        assert await copy.sdk.files.read("/home/user/mine.txt") == str(n)
+    assert (await sbx.run("test -e /home/user/mine.txt")).exit_code != 0
+    await runc.delete_checkpoint(info.checkpoint_id)
+
+
+async def test_unknown_checkpoint_and_cleanup(runc: NamespaceBackend,
+                                              make: SandboxFactory) -> None:
+    """Unknown or malformed checkpoint ids are refused; destroying a suspended sandbox
+    leaves nothing behind (mounts, pinned namespace, veth, lease, files)."""
+    sbx = await make()
+    spec = SandboxSpec(sandbox_id=sbx.id, template=make.template)
+    for bad in ("nope", "../etc", ""):
+        with pytest.raises(CheckpointNotFound):
+            await runc.restore(spec, bad)
+    fp = footprint(runc, sbx.id)
+    await runc.suspend(sbx.id, memory=True)
+    await runc.destroy(sbx.id)
+    assert leftovers(fp) == []
+
+
+async def test_suspended_sandbox_survives_a_new_backend(template: TemplateImage,
+                                                         runc: NamespaceBackend) -> None:
+    """A new backend on the same data directory (a server restart) finds the suspended
+    sandbox paused and wakes it with its processes."""
+    config = dataclasses.replace(runc.config,
+                                 data_dir=runc.config.data_dir.with_name(new_id("restart")))
+    first = NamespaceBackend(config)
+    spec = SandboxSpec(sandbox_id=new_id(), template=template)
+    factory = SandboxFactory(first, template)
+    sbx = await factory.attach(spec, await first.create(spec))
+    counter = await _counting(sbx)
+    await first.suspend(sbx.id, memory=True)
+    await first.close()
+    again = NamespaceBackend(config)
+    try:
+        assert await again.status(sbx.id) is SandboxStatus.PAUSED
+        await again.wake(spec)
+        assert counter in {p.pid for p in await sbx.sdk.commands.list()}
+        await again.destroy(sbx.id)
+        assert data_dir_leftovers(again) == []
+    finally:
+        await again.close()
+        remove_tree(config.data_dir)
