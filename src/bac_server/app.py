@@ -47,8 +47,14 @@ def limits_of(config: ServerConfig) -> Limits:
     )
 
 
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
 def build_backend(config: ServerConfig) -> NamespaceBackend:
-    return NamespaceBackend(NamespaceConfig(data_dir=config.data_dir, pool_size=config.pool_size))
+    return NamespaceBackend(NamespaceConfig(
+        data_dir=config.data_dir, pool_size=config.pool_size,
+        dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt)))
 
 
 async def warm_up(

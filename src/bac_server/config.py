@@ -53,6 +53,12 @@ class ServerConfig:
     pool_size: int = 4
     # Templates whose pool is kept warm (comma-separated ids or aliases).
     warm_templates: str = "base"
+    # Resolvers the sandboxes' DNS forwarder asks, comma-separated IPv4 addresses
+    # (empty: the host's /etc/resolv.conf).
+    dns_upstreams: str = ""
+    # Comma-separated CIDRs of private or host-network ranges sandboxes may reach anyway
+    # (always denied otherwise; each sandbox's own policy still applies).
+    egress_exempt: str = ""
     # Prepare the host (cgroups, firewall) at start-up; tests that share a prepared host
     # may turn it off to save time.
     prepare_host: bool = True

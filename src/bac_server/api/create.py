@@ -9,7 +9,8 @@ from bac_server.api import views
 from bac_server.api.body import read_model
 from bac_server.api.context import plane, settings, team
 from bac_server.api.models import NewSandbox
-from bac_server.control import CreateRequest, InvalidRequest
+from bac_server.api.network import refuse_unsupported_network
+from bac_server.control import CreateRequest, InvalidRequest, egress_policy
 
 
 def _request(body: NewSandbox) -> CreateRequest:
@@ -26,15 +27,13 @@ def _request(body: NewSandbox) -> CreateRequest:
         raise InvalidRequest("iam: identity tokens are not supported by this server yet")
     network = body.network
     if network is not None:
-        # Egress policy is not enforced yet; accepting rules we do not apply would fail open.
-        unsupported = sorted(
-            k for k, v in network.model_dump(exclude_none=True).items()
-            if k != "allowPublicTraffic" and v not in ([], {})
-        )
-        if unsupported:
-            raise InvalidRequest(
-                f"network.{unsupported[0]}: egress rules are not supported by this server yet"
-            )
+        refuse_unsupported_network(network.model_dump(exclude_none=True), "network")
+    egress = egress_policy(
+        None if network is None else network.allowOut,
+        None if network is None else network.denyOut,
+        None if network is None else network.dnsServers,
+        body.allow_internet_access,
+    )
     allow_public = True if network is None or network.allowPublicTraffic is None else (
         network.allowPublicTraffic
     )
@@ -48,6 +47,7 @@ def _request(body: NewSandbox) -> CreateRequest:
         allow_public_traffic=allow_public,
         network=None if network is None else network.model_dump(exclude_none=True),
         allow_internet_access=body.allow_internet_access,
+        egress=egress,
     )
 
 

@@ -44,6 +44,17 @@ class NetworkConfig(_Strict):
     rules: dict[str, Any] | None = None
 
 
+class NetworkUpdateBody(_Strict):
+    """``PUT /sandboxes/{id}/network``: replaces the egress configuration."""
+
+    allowOut: list[StrictStr] | None = None
+    denyOut: list[StrictStr] | None = None
+    dnsServers: list[StrictStr] | None = None
+    egressProxy: dict[str, Any] | None = None
+    rules: dict[str, Any] | None = None
+    allow_internet_access: StrictBool | None = None
+
+
 class NewSandbox(_Strict):
     templateID: Name
     timeout: StrictInt | None = None

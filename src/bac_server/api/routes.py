@@ -16,6 +16,7 @@ from bac_server.api import (
     listing,
     logs,
     metrics,
+    network,
     pause,
     timeout,
 )
@@ -42,6 +43,8 @@ ROUTES = [
     Route(_ID + "/resume", connect.resume, methods=["POST"]),
     Route(_ID + "/pause", pause.pause_sandbox, methods=["POST"]),
     Route(_ID + "/metrics", metrics.sandbox_metrics, methods=["GET"]),
+    Route(_ID + "/network", network.update_network, methods=["PUT"]),
+    Route(_ID + "/network", network.network_usage, methods=["GET"]),
     Route(_ID + "/logs", logs.logs_v1, methods=["GET"]),
     Route("/v2" + _ID + "/logs", logs.logs_v2, methods=["GET"]),
 ]

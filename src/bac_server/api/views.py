@@ -19,6 +19,10 @@ def rfc3339(at: datetime) -> str:
     return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def rfc3339_unix(at: float) -> str:
+    return rfc3339(datetime.fromtimestamp(at, UTC))
+
+
 def sandbox(sbx: LiveSandbox, *, envd_version: str, domain: str) -> dict[str, Any]:
     """``Sandbox``: the answer to create and connect."""
     body: dict[str, Any] = {

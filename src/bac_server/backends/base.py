@@ -27,6 +27,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from bac_server.backends.egress import EgressPolicy, NetworkUsage
+
 ENVD_PORT = 49983
 
 
@@ -89,6 +91,8 @@ class SandboxSpec:
     pids_max: int = 4096
     env_vars: dict[str, str] = field(default_factory=dict)
     envd_access_token: str | None = None
+    # What the sandbox may reach (default: the internet, never the host's networks).
+    network: EgressPolicy = field(default_factory=EgressPolicy)
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,17 @@ class Pausable(Protocol):
     async def pause(self, sandbox_id: str) -> None: ...
 
     async def resume(self, sandbox_id: str) -> SandboxEndpoint: ...
+
+
+@runtime_checkable
+class NetworkControl(Protocol):
+    """Backends whose sandboxes' egress policy can change while they run, with counters."""
+
+    async def set_network(self, sandbox_id: str, policy: EgressPolicy) -> None:
+        """Replace the policy; new connections follow it at once."""
+        ...
+
+    async def network_usage(self, sandbox_id: str) -> NetworkUsage: ...
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from bac_server.control.keys import KeyInfo, KeyService
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
 from bac_server.control.listing import MAX_LIMIT, Cursor, ListQuery, page
+from bac_server.control.network import NetworkService, NetworkUpdate, egress_policy, policy_of
 from bac_server.control.plane import ControlPlane
 from bac_server.control.reconcile import ReconcileReport, reconcile
 from bac_server.control.registry import LiveSandbox, Registry, Route, Team
@@ -47,6 +48,8 @@ __all__ = [
     "ListQuery",
     "LiveSandbox",
     "MetricsSampler",
+    "NetworkService",
+    "NetworkUpdate",
     "NotFound",
     "NotSupported",
     "ReconcileReport",
@@ -60,6 +63,8 @@ __all__ = [
     "TemplateNotFoundError",
     "TemplateSource",
     "Unauthenticated",
+    "egress_policy",
     "page",
+    "policy_of",
     "reconcile",
 ]

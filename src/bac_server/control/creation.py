@@ -23,6 +23,7 @@ from bac_server.backends.base import (
     TemplateImage,
     TemplateNotFound,
 )
+from bac_server.backends.egress import EgressPolicy
 from bac_server.control.errors import (
     InvalidRequest,
     SandboxCreateFailed,
@@ -57,6 +58,7 @@ class CreateRequest:
     allow_public_traffic: bool = True
     network: dict[str, Any] | None = None
     allow_internet_access: bool | None = None
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
 
 
 class Creator:
@@ -157,10 +159,11 @@ class Creator:
         )
         # Reserve the slot before the first await so concurrent creates see it.
         self._registry.add(sbx)
-        task = asyncio.create_task(self._make(sbx, image))
+        task = asyncio.create_task(self._make(sbx, image, req.egress))
         return await asyncio.shield(task)
 
-    async def _make(self, sbx: LiveSandbox, image: TemplateImage) -> LiveSandbox:
+    async def _make(self, sbx: LiveSandbox, image: TemplateImage,
+                    egress: EgressPolicy) -> LiveSandbox:
         spec = SandboxSpec(
             sandbox_id=sbx.sandbox_id,
             template=image,
@@ -169,6 +172,7 @@ class Creator:
             disk_mb=sbx.disk_mb,
             env_vars=dict(sbx.env_vars),
             envd_access_token=sbx.envd_access_token,
+            network=egress,
         )
         # The one write a create needs overlaps the backend's work: the row goes in as
         # running (with its created and started events) while the sandbox starts. A crash

@@ -20,6 +20,7 @@ class EventKind(enum.Enum):
     REATTACHED = "reattached"
     PAUSED = "paused"
     RESUMED = "resumed"
+    NETWORK_UPDATED = "network_updated"
 
 
 def event(

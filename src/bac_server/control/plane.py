@@ -11,6 +11,7 @@ from bac_server.control.history import History
 from bac_server.control.keys import KeyService
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
+from bac_server.control.network import NetworkService
 from bac_server.control.reconcile import ReconcileReport, reconcile
 from bac_server.control.registry import Registry
 from bac_server.control.sampler import MetricsSampler
@@ -45,6 +46,7 @@ class ControlPlane:
             limits=limits,
         )
         self.history = History(store=store, registry=self.registry)
+        self.network = NetworkService(backend=backend, store=store, registry=self.registry)
         self.sampler = MetricsSampler(
             backend=backend,
             store=store,

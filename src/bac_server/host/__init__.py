@@ -9,13 +9,16 @@ Everything here is idempotent and is called by the server at start-up and by tes
 from ._cgroups import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
 from ._cleanup import remove_tree, unmount_tree
 from ._errors import HostChangeFailed, HostSetupError, MissingDependency
+from ._forwarding import ensure_firewall
 from ._mounts import is_mount_point, mount_table, mounts_under
-from ._nftables import TABLE_FAMILY, TABLE_NAME, render_ruleset, table_present
+from ._nft import NftError, nft, nft_json
+from ._nftables import INFRA_DENY, TABLE_FAMILY, TABLE_NAME, render_ruleset, table_present
 from ._paths import DEFAULT_DATA_DIR, IdRange, default_data_dir
 from ._prepare import PARENT_CGROUP, HostReport, HostSettings, prepare_host
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "INFRA_DENY",
     "PARENT_CGROUP",
     "TABLE_FAMILY",
     "TABLE_NAME",
@@ -26,12 +29,16 @@ __all__ = [
     "HostSetupError",
     "IdRange",
     "MissingDependency",
+    "NftError",
     "cgroup_layout",
     "controller_dirs",
     "default_data_dir",
+    "ensure_firewall",
     "is_mount_point",
     "mount_table",
     "mounts_under",
+    "nft",
+    "nft_json",
     "prepare_host",
     "remove_tree",
     "render_ruleset",

@@ -1,72 +1,128 @@
-"""Bac's own nftables table: sandboxes reach nothing, only answers to the host come back.
+"""Bac's own nftables table: what sandboxes may send, NAT for what may leave, counters.
 
-Every sandbox's host-side veth is named ``<prefix><n>``. The table is replaced as a whole
-in one nft transaction, so applying it twice is harmless and there is never a moment with
-half a rule set. Rules in other tables cannot undo a drop here: in nftables a packet must
-pass every base chain on a hook, so an ``accept`` elsewhere does not override ours.
+Every sandbox's host-side veth is named ``<prefix><n>``. The static part below is
+applied in one transaction and is idempotent: objects are added if missing and the fixed
+chains are flushed and refilled, while each sandbox's own objects (its policy chain,
+the entries in the maps) survive a re-run, so preparing the host again never cuts off
+running sandboxes. If the existing table is of an incompatible older shape it is
+replaced as a whole. Rules in other tables cannot undo a drop here: in nftables a packet
+must pass every base chain on a hook, so an ``accept`` elsewhere does not override ours.
+
+What the table enforces for every sandbox veth, whatever the sandbox's policy:
+
+* prerouting: a sandbox may only send from its own address (reverse-path check);
+* input (the host's own addresses): only answers to host-opened connections, plus DNS to
+  the resolver listening for that very sandbox (set ``dns_listeners``);
+* forward: IPv6 never; new connections go to the sandbox's policy chain through the
+  verdict map ``egress``; a veth without an entry (a pooled slot, or a sandbox whose
+  policy is not installed) is rejected; into a sandbox only answers pass;
+* postrouting: what leaves through a non-sandbox interface is masqueraded.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-
-from ._errors import HostChangeFailed, MissingDependency
+from ._errors import HostChangeFailed
+from ._nft import NftError, nft
 
 TABLE_FAMILY = "inet"
 TABLE_NAME = "bac"
+T = f"{TABLE_FAMILY} {TABLE_NAME}"
 
-# reject (not drop) so a blocked connect fails at once instead of hanging until a timeout.
-_RULESET = """\
-table {family} {name}
-delete table {family} {name}
-table {family} {name} {{
-    chain prerouting {{
-        type filter hook prerouting priority raw; policy accept;
-        # a sandbox may only send from its own address (anti-spoofing, reverse path)
-        iifname "{prefix}*" fib saddr . iif oif missing drop
-    }}
-    chain input {{
-        type filter hook input priority filter - 10; policy accept;
-        iifname "{prefix}*" ct state established,related accept
-        iifname "{prefix}*" reject with icmpx type admin-prohibited
-    }}
-    chain forward {{
-        type filter hook forward priority filter - 10; policy accept;
-        iifname "{prefix}*" reject with icmpx type admin-prohibited
-        oifname "{prefix}*" ct state established,related accept
-        oifname "{prefix}*" drop
-    }}
-}}
+# Always denied destinations (unless a server's configuration exempts a range for its
+# sandboxes): "this" network, private ranges, carrier NAT, loopback, link-local (cloud
+# metadata), IETF protocol assignments, multicast, reserved and broadcast.
+INFRA_DENY = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+              "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/3")
+
+_OBJECTS = """\
+add table {t}
+add chain {t} prerouting {{ type filter hook prerouting priority raw; policy accept; }}
+add chain {t} input {{ type filter hook input priority filter - 10; policy accept; }}
+add chain {t} forward {{ type filter hook forward priority filter - 10; policy accept; }}
+add chain {t} postrouting {{ type nat hook postrouting priority srcnat; policy accept; }}
+add chain {t} from_sandbox
+add chain {t} to_sandbox
+add set {t} infra_deny {{ type ipv4_addr; flags interval; auto-merge; }}
+add set {t} dns_listeners {{ type ipv4_addr . ifname; }}
+add map {t} egress {{ type ifname : verdict; }}
+add map {t} tx_bytes {{ type ifname : counter; }}
+add map {t} rx_bytes {{ type ifname : counter; }}
+add element {t} infra_deny {{ {infra} }}
 """
 
+# reject (not drop) so a blocked connect fails at once instead of hanging until a timeout.
+_RULES = """\
+flush chain {t} prerouting
+flush chain {t} input
+flush chain {t} forward
+flush chain {t} postrouting
+flush chain {t} from_sandbox
+flush chain {t} to_sandbox
+add rule {t} prerouting iifname "{p}*" fib saddr . iif oif missing drop
+add rule {t} input iifname "{p}*" ct state established,related accept
+add rule {t} input iifname "{p}*" meta l4proto {{ tcp, udp }} th dport 53 \
+ip daddr . iifname @dns_listeners accept
+add rule {t} input iifname "{p}*" reject with icmpx type admin-prohibited
+add rule {t} forward iifname "{p}*" jump from_sandbox
+add rule {t} forward oifname "{p}*" jump to_sandbox
+{guard}add rule {t} from_sandbox meta nfproto != ipv4 reject with icmpx type admin-prohibited
+add rule {t} from_sandbox counter name iifname map @tx_bytes
+add rule {t} from_sandbox ct state established,related accept
+add rule {t} from_sandbox ct state new iifname vmap @egress
+add rule {t} from_sandbox reject with icmpx type admin-prohibited
+add rule {t} to_sandbox counter name oifname map @rx_bytes
+add rule {t} to_sandbox ct state established,related accept
+add rule {t} to_sandbox drop
+add rule {t} postrouting iifname "{p}*" oifname != "{p}*" masquerade
+"""
 
-def render_ruleset(veth_prefix: str) -> str:
+# Only when the host forwarded nothing before Bac turned forwarding on: it still forwards
+# nothing that neither comes from nor goes to a sandbox.
+_GUARD = 'add rule {t} forward iifname != "{p}*" oifname != "{p}*" drop\n'
+
+
+def _check_prefix(veth_prefix: str) -> None:
     if not veth_prefix.isalnum() or len(veth_prefix) > 6:
         raise ValueError(f"veth prefix must be 1-6 alphanumerics, got {veth_prefix!r}")
-    return _RULESET.format(family=TABLE_FAMILY, name=TABLE_NAME, prefix=veth_prefix)
 
 
-def ensure_table(veth_prefix: str) -> None:
-    """Install (or atomically replace) the ``inet bac`` table."""
-    nft = shutil.which("nft")
-    if nft is None:
-        raise MissingDependency("nft is not installed (apt-get install nftables)")
+def render_ruleset(veth_prefix: str, guard_forwarding: bool = False) -> str:
+    _check_prefix(veth_prefix)
+    guard = _GUARD.format(t=T, p=veth_prefix) if guard_forwarding else ""
+    return (_OBJECTS.format(t=T, infra=", ".join(INFRA_DENY))
+            + _RULES.format(t=T, p=veth_prefix, guard=guard))
+
+
+def _has_current_shape() -> bool:
+    try:
+        nft(f"list map {T} egress")
+    except NftError:
+        return False
+    return True
+
+
+def ensure_table(veth_prefix: str, guard_forwarding: bool = False) -> None:
+    """Install or refresh the ``inet bac`` table, keeping every sandbox's own objects."""
+    script = render_ruleset(veth_prefix, guard_forwarding)
     # SECURITY: the only host firewall change Bac makes; it lives in its own table and
     # only matches interfaces named with Bac's veth prefix.
-    done = subprocess.run(
-        [nft, "-f", "-"], input=render_ruleset(veth_prefix), capture_output=True, text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise HostChangeFailed(f"nft could not install table {TABLE_FAMILY} {TABLE_NAME}: "
-                               f"{done.stderr.strip()}")
+    try:
+        nft(script)
+        return
+    except NftError as exc:
+        if _has_current_shape():
+            raise HostChangeFailed(f"nft could not refresh table {T}: {exc}") from exc
+    try:
+        # An older table without the egress objects: replace it whole (sandboxes of an
+        # older server had no egress anyway; their veths stay rejected).
+        nft(f"add table {T}\ndelete table {T}\n" + script)
+    except NftError as exc:
+        raise HostChangeFailed(f"nft could not install table {T}: {exc}") from exc
 
 
 def table_present() -> bool:
-    nft = shutil.which("nft")
-    if nft is None:
+    try:
+        nft(f"list table {T}")
+    except (NftError, OSError):
         return False
-    done = subprocess.run([nft, "list", "table", TABLE_FAMILY, TABLE_NAME],
-                          capture_output=True, check=False)
-    return done.returncode == 0
+    return True

@@ -11,7 +11,7 @@ from pathlib import Path
 from ._cgroups import CgroupLayout, controller_dirs, ensure_crun_compatible_cgroups
 from ._checks import check_binaries, check_cgroup_controllers, check_kernel, check_root
 from ._errors import HostChangeFailed
-from ._nftables import ensure_table
+from ._forwarding import ensure_firewall
 from ._sysctl import raise_sysctls, read_sysctl
 
 _log = logging.getLogger(__name__)
@@ -67,9 +67,9 @@ def prepare_host(settings: HostSettings | None = None) -> HostReport:
     layout = ensure_crun_compatible_cgroups()
     check_cgroup_controllers(unified=layout is CgroupLayout.V2)
     changed = raise_sysctls()
-    ensure_table(cfg.veth_prefix)
+    ensure_firewall(cfg.veth_prefix)
     _ensure_parent_cgroup(layout, cfg)
     Path("/run/bac").mkdir(mode=0o700, exist_ok=True)
     os.chmod("/run/bac", 0o700)
-    _log.info("host ready: cgroups %s, nftables table inet bac", layout.value)
+    _log.info("host ready: cgroups %s, nftables table inet bac, forwarding on", layout.value)
     return HostReport(cgroup_layout=layout, sysctls_changed=changed)

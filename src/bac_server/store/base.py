@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from bac_server.store.records import (
     ApiKeyRecord,
@@ -67,6 +67,8 @@ class Store(Protocol):
         end_at: datetime | None = None,
         ended_at: datetime | None = None,
         event: EventRecord | None = None,
+        network: dict[str, Any] | None = None,
+        allow_internet_access: bool | None = None,
     ) -> None: ...
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None: ...

@@ -130,8 +130,14 @@ class SqlStore:
         end_at: datetime | None = None,
         ended_at: datetime | None = None,
         event: EventRecord | None = None,
+        network: dict[str, Any] | None = None,
+        allow_internet_access: bool | None = None,
     ) -> None:
         values: dict[str, Any] = {}
+        if network is not None:
+            values["network"] = network
+        if allow_internet_access is not None:
+            values["allow_internet_access"] = allow_internet_access
         if state is not None:
             values["state"] = state
         if end_at is not None:

@@ -30,6 +30,7 @@ from bac_server.backends.base import (
     SandboxStatus,
     TemplateImage,
 )
+from bac_server.backends.egress import EgressPolicy, NetworkUsage
 
 from ._addresses import AddressPool
 from ._cgroupfs import CgroupTree
@@ -37,9 +38,11 @@ from ._checkpointing import DISK, FILESYSTEM, FREEZER, CheckpointMixin, prepare_
 from ._config import NamespaceConfig
 from ._context import Context
 from ._criu import Criu
+from ._egress import Egress
 from ._envd_bundle import Progress
 from ._launch import assign, start_slot
 from ._layers import prepare_data_dirs
+from ._network import restore_egress
 from ._ocispec import NOFILE_LIMIT, Limits
 from ._pool import WarmPool
 from ._process import become_subreaper, is_alive, owner_token
@@ -93,11 +96,13 @@ class NamespaceBackend(CheckpointMixin):
             await runtime.check()
         except RuntimeFailed as exc:
             raise SandboxSetupError(str(exc)) from exc
-        ctx = Context(
-            config=cfg, runtime=runtime,
-            addresses=AddressPool(cfg.address_pool, cfg.leases_dir, cfg.veth_prefix),
-            cgroups=CgroupTree(), owner=owner_token())
+        addresses = AddressPool(cfg.address_pool, cfg.leases_dir, cfg.veth_prefix)
+        egress = Egress(addresses, cfg.egress_exempt, cfg.dns_upstreams)
+        await egress.start()
+        ctx = Context(config=cfg, runtime=runtime, addresses=addresses,
+                      cgroups=CgroupTree(), owner=owner_token(), egress=egress)
         self._sandboxes = await recover(ctx)
+        await restore_egress(ctx, self._sandboxes.values())
         self._criu = await prepare_checkpoints(ctx)
         self._pool = WarmPool(ctx, cfg.pool_size, self._default_limits(ctx),
                               preload=cfg.pool_preload)
@@ -246,10 +251,22 @@ class NamespaceBackend(CheckpointMixin):
                 save_record(ctx.paths(record.slot), record)
         return SandboxEndpoint(sandbox_id, record.sandbox_address)
 
+    # -- NetworkControl ----------------------------------------------------------------
+
+    async def set_network(self, sandbox_id: str, policy: EgressPolicy) -> None:
+        ctx = await self._context()
+        async with self._lock(sandbox_id):
+            await ctx.egress.update(self._record(sandbox_id).veth, policy)
+
+    async def network_usage(self, sandbox_id: str) -> NetworkUsage:
+        ctx = await self._context()
+        return await ctx.egress.usage(self._record(sandbox_id).veth)
+
     async def close(self) -> None:
         """Stop the warm pool (its slots are destroyed); sandboxes keep running."""
         if self._ctx is None:
             return
         if self._pool is not None:
             await self._pool.close()
+        self._ctx.egress.close()
         self._ctx = None

@@ -29,6 +29,11 @@ class NamespaceConfig:
     envd_init_timeout_s: float = 15.0
     # Import envd's RPC stack before hand-out in pooled sandboxes (first call is fast).
     pool_preload: bool = True
+    # Resolvers the sandboxes' DNS forwarder asks (empty: the host's /etc/resolv.conf).
+    dns_upstreams: tuple[str, ...] = ()
+    # Ranges otherwise always denied (private, link-local, the host's networks) that
+    # sandboxes may reach anyway, subject to their own policy. Empty by default.
+    egress_exempt: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.pool_size < 0:

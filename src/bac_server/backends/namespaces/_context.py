@@ -12,6 +12,7 @@ from bac_server.backends.base import SandboxSetupError, TemplateImage
 from ._addresses import AddressPool
 from ._cgroupfs import CgroupTree
 from ._config import NamespaceConfig
+from ._egress import Egress
 from ._envd_bundle import Progress, ensure_envd_bundle
 from ._runtime import OciRuntime
 from ._slot import SlotPaths, SlotRecord, load_record
@@ -24,6 +25,7 @@ class Context:
     addresses: AddressPool
     cgroups: CgroupTree
     owner: str
+    egress: Egress
     _bundles: dict[Path, Path] = field(default_factory=dict)
     _bundle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

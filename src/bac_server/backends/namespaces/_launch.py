@@ -28,6 +28,7 @@ from ._envd_bundle import EnvdBundleError
 from ._envd_client import init_payload, post_init, probe_health, wait_ready
 from ._layers import make_slot_dirs, mount_rootfs, write_identity
 from ._netns import create_netns
+from ._network import attach_egress, write_resolv_conf
 from ._ocispec import Limits, SandboxPlan, build_config
 from ._process import start_time
 from ._restorable import adapt_config, pin_netns, restorable
@@ -78,6 +79,7 @@ def _lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname
     make_slot_dirs(paths, ids)
     save_record(paths, record)
     write_identity(paths, hostname, ids)
+    write_resolv_conf(paths, record.host_address, ids)
     mount_rootfs(paths, template.rootfs)
 
 
@@ -221,6 +223,8 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
                 limits.vcpus, limits.memory_mb, limits.pids_max
         else:
             await off_loop(lambda: ctx.claim_path(spec.sandbox_id).write_text(record.slot))
+        # Before /init: no code of the user's runs without its egress policy.
+        await attach_egress(ctx, record, spec.network)
         payload = init_payload(spec.env_vars, spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
         await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,

@@ -120,6 +120,7 @@ def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
         _bind(plan.envd_bundle, ENVD_MOUNT, "ro"),
         _bind(plan.etc_dir / "hosts", "/etc/hosts"),
         _bind(plan.etc_dir / "hostname", "/etc/hostname"),
+        _bind(plan.etc_dir / "resolv.conf", "/etc/resolv.conf"),
     ]
 
 

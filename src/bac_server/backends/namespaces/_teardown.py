@@ -20,6 +20,7 @@ from ._addresses import LeaseOwner
 from ._context import Context
 from ._layers import unmount_rootfs
 from ._netns import delete_veth
+from ._network import detach_egress
 from ._process import is_alive, kill_pidfd, reap_if_child
 from ._restorable import remove_slot_state
 from ._slot import SlotRecord
@@ -100,9 +101,11 @@ async def teardown(ctx: Context, record: SlotRecord) -> None:
     busy = ctx.cgroups.remove(record.cgroup_path)
     if busy:
         raise RuntimeError(f"slot {record.slot}: cgroups still busy: {busy}")
-    if ctx.addresses.owner(record.lease_index) == LeaseOwner(str(ctx.paths(record.slot).root),
-                                                          record.owner):
-        # SECURITY: the name may belong to a newer sandbox once the lease is gone.
+    owns_lease = ctx.addresses.owner(record.lease_index) == LeaseOwner(
+        str(ctx.paths(record.slot).root), record.owner)
+    # SECURITY: the names may belong to a newer sandbox once the lease is gone.
+    await detach_egress(ctx, record, owns_lease)
+    if owns_lease:
         await delete_veth(record.veth)
     await asyncio.to_thread(_remove_files, ctx, record)
     _release_names(ctx, record)

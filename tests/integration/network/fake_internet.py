@@ -1,0 +1,83 @@
+"""A fake internet in network namespaces of this machine, routed from the host.
+
+Two namespaces stand in for the outside: ``bacfi-web`` holds the "public" addresses
+198.51.100.10, .20 and .30 (documentation range, never routed anywhere else; the routes
+below keep it on this machine) plus 169.254.169.254 (a cloud metadata look-alike), and
+``bacfi-dns`` holds the resolver 198.51.100.53. Each is linked to the host by a veth in
+private space, as a real uplink would be. Nothing leaves this machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SERVERS = Path(__file__).with_name("fake_servers.py")
+SITE_A, SITE_B, SITE_C = "198.51.100.10", "198.51.100.20", "198.51.100.30"
+DNS_SERVER = "198.51.100.53"
+METADATA = "169.254.169.254"
+WEB_UPLINK = "10.203.255.2"  # the web namespace's own (private) uplink address
+
+
+@dataclass(frozen=True)
+class FakeInternet:
+    dns_server: str = DNS_SERVER
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def _namespace(name: str, host_if: str, host_addr: str, peer_addr: str,
+               addresses: list[str], routes: list[str]) -> None:
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+    _ip("netns", "add", name)
+    _ip("link", "add", host_if, "type", "veth", "peer", "name", "uplink", "netns", name)
+    _ip("addr", "add", f"{host_addr}/30", "dev", host_if)
+    _ip("link", "set", host_if, "up")
+    ns = ["-n", name]
+    _ip(*ns, "addr", "add", f"{peer_addr}/30", "dev", "uplink")
+    _ip(*ns, "link", "set", "uplink", "up")
+    _ip(*ns, "link", "set", "lo", "up")
+    for address in addresses:
+        _ip(*ns, "addr", "add", f"{address}/32", "dev", "lo")
+    _ip(*ns, "route", "add", "default", "via", host_addr)
+    for route in routes:
+        _ip("route", "replace", route, "via", peer_addr)
+
+
+def _start(name: str, *args: str) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(["ip", "netns", "exec", name, sys.executable, str(SERVERS), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the server says when it listens
+    if line.strip() != b"ready":
+        proc.kill()
+        raise RuntimeError(f"fake {args[0]} server failed: {line!r}{proc.stdout.read()!r}")
+    return proc
+
+
+@contextlib.contextmanager
+def fake_internet() -> Iterator[FakeInternet]:
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        _namespace("bacfi-web", "bacfi0", "10.203.255.1", WEB_UPLINK,
+                   [SITE_A, SITE_B, SITE_C, METADATA], ["198.51.100.0/24", f"{METADATA}/32"])
+        _namespace("bacfi-dns", "bacfi1", "10.203.255.5", "10.203.255.6",
+                   [DNS_SERVER], [f"{DNS_SERVER}/32"])
+        procs = [_start("bacfi-web", "web"), _start("bacfi-dns", "dns", DNS_SERVER)]
+        yield FakeInternet()
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+        for route in ("198.51.100.0/24", f"{DNS_SERVER}/32", f"{METADATA}/32"):
+            subprocess.run(["ip", "route", "del", route], capture_output=True)
+        for name, link in (("bacfi-web", "bacfi0"), ("bacfi-dns", "bacfi1")):
+            subprocess.run(["ip", "link", "del", link], capture_output=True)
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)

@@ -1,0 +1,85 @@
+"""The servers of the fake internet, each run inside its own network namespace.
+
+``python3 fake_servers.py web``: HTTP on ports 80 and 8080 of every address, answering
+with the address it was reached at and the Host header, plus a byte sink on port 9000
+(for throughput). ``python3 fake_servers.py dns``: an authoritative server for the
+``.test`` names in ZONE. Each prints ``ready`` once it listens.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import dns.message
+import dns.rcode
+import dns.rrset
+
+ZONE = {
+    "allowed.test": "198.51.100.10",
+    "other.test": "198.51.100.20",
+    "a.wild.test": "198.51.100.10",
+    "b.wild.test": "198.51.100.20",
+    "wild.test": "198.51.100.20",
+    "rebind.test": "10.203.255.2",  # an allowed name answering with a private address
+    "metadata.test": "169.254.169.254",
+}
+
+
+class _Echo(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = json.dumps({"local": self.connection.getsockname()[0],
+                           "host": self.headers.get("Host"), "path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+class _Sink(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        total = 0
+        while chunk := self.request.recv(1 << 16):
+            total += len(chunk)
+        self.request.sendall(str(total).encode())
+
+
+def web() -> None:
+    servers: list[socketserver.BaseServer] = [
+        ThreadingHTTPServer(("0.0.0.0", port), _Echo) for port in (80, 8080)]
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    servers.append(socketserver.ThreadingTCPServer(("0.0.0.0", 9000), _Sink))
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    print("ready", flush=True)
+    threading.Event().wait()
+
+
+def dns_server() -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((sys.argv[2], 53))  # answers must come from the address asked
+    print("ready", flush=True)
+    while True:
+        wire, client = sock.recvfrom(4096)
+        query = dns.message.from_wire(wire)
+        response = dns.message.make_response(query)
+        question = query.question[0]
+        name = question.name.to_text(omit_final_dot=True).lower()
+        if name in ZONE and question.rdtype == 1:
+            response.answer.append(dns.rrset.from_text(question.name, 300, "IN", "A",
+                                                       ZONE[name]))
+        elif name not in ZONE:
+            response.set_rcode(dns.rcode.NXDOMAIN)
+        sock.sendto(response.to_wire(), client)
+
+
+if __name__ == "__main__":
+    web() if sys.argv[1] == "web" else dns_server()
