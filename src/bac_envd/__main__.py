@@ -5,7 +5,9 @@
 Start-up order is the contract with the host:
 
 1. bind + ``listen()``, then ``ready\\n`` on ``--ready-fd`` (closed right after), so the
-   host waits on a pipe instead of polling;
+   host waits on a pipe instead of polling; a template with a start command
+   (``/etc/bac/start.json``) hands the pipe to ``_supervisor``, which reports ready once
+   that service is (bounded);
 2. the bootstrap front (``_bootstrap``) answers ``GET /health`` and ``POST /init`` at
    once, while nothing else is loaded;
 3. the first other request (or ``--preload`` finishing in a background thread) starts
@@ -104,6 +106,30 @@ def _preload_in_background() -> int:
     return read_fd
 
 
+def _start_supervisor(ready_fd: int | None) -> bool:
+    """Start the template's start command supervisor if the template has one; it then
+    owns the readiness pipe (see ``_supervisor``). False when there is none."""
+    try:
+        os.stat("/etc/bac/start.json")
+    except OSError:
+        return False
+    argv = [sys.executable, "-m", "bac_envd._supervisor"]
+    if ready_fd is not None:
+        os.set_inheritable(ready_fd, True)
+        argv += ["--ready-fd", str(ready_fd)]
+    try:
+        os.posix_spawn(sys.executable, argv, os.environ)
+    except OSError as exc:
+        print(f"bac_envd: cannot start the supervisor: {exc}", file=sys.stderr)
+        return False
+    finally:
+        if ready_fd is not None:
+            os.set_inheritable(ready_fd, False)
+    if ready_fd is not None:
+        os.close(ready_fd)
+    return True
+
+
 def _exit_on_signal(signum: int, frame: object) -> None:
     # As PID 1 of a sandbox, envd would ignore SIGTERM without a handler.
     raise SystemExit(0)
@@ -116,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"bac_envd: cannot listen on {options.host}:{options.port}: {exc}", file=sys.stderr)
         return 1
-    if options.ready_fd is not None:
+    if not _start_supervisor(options.ready_fd) and options.ready_fd is not None:
         _signal_ready(options.ready_fd)
     _signal.signal(_signal.SIGTERM, _exit_on_signal)
     # Files and directories made by envd or its commands get E2B's modes (0644/0755)

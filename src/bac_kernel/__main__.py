@@ -64,7 +64,10 @@ def main(argv: list[str] | None = None) -> None:
     prestart = [name for name in args.prestart.split(",") if name.strip()]
     app = create_app(registry, prestart=prestart, on_ready=on_ready)
     config = uvicorn.Config(
-        app, http="h11", ws="none", lifespan="on", log_level=args.log_level, access_log=False
+        app, http="h11", ws="none", lifespan="on", log_level=args.log_level, access_log=False,
+        # On SIGTERM, kept-alive or streaming connections must not hold the process after
+        # its listener closed: its supervisor restarts it only once it has exited.
+        timeout_graceful_shutdown=3,
     )
     asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
 

@@ -1,9 +1,10 @@
 """``python -m bac_server.prepare``: make this host ready to serve sandboxes.
 
 Idempotent, and the second run only checks: prepares the host (cgroups, firewall table,
-sysctls), builds the base template (about a minute the first time, then instant) and the
-envd bundle the sandboxes mount. ``scripts/setup`` calls it; ``bac serve`` calls the same
-host preparation at start-up, so a server never runs on a half-prepared host.
+sysctls), builds the base template (about a minute the first time, then instant), the
+envd bundle the sandboxes mount, and the code-interpreter template on base (about two
+minutes the first time; ``--base-only`` skips it). ``scripts/setup`` calls it; ``bac
+serve`` calls the same host preparation at start-up, so a server never runs on a half-prepared host.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _say(line: str) -> None:
     print(f"    {line}", flush=True)
 
 
-async def _prepare(config: ServerConfig) -> None:
+async def _prepare(config: ServerConfig, skip_layers: bool = False) -> None:
     started = time.monotonic()
     _say("host: cgroups, nftables table, sysctls")
     await asyncio.to_thread(prepare_host)
@@ -34,16 +35,23 @@ async def _prepare(config: ServerConfig) -> None:
     bundles = NamespaceConfig(data_dir=config.data_dir).bundles_dir
     bundle = await ensure_envd_bundle(bundles, image.rootfs, progress=_say)
     _say(f"envd bundle: {bundle}")
+    if not skip_layers:
+        layer_started = time.monotonic()
+        image = await templates.ensure("code-interpreter", progress=_say)
+        _say(f"template code-interpreter: {image.rootfs} "
+             f"({time.monotonic() - layer_started:.1f} s)")
     _say(f"ready in {time.monotonic() - started:.1f} s (data dir {config.data_dir})")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bac_server.prepare", description=__doc__)
     parser.add_argument("--data-dir", help="Bac's data directory (default $BAC_DATA_DIR)")
+    parser.add_argument("--base-only", action="store_true",
+                        help="build only the base template, not code-interpreter")
     args = parser.parse_args(argv)
     config = ServerConfig.from_env().with_overrides(data_dir=args.data_dir)
     try:
-        asyncio.run(_prepare(config))
+        asyncio.run(_prepare(config, skip_layers=args.base_only))
     except (HostSetupError, TemplateError) as exc:
         print(f"bac setup: {exc}", file=sys.stderr)
         return 1

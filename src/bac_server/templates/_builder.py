@@ -39,9 +39,11 @@ def _sources(suite: str) -> list[str]:
     ]
 
 
-async def _run(argv: list[str], progress: ProgressCallback, step: str) -> None:
+async def run_step(argv: list[str], progress: ProgressCallback, step: str,
+                   env: dict[str, str] | None = None) -> None:
+    """Run one build step, reporting each output line; raise with its tail on failure."""
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
     )
     assert proc.stdout is not None
     tail: list[str] = []
@@ -63,7 +65,7 @@ def _write(path: Path, text: str, mode: int) -> None:
 
 async def _customize(rootfs: Path, recipe: Recipe, progress: ProgressCallback) -> None:
     progress(f"adding user {recipe.user} (uid {recipe.uid}, home {recipe.home})")
-    await _run(["chroot", str(rootfs), "useradd", "--create-home", "--home-dir", recipe.home,
+    await run_step(["chroot", str(rootfs), "useradd", "--create-home", "--home-dir", recipe.home,
                 "--uid", str(recipe.uid), "--user-group", "--shell", "/bin/bash", recipe.user],
                progress, "useradd")
     if recipe.passwordless_sudo:
@@ -117,7 +119,7 @@ async def build_rootfs(recipe: Recipe, parent: Path, progress: ProgressCallback,
         argv += [recipe.suite, str(rootfs), *_sources(recipe.suite)]
         progress(f"building template {recipe.name} ({recipe.suite}, "
                  f"{len(recipe.packages)} packages) with mmdebstrap")
-        await _run(argv, progress, "mmdebstrap")
+        await run_step(argv, progress, "mmdebstrap")
         await _customize(rootfs, recipe, progress)
         progress(f"shifting ownership to host ids {recipe.id_base}..")
         count = await asyncio.to_thread(shift_ownership, rootfs, recipe.id_base, id_size)

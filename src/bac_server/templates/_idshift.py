@@ -33,10 +33,13 @@ def _check_xattrs(path: str) -> None:
             )
 
 
-def shift_ownership(root: Path, base: int, size: int) -> int:
-    """Add ``base`` to every owner uid/gid under ``root``; returns the number of inodes.
+def shift_ownership(root: Path, base: int, size: int, *, from_base: int = 0) -> int:
+    """Move every owner uid/gid under ``root`` from ``from_base + N`` to ``base + N``;
+    returns the number of inodes.
 
-    The tree must not be in use (it is a fresh build directory)."""
+    ``from_base`` is non-zero when a shifted tree is brought back to container ids (to
+    build a derived template in a chroot). The tree must not be in use (it is a fresh
+    build directory)."""
     seen: set[tuple[int, int]] = set()
     count = 0
     root_dev = root.lstat().st_dev
@@ -50,13 +53,15 @@ def shift_ownership(root: Path, base: int, size: int) -> int:
             if (info.st_dev, info.st_ino) in seen:
                 continue
             seen.add((info.st_dev, info.st_ino))
-            if info.st_uid >= size or info.st_gid >= size:
+            uid, gid = info.st_uid - from_base, info.st_gid - from_base
+            if not (0 <= uid < size and 0 <= gid < size):
                 raise TemplateBuildError(
                     f"{path} is owned by {info.st_uid}:{info.st_gid}, outside the mapped range"
                 )
             _check_xattrs(path)
-            # SECURITY: gives the file to the sandbox id range; never to a host id below it.
-            os.lchown(path, base + info.st_uid, base + info.st_gid)
+            # SECURITY: gives the file to the sandbox id range (or, unshifting a private
+            # build copy, back to container ids); never to any other host id.
+            os.lchown(path, base + uid, base + gid)
             if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
                 os.chmod(path, stat.S_IMODE(info.st_mode))
             count += 1

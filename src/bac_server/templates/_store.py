@@ -5,12 +5,16 @@ by the sandbox id range, which no host user should be able to run)::
 
     .lock                    serialises builds across processes
     base/<digest>/template.json, rootfs/
+    code-interpreter/<digest>/...     a layer on base (digest covers base's digest too)
+    ../cache/{apt,pip,npm}   downloads kept for rebuilds of layers
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -20,11 +24,27 @@ from bac_server.backends.base import TemplateImage, TemplateNotFound
 from bac_server.host import IdRange, default_data_dir
 
 from ._builder import METADATA_FILE, ProgressCallback, build_rootfs
+from ._layer_builder import build_layer
 from ._recipe import Recipe, base_recipe
+from .recipes.code_interpreter import CODE_INTERPRETER, LayerRecipe
 
 _log = logging.getLogger(__name__)
 
 BASE_ALIASES = frozenset({"base"})
+LAYERS: tuple[LayerRecipe, ...] = (CODE_INTERPRETER,)
+# Bump when the layer builder changes what it produces from the same recipe.
+LAYER_BUILDER_VERSION = 1
+
+
+def find_layer(ref: str) -> LayerRecipe | None:
+    """The layer recipe named ``ref`` or aliased so, if any."""
+    return next((r for r in LAYERS if ref == r.name or ref in r.aliases), None)
+
+
+def layer_digest(recipe: LayerRecipe, parent_digest: str, id_base: int) -> str:
+    blob = json.dumps([dataclasses.asdict(recipe), parent_digest, id_base,
+                       LAYER_BUILDER_VERSION], sort_keys=True, default=bytes.hex).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def _log_progress(line: str) -> None:
@@ -44,8 +64,8 @@ class TemplateStore:
     def base_recipe(self) -> Recipe:
         return base_recipe(self.id_range.base)
 
-    def _image(self, build_dir: Path) -> TemplateImage:
-        return TemplateImage(template_id="base", rootfs=build_dir / "rootfs",
+    def _image(self, build_dir: Path, template_id: str = "base") -> TemplateImage:
+        return TemplateImage(template_id=template_id, rootfs=build_dir / "rootfs",
                              default_user="user", default_workdir="/home/user",
                              allow_setuid=True)
 
@@ -63,6 +83,9 @@ class TemplateStore:
 
     async def get(self, template_id_or_alias: str) -> TemplateImage:
         """The built template; raises ``TemplateNotFound`` when unknown or not built."""
+        layer = find_layer(template_id_or_alias)
+        if layer is not None:
+            return self._layer_image(layer)
         if template_id_or_alias not in BASE_ALIASES:
             raise TemplateNotFound(f"template '{template_id_or_alias}' not found")
         current = self.root / "base" / self.base_recipe.digest()
@@ -98,3 +121,45 @@ class TemplateStore:
             finally:
                 os.close(lock_fd)
         return self._image(target)
+
+    def _layer_image(self, recipe: LayerRecipe) -> TemplateImage:
+        digest = layer_digest(recipe, self.base_recipe.digest(), self.id_range.base)
+        current = self.root / recipe.name / digest
+        if (current / METADATA_FILE).is_file():
+            return self._image(current, recipe.name)
+        older = [b for b in self._complete_builds(recipe.name) if self._matching_id_range(b)]
+        if older:
+            _log.warning("template %s: recipe changed, using the previous build %s until "
+                         "it is rebuilt (bac setup)", recipe.name, older[-1].name)
+            return self._image(older[-1], recipe.name)
+        raise TemplateNotFound(
+            f"template '{recipe.name}' is not built yet; run scripts/setup "
+            "(python -m bac_server.prepare)")
+
+    async def ensure(self, template_id_or_alias: str,
+                     progress: ProgressCallback | None = None) -> TemplateImage:
+        """Build the template (and what it derives from) unless built. Idempotent."""
+        recipe = find_layer(template_id_or_alias)
+        if recipe is None:
+            if template_id_or_alias in BASE_ALIASES:
+                return await self.ensure_base(progress)
+            raise TemplateNotFound(f"template '{template_id_or_alias}' not found")
+        report = progress or _log_progress
+        base = await self.ensure_base(report)
+        digest = layer_digest(recipe, base.rootfs.parent.name, self.id_range.base)
+        target = self.root / recipe.name / digest
+        async with self._build_lock:
+            if (target / METADATA_FILE).is_file():
+                return self._image(target, recipe.name)
+            lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+                if not (target / METADATA_FILE).is_file():
+                    (self.root / recipe.name).mkdir(mode=0o700, exist_ok=True)
+                    await build_layer(recipe, digest, base.rootfs, self.root / recipe.name,
+                                      cache_root=self.data_dir / "cache",
+                                      id_base=self.id_range.base, id_size=self.id_range.size,
+                                      progress=report)
+            finally:
+                os.close(lock_fd)
+        return self._image(target, recipe.name)

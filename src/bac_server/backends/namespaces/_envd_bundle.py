@@ -2,8 +2,11 @@
 
 The bundle is built with the host's pip for the *template's* Python (binary wheels only,
 ``--target``), plus copies of ``bac_envd`` and ``bac_protocol``, byte-compiled once so
-no sandbox compiles at start-up. Its directory name is a hash of everything in it, so a
-change to envd's code or pins gives a new bundle and old sandboxes keep theirs.
+no sandbox compiles at start-up. Other guest code that templates run (``bac_kernel``, the
+code interpreter) goes in ``guest/``, without its dependencies: those are the template's,
+and ``guest/`` is on the PYTHONPATH of the template's start command only. Its directory
+name is a hash of everything in it, so a change to envd's code or pins gives a new bundle
+and old sandboxes keep theirs.
 
 Third-party dependencies are found by reading envd's imports and pinned to the versions
 installed next to the server, so envd runs inside exactly what the tests ran against.
@@ -27,6 +30,8 @@ from bac_server.host import remove_tree
 
 Progress = Callable[[str], None]
 GUEST_PACKAGES = ("bac_envd", "bac_protocol")
+# Code for templates' own services, mounted at /opt/bac/guest (dependencies not bundled).
+TEMPLATE_GUEST_PACKAGES = ("bac_kernel",)
 _EXTRA_PINS = ("h11",)  # uvicorn's HTTP/1.1 parser, chosen explicitly by envd
 
 
@@ -41,9 +46,9 @@ def _package_dir(name: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _sources() -> list[tuple[str, Path]]:
+def _sources(packages: tuple[str, ...] = GUEST_PACKAGES) -> list[tuple[str, Path]]:
     files: list[tuple[str, Path]] = []
-    for name in GUEST_PACKAGES:
+    for name in packages:
         root = _package_dir(name)
         for path in sorted(root.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
@@ -87,7 +92,7 @@ def bundle_digest(python_version: str) -> str:
     digest = hashlib.sha256()
     digest.update(f"{python_version}|{platform.machine()}|".encode())
     digest.update("\n".join(envd_requirements()).encode())
-    for relative, path in _sources():
+    for relative, path in _sources() + _sources(TEMPLATE_GUEST_PACKAGES):
         digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
@@ -115,18 +120,22 @@ def _copy_guest_code(lib: Path) -> None:
     for name in GUEST_PACKAGES:
         shutil.copytree(_package_dir(name), lib / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in TEMPLATE_GUEST_PACKAGES:
+        shutil.copytree(_package_dir(name), lib.parent / "guest" / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 async def _compile(lib: Path, rootfs: Path, python_version: str) -> None:
     """Byte-compile with the template's interpreter version (unchecked hashes: no stat)."""
     if f"{sys.version_info[0]}.{sys.version_info[1]}" == python_version:
         await _run([sys.executable, "-m", "compileall", "-q", "-j", "0",
-                    "--invalidation-mode", "unchecked-hash", str(lib)], "compileall")
+                    "--invalidation-mode", "unchecked-hash", str(lib), str(lib.parent / "guest")],
+                   "compileall")
         return
     # A different host Python writes unusable .pyc files: use the template's own
     # interpreter, in a private mount namespace, against the bundle bound at /opt/bac.
     script = ('mount --bind "$1" "$2/opt/bac" && exec chroot "$2" /usr/bin/python3 -m '
-              'compileall -q -j 0 --invalidation-mode unchecked-hash /opt/bac/lib')
+              'compileall -q -j 0 --invalidation-mode unchecked-hash /opt/bac/lib /opt/bac/guest')
     await _run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
                 str(lib.parent), str(rootfs)], "compileall (template python)")
 

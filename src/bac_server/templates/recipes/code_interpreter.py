@@ -43,9 +43,10 @@ class LayerRecipe:
     parent: str
     debian_packages: tuple[str, ...]
     pypi_packages: tuple[str, ...]
+    #: Installed into the template's /usr/local with the host's npm.
     npm_global_packages: tuple[str, ...]
-    #: Bac's own packages that must be importable by the template's python3 (copied or
-    #: mounted next to envd's bundle, on PYTHONPATH).
+    #: Bac's own packages that must be importable by the template's python3 (in envd's
+    #: bundle under /opt/bac/guest, on the start command's PYTHONPATH).
     guest_packages: tuple[str, ...]
     start: StartCommand
     #: Commands run as root after the packages are installed (each one argv).
@@ -58,9 +59,10 @@ CODE_INTERPRETER = LayerRecipe(
     aliases=("code-interpreter-v1",),
     parent="base",
     debian_packages=(
-        # JavaScript/TypeScript kernel runtime (tslab ships prebuilt zeromq binaries).
+        # JavaScript/TypeScript kernel runtime (tslab ships prebuilt zeromq binaries). npm
+        # itself is not installed: Debian's pulls in hundreds of packages, so the builder
+        # installs the npm packages with the host's npm.
         "nodejs",
-        "npm",
         # R kernel.
         "r-base-core",
         "r-cran-irkernel",
@@ -93,7 +95,7 @@ CODE_INTERPRETER = LayerRecipe(
         ),
         user="user",
         cwd="/home/user",
-        env=(("PYTHONPATH", "/opt/bac"),),
+        env=(("PYTHONPATH", "/opt/bac/guest"),),
         ready_line=b"ready\n",
         ready_url=f"http://127.0.0.1:{KERNEL_PORT}/health",
         restart_on_exit=True,
