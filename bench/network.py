@@ -1,0 +1,180 @@
+"""Sandbox networking costs, measured against a fake internet of namespaces on this host.
+
+1. setup: what networking adds to a sandbox create — the netns and veth over netlink, then
+   the egress policy (one nft transaction) and the resolver's sockets — and its removal;
+2. throughput: bytes from a sandbox to a fake-internet host through NAT, forwarding and the
+   policy chain, versus the host sending to the same server over the raw veth;
+3. gateway: HTTP request latency to a sandbox port through Bac's gateway versus directly
+   to the sandbox's address (keep-alive clients, sequential requests).
+
+Needs root and a built base template; sends traffic only to namespaces it makes.
+
+    .venv/bin/python bench/network.py [-n 30] [--mbytes 256] [--requests 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in ("tests/integration/network", "tests/integration/backend", "tests/compat"):
+    sys.path.insert(0, str(ROOT / extra))
+
+from backend_harness import backend_and_factory, base_template, private_data_dir  # noqa: E402
+from fake_internet import SITE_A, fake_internet  # noqa: E402
+
+from bac_server.backends.base import TemplateImage  # noqa: E402
+from bac_server.backends.egress import EgressPolicy  # noqa: E402
+from bac_server.backends.namespaces._addresses import AddressPool, LeaseOwner  # noqa: E402
+from bac_server.backends.namespaces._egress import Egress  # noqa: E402
+from bac_server.backends.namespaces._netns import create_netns, delete_veth  # noqa: E402
+from bac_server.host import remove_tree  # noqa: E402
+
+SINK_PORT = 9000
+_SEND = """
+import socket, time
+data = bytes(1 << 20)
+s = socket.create_connection(("{host}", {port}), 10)
+t = time.perf_counter()
+for _ in range({mbytes}):
+    s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+s.recv(64)
+print(time.perf_counter() - t)
+"""
+
+
+def _ms(values: list[float]) -> str:
+    ordered = sorted(values)
+    return (f"p50 {statistics.median(ordered) * 1000:6.2f} ms  "
+            f"p90 {ordered[int(len(ordered) * 0.9)] * 1000:6.2f} ms")
+
+
+async def setup_cost(n: int) -> None:
+    leases_dir = private_data_dir() / "bench-leases"
+    pool = AddressPool("10.202.0.0/16", Path("/run/bac/addresses"), "bacs")
+    egress = Egress(pool, (), ())
+    await egress.start()
+    netns, attach, detach = [], [], []
+    for _ in range(n):
+        lease = pool.lease(LeaseOwner(str(leases_dir), f"bench-{os.getpid()}"))
+        slot = leases_dir / str(lease.index)
+        slot.mkdir(parents=True, exist_ok=True)
+        try:
+            t0 = time.perf_counter()
+            fd = await create_netns(lease)
+            t1 = time.perf_counter()
+            await egress.attach(slot, lease.veth, lease.host_address, lease.sandbox_address,
+                                EgressPolicy())
+            t2 = time.perf_counter()
+            await egress.detach(slot, lease.veth, lease.host_address, lease.sandbox_address)
+            await delete_veth(lease.veth)
+            t3 = time.perf_counter()
+            os.close(fd)
+            netns.append(t1 - t0)
+            attach.append(t2 - t1)
+            detach.append(t3 - t2)
+        finally:
+            pool.release(lease.index, str(leases_dir))
+    egress.close()
+    remove_tree(leases_dir)
+    print(f"setup  netns+veth (netlink)      {_ms(netns)}")
+    print(f"setup  egress policy + resolver  {_ms(attach)}")
+    total = [a + b for a, b in zip(netns, attach, strict=True)]
+    print(f"setup  total added to a create   {_ms(total)}")
+    print(f"remove policy + veth             {_ms(detach)}")
+
+
+def _host_send(mbytes: int) -> float:
+    data = bytes(1 << 20)
+    with socket.create_connection((SITE_A, SINK_PORT), 10) as sock:
+        started = time.perf_counter()
+        for _ in range(mbytes):
+            sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        sock.recv(64)
+        return time.perf_counter() - started
+
+
+async def throughput_and_gateway(template: TemplateImage, mbytes: int, requests: int,
+                                 dns: str) -> None:
+    data_dir = private_data_dir()
+    async with backend_and_factory(template, data_dir=data_dir, pool_size=0,
+                                   dns_upstreams=(dns,)) as (_backend, make):
+        sbx = await make()
+        result = await sbx.python(_SEND.format(host=SITE_A, port=SINK_PORT, mbytes=mbytes))
+        nat_s = float(result.stdout.strip().splitlines()[-1])
+        raw_s = await asyncio.to_thread(_host_send, mbytes)
+        print(f"throughput sandbox -> fake host via NAT  {mbytes / nat_s:8.0f} MB/s")
+        print(f"throughput host -> fake host, raw veth   {mbytes / raw_s:8.0f} MB/s")
+        print(f"ratio NAT / raw                          {raw_s / nat_s:8.2f}")
+    remove_tree(data_dir)
+    await asyncio.to_thread(gateway_latency, requests, dns)
+
+
+def gateway_latency(requests: int, dns: str) -> None:
+    import httpx
+    from bac_process import running
+    from e2b import Sandbox
+
+    # One write per response: a header/body split would meet delayed ACKs (40 ms).
+    serve = ("import http.server as h\n"
+             "class H(h.BaseHTTPRequestHandler):\n"
+             "    protocol_version = 'HTTP/1.1'\n"
+             "    def do_GET(self):\n"
+             "        self.wfile.write(b'HTTP/1.1 200 OK\\r\\nContent-Length: 100\\r\\n\\r\\n'"
+             " + b'x' * 100)\n"
+             "    def log_message(self, *args):\n"
+             "        pass\n"
+             "h.ThreadingHTTPServer(('0.0.0.0', 8000), H).serve_forever()\n")
+    with running("bench-network", BAC_DNS_UPSTREAMS=dns, BAC_POOL_SIZE="1") as server:
+        key = server.create_key("bench")
+        sbx = Sandbox.create(api_key=key, api_url=server.url, sandbox_url=server.url)
+        try:
+            sbx.files.write("/tmp/serve.py", serve)
+            sbx.commands.run("cd /home/user && python3 /tmp/serve.py", background=True)
+            sbx.commands.run("for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8000) "
+                             "2>/dev/null && break; sleep 0.1; done")
+            address = sbx.commands.run("hostname -I").stdout.split()[0]
+            route = {"E2b-Sandbox-Id": sbx.sandbox_id, "E2b-Sandbox-Port": "8000"}
+            timings = {}
+            for label, url, headers in (("direct ", f"http://{address}:8000", {}),
+                                        ("gateway", server.url, route)):
+                with httpx.Client(base_url=url, headers=headers, trust_env=False) as client:
+                    for _ in range(50):  # warm up connections and caches
+                        client.get("/index.html")
+                    samples = []
+                    for _ in range(requests):
+                        started = time.perf_counter()
+                        assert client.get("/index.html").status_code == 200
+                        samples.append(time.perf_counter() - started)
+                timings[label] = samples
+                print(f"http {label} {_ms(samples)}")
+            added = statistics.median(timings["gateway"]) - statistics.median(timings["direct "])
+            print(f"gateway overhead p50 {added * 1000:.2f} ms per request")
+        finally:
+            sbx.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-n", type=int, default=30, help="sandbox network set-ups to time")
+    parser.add_argument("--mbytes", type=int, default=256, help="MiB sent per direction")
+    parser.add_argument("--requests", type=int, default=500, help="HTTP requests per path")
+    args = parser.parse_args()
+    with fake_internet() as net:
+        asyncio.run(setup_cost(args.n))
+        template = base_template()
+        asyncio.run(throughput_and_gateway(template, args.mbytes, args.requests,
+                                           net.dns_server))
+
+
+if __name__ == "__main__":
+    main()
