@@ -127,23 +127,28 @@ class Egress:
                      sandbox_address: str, policy: EgressPolicy, old_specs: int = 0) -> None:
         names = SandboxNames(veth, host_address)
         entry = _Sandbox(names, slot_dir / STATE_FILE, policy)
-        await asyncio.to_thread(_save, entry.state, policy)
-        # SECURITY: installs the sandbox's policy; until this commits its veth has no
-        # entry in the egress map and everything it sends is rejected.
-        await asyncio.to_thread(_apply, install_script(names, policy, self._exempt, old_specs),
-                                self._pool.veth_prefix)
+        await self._listeners.listen(host_address)
+        script = (install_script(names, policy, self._exempt, old_specs)
+                  + dns_listener_script(names, add=True))
+        try:
+            # SECURITY: installs the sandbox's policy; until this commits its veth has no
+            # entry in the egress map and everything it sends is rejected.
+            await asyncio.to_thread(self._commit, entry.state, policy, script)
+        except BaseException:
+            self._listeners.close(host_address)
+            raise
         self._by_address[sandbox_address] = entry
         self._by_veth[veth] = entry
-        await self._listeners.listen(host_address)
-        await asyncio.to_thread(_apply, dns_listener_script(names, add=True),
-                                self._pool.veth_prefix)
+
+    def _commit(self, state: Path, policy: EgressPolicy, script: str) -> None:
+        _save(state, policy)
+        _apply(script, self._pool.veth_prefix)
 
     async def update(self, veth: str, policy: EgressPolicy) -> None:
         entry = self._by_veth[veth]
         old = len(port_specs(entry.policy))
-        await asyncio.to_thread(_save, entry.state, policy)
-        await asyncio.to_thread(_apply, install_script(entry.names, policy, self._exempt, old),
-                                self._pool.veth_prefix)
+        await asyncio.to_thread(self._commit, entry.state, policy,
+                                install_script(entry.names, policy, self._exempt, old))
         entry.policy = policy
 
     async def detach(self, slot_dir: Path, veth: str, host_address: str,
