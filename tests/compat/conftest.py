@@ -31,9 +31,12 @@ def server() -> Iterator[ServerProcess]:
         yield srv
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="module", autouse=True)
 def e2b_env(server: ServerProcess) -> Iterator[None]:
-    """Point the SDK at the server the way users do: environment variables only."""
+    """Point the SDK at the server the way users do: environment variables only.
+
+    Module-scoped so the variables are gone again before other test directories run:
+    Bac's own SDK honours E2B_SANDBOX_URL too, and would send their traffic here."""
     saved = {k: os.environ.get(k) for k in ("E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY")}
     os.environ["E2B_API_URL"] = server.url
     os.environ["E2B_SANDBOX_URL"] = server.url
