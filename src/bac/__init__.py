@@ -12,6 +12,14 @@ the environment: ``BAC_API_URL`` (default ``http://localhost:3000``) and
 ``BAC_API_KEY``, with ``E2B_API_URL``/``E2B_API_KEY`` accepted as fallbacks.
 """
 
+from bac._code_results import (
+    Context,
+    Execution,
+    ExecutionError,
+    Logs,
+    OutputMessage,
+    Result,
+)
 from bac._command_handle import AsyncCommandHandle, OutputHandler
 from bac._commands import AsyncCommands
 from bac._config import ConnectionConfig
@@ -81,21 +89,27 @@ __all__ = [
     "Commands",
     "ConnectionConfig",
     "ConnectionOpts",
+    "Context",
     "EntryInfo",
+    "Execution",
+    "ExecutionError",
     "FileType",
     "Filesystem",
     "FilesystemEvent",
     "FilesystemEventType",
     "InvalidArgumentError",
+    "Logs",
     "NotEnoughSpaceError",
     "NotFoundError",
     "OutputHandler",
+    "OutputMessage",
     "PathNotFoundError",
     "PermissionDeniedError",
     "ProcessInfo",
     "Pty",
     "PtySize",
     "RateLimitError",
+    "Result",
     "Sandbox",
     "SandboxError",
     "SandboxInfo",

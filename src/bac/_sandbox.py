@@ -2,7 +2,8 @@
 
 Lifecycle calls (create, connect, info, timeout, kill, list) go to the REST API with
 the team's API key; ``commands``, ``pty`` and ``files`` go to envd through the server's
-gateway with the sandbox's own access token.
+gateway with the sandbox's own access token; ``run_code`` and the code contexts go to the
+kernel server of a code-interpreter sandbox the same way (:mod:`bac._code_methods`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any, Literal, TypedDict, Unpack
 from bac import _errors as e
 from bac import _lifecycle as lifecycle
 from bac._api import ApiClient
+from bac._code import CodeClient
+from bac._code_methods import AsyncCodeMethods
 from bac._commands import AsyncCommands
 from bac._config import ConnectionConfig
 from bac._dual import dual_method
@@ -37,7 +40,7 @@ class ConnectionOpts(TypedDict, total=False):
     headers: dict[str, str] | None
 
 
-class AsyncSandbox:
+class AsyncSandbox(AsyncCodeMethods):
     """A running sandbox. Make one with :meth:`create` or :meth:`connect`.
 
     ::
@@ -62,6 +65,8 @@ class AsyncSandbox:
         self._commands = AsyncCommands(self._envd)
         self._pty = AsyncPty(self._envd, self._commands)
         self._files = AsyncFilesystem(self._envd)
+        self._code = CodeClient(self._config, self._sandbox_id, self._access_token,
+                                self.traffic_access_token, self._envd.is_healthy)
 
     @property
     def sandbox_id(self) -> str:
@@ -224,6 +229,7 @@ class AsyncSandbox:
     async def aclose(self) -> None:
         """Release this object's connections; the sandbox keeps running."""
         await self._envd.aclose()
+        await self._code.aclose()
         await self._api.aclose()
 
     async def __aenter__(self) -> AsyncSandbox:

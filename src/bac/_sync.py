@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Unpack
 
+from bac._code_methods import CodeMethods
 from bac._config import ConnectionConfig
 from bac._dual import dual_method
 from bac._models import SandboxInfo, SandboxQuery
@@ -42,7 +43,7 @@ class SandboxPaginator:
         return PORTAL.run(self._inner.next_items())
 
 
-class Sandbox:
+class Sandbox(CodeMethods):
     """A running sandbox, driven with blocking calls. Make one with :meth:`create`.
 
     ::

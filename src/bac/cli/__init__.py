@@ -13,6 +13,7 @@ from bac.cli._admin import keys, serve
 from bac.cli._exec import exec_
 from bac.cli._files import files
 from bac.cli._output import BacGroup
+from bac.cli._run_code import run_code
 from bac.cli._sandbox import sandbox
 from bac.cli._shell import shell
 
@@ -40,6 +41,7 @@ cli.add_command(sandbox)
 cli.add_command(exec_, name="exec")
 cli.add_command(shell)
 cli.add_command(files)
+cli.add_command(run_code)
 
 
 def main() -> None:
