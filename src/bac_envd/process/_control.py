@@ -18,6 +18,7 @@ from bac_envd.process._table import ProcessNotFound, ProcessTable
 from bac_protocol.envd import process_pb as pb
 
 _SIGNALS = {pb.Signal.SIGKILL: signal.SIGKILL, pb.Signal.SIGTERM: signal.SIGTERM}
+_KILL_REAP_S = 2.0
 
 
 async def _write(proc: ManagedProcess, process_input: Any) -> None:
@@ -86,6 +87,10 @@ class ProcessControl:
         if signum is None:
             raise ConnectError(Code.UNIMPLEMENTED, f"invalid signal: {request.signal}")
         proc.signal(signum)
+        if signum == signal.SIGKILL:
+            # A killed process is gone when the call returns: a List right after a kill
+            # must not show it. SIGKILL cannot be ignored, so this is short; bounded anyway.
+            await proc.wait_reaped(_KILL_REAP_S)
         return pb.SendSignalResponse()
 
     async def close_stdin(self, request: Any, ctx: Any) -> pb.CloseStdinResponse:

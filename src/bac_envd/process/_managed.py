@@ -14,6 +14,7 @@ so a subscriber always sees all output, then exactly one end.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import os
 import signal
@@ -109,6 +110,7 @@ class ManagedProcess:
         self._popen = spawned.popen
         self._subs: set[Subscription] = set()
         self._paused = False
+        self._ended = asyncio.Event()
         self._lifetime: asyncio.TimerHandle | None = None
         self._readers: list[FdReader] = []
         if spawned.pty_fd is not None:
@@ -192,6 +194,11 @@ class ManagedProcess:
             return
         kill_tree(self.pid, signum)
 
+    async def wait_reaped(self, within: float) -> None:
+        """Return once the process has been reaped, or after ``within`` seconds."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), within)
+
     def set_lifetime(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
         self._lifetime = loop.call_later(seconds, self.signal, signal.SIGKILL)
@@ -210,6 +217,7 @@ class ManagedProcess:
         self._pty_fd = None
         self.exit = ExitInfo.from_wait_status(wait_status)
         self.transition(ProcState.EXITED)
+        self._ended.set()
         for sub in self._subs:
             sub.push(self.exit)
         self._subs.clear()
