@@ -126,3 +126,6 @@ class WarmPool:
         records = [r for queue in self._ready.values() for r in queue]
         self._ready.clear()
         await asyncio.gather(*(undo_after_failure(self._ctx, r) for r in records))
+        # Tear-downs of dead candidates started by take() must finish before the loop
+        # goes away, or their slots outlive the server until the next start's sweep.
+        await asyncio.gather(*self._cleanups, return_exceptions=True)
