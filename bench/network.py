@@ -3,7 +3,8 @@
 1. setup: what networking adds to a sandbox create — the netns and veth over netlink, then
    the egress policy (one nft transaction) and the resolver's sockets — and its removal;
 2. throughput: bytes from a sandbox to a fake-internet host through NAT, forwarding and the
-   policy chain, versus the host sending to the same server over the raw veth;
+   policy chain (and through the host-name relay, for an address allowed by a domain
+   rule), versus the host sending to the same server over the raw veth;
 3. gateway: HTTP request latency to a sandbox port through Bac's gateway versus directly
    to the sandbox's address (keep-alive clients, sequential requests).
 
@@ -31,7 +32,7 @@ from backend_harness import backend_and_factory, base_template, private_data_dir
 from fake_internet import SITE_A, fake_internet  # noqa: E402
 
 from bac_server.backends.base import TemplateImage  # noqa: E402
-from bac_server.backends.egress import EgressPolicy  # noqa: E402
+from bac_server.backends.egress import EgressPolicy, WirePolicy, parse_policy  # noqa: E402
 from bac_server.backends.namespaces._addresses import AddressPool, LeaseOwner  # noqa: E402
 from bac_server.backends.namespaces._egress import Egress  # noqa: E402
 from bac_server.backends.namespaces._netns import create_netns, delete_veth  # noqa: E402
@@ -111,10 +112,16 @@ async def throughput_and_gateway(template: TemplateImage, mbytes: int, requests:
         sbx = await make()
         result = await sbx.python(_SEND.format(host=SITE_A, port=SINK_PORT, mbytes=mbytes))
         nat_s = float(result.stdout.strip().splitlines()[-1])
+        named = await make(network=parse_policy(WirePolicy(["allowed.test"], ["0.0.0.0/0"])))
+        result = await named.python(_SEND.format(host="allowed.test", port=SINK_PORT,
+                                                 mbytes=mbytes))
+        relay_s = float(result.stdout.strip().splitlines()[-1])
         raw_s = await asyncio.to_thread(_host_send, mbytes)
         print(f"throughput sandbox -> fake host via NAT  {mbytes / nat_s:8.0f} MB/s")
+        print(f"throughput via the host-name relay       {mbytes / relay_s:8.0f} MB/s")
         print(f"throughput host -> fake host, raw veth   {mbytes / raw_s:8.0f} MB/s")
         print(f"ratio NAT / raw                          {raw_s / nat_s:8.2f}")
+        print(f"ratio relay / raw                        {raw_s / relay_s:8.2f}")
     remove_tree(data_dir)
     await asyncio.to_thread(gateway_latency, requests, dns)
 

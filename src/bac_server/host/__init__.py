@@ -12,12 +12,20 @@ from ._errors import HostChangeFailed, HostSetupError, MissingDependency
 from ._forwarding import ensure_firewall
 from ._mounts import is_mount_point, mount_table, mounts_under
 from ._nft import NftError, nft, nft_json
-from ._nftables import INFRA_DENY, TABLE_FAMILY, TABLE_NAME, render_ruleset, table_present
+from ._nftables import (
+    EGRESS_PROXY_PORT,
+    INFRA_DENY,
+    TABLE_FAMILY,
+    TABLE_NAME,
+    render_ruleset,
+    table_present,
+)
 from ._paths import DEFAULT_DATA_DIR, IdRange, default_data_dir
 from ._prepare import PARENT_CGROUP, HostReport, HostSettings, prepare_host
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "EGRESS_PROXY_PORT",
     "INFRA_DENY",
     "PARENT_CGROUP",
     "TABLE_FAMILY",

@@ -11,8 +11,9 @@ must pass every base chain on a hook, so an ``accept`` elsewhere does not overri
 What the table enforces for every sandbox veth, whatever the sandbox's policy:
 
 * prerouting: a sandbox may only send from its own address (reverse-path check);
-* input (the host's own addresses): only answers to host-opened connections, plus DNS to
-  the resolver listening for that very sandbox (set ``dns_listeners``);
+* input (the host's own addresses): only answers to host-opened connections, DNS to the
+  resolver listening for that very sandbox (set ``dns_listeners``), and connections the
+  sandbox's nat chain redirected to the egress relay (host-name checks);
 * forward: IPv6 never; new connections go to the sandbox's policy chain through the
   verdict map ``egress``; a veth without an entry (a pooled slot, or a sandbox whose
   policy is not installed) is rejected; into a sandbox only answers pass;
@@ -31,6 +32,9 @@ T = f"{TABLE_FAMILY} {TABLE_NAME}"
 # Always denied destinations (unless a server's configuration exempts a range for its
 # sandboxes): "this" network, private ranges, carrier NAT, loopback, link-local (cloud
 # metadata), IETF protocol assignments, multicast, reserved and broadcast.
+# Where the egress relay for host-name checks listens, on each sandbox veth's host end.
+EGRESS_PROXY_PORT = 15001
+
 INFRA_DENY = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
               "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/3")
 
@@ -40,11 +44,13 @@ add chain {t} prerouting {{ type filter hook prerouting priority raw; policy acc
 add chain {t} input {{ type filter hook input priority filter - 10; policy accept; }}
 add chain {t} forward {{ type filter hook forward priority filter - 10; policy accept; }}
 add chain {t} postrouting {{ type nat hook postrouting priority srcnat; policy accept; }}
+add chain {t} prerouting_nat {{ type nat hook prerouting priority dstnat; policy accept; }}
 add chain {t} from_sandbox
 add chain {t} to_sandbox
 add set {t} infra_deny {{ type ipv4_addr; flags interval; auto-merge; }}
 add set {t} dns_listeners {{ type ipv4_addr . ifname; }}
 add map {t} egress {{ type ifname : verdict; }}
+add map {t} proxied {{ type ifname : verdict; }}
 add map {t} tx_bytes {{ type ifname : counter; }}
 add map {t} rx_bytes {{ type ifname : counter; }}
 add element {t} infra_deny {{ {infra} }}
@@ -56,12 +62,14 @@ flush chain {t} prerouting
 flush chain {t} input
 flush chain {t} forward
 flush chain {t} postrouting
+flush chain {t} prerouting_nat
 flush chain {t} from_sandbox
 flush chain {t} to_sandbox
 add rule {t} prerouting iifname "{p}*" fib saddr . iif oif missing drop
 add rule {t} input iifname "{p}*" ct state established,related accept
 add rule {t} input iifname "{p}*" meta l4proto {{ tcp, udp }} th dport 53 \
 ip daddr . iifname @dns_listeners accept
+add rule {t} input iifname "{p}*" tcp dport {proxy} ct status dnat accept
 add rule {t} input iifname "{p}*" reject with icmpx type admin-prohibited
 add rule {t} forward iifname "{p}*" jump from_sandbox
 add rule {t} forward oifname "{p}*" jump to_sandbox
@@ -74,6 +82,7 @@ add rule {t} to_sandbox counter name oifname map @rx_bytes
 add rule {t} to_sandbox ct state established,related accept
 add rule {t} to_sandbox drop
 add rule {t} postrouting iifname "{p}*" oifname != "{p}*" masquerade
+add rule {t} prerouting_nat iifname "{p}*" iifname vmap @proxied
 """
 
 # Only when the host forwarded nothing before Bac turned forwarding on: it still forwards
@@ -90,7 +99,7 @@ def render_ruleset(veth_prefix: str, guard_forwarding: bool = False) -> str:
     _check_prefix(veth_prefix)
     guard = _GUARD.format(t=T, p=veth_prefix) if guard_forwarding else ""
     return (_OBJECTS.format(t=T, infra=", ".join(INFRA_DENY))
-            + _RULES.format(t=T, p=veth_prefix, guard=guard))
+            + _RULES.format(t=T, p=veth_prefix, guard=guard, proxy=EGRESS_PROXY_PORT))
 
 
 def _has_current_shape() -> bool:

@@ -3,13 +3,18 @@ policy by address and by name, runtime changes, internet off, counters and the l
 
 from __future__ import annotations
 
+import os
+
 import pytest
-from backend_harness import SandboxFactory
-from fake_internet import METADATA, SITE_A, SITE_B, SITE_C, WEB_UPLINK
+from backend_harness import Sandbox, SandboxFactory, new_id, private_data_dir
+from e2b import AsyncSandbox
+from fake_internet import METADATA, SITE_A, SITE_B, SITE_C, WEB_UPLINK, FakeInternet
 from probes import reach
 
+from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.egress import EgressPolicy, WirePolicy, parse_policy
-from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.host import remove_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -128,3 +133,54 @@ async def test_counters_and_destination_log(backend: NamespaceBackend,
     usage = await backend.network_usage(sbx.id)
     assert any(d.protocol == "dns" and d.name == "other.test" and not d.allowed
                for d in usage.destinations)
+
+
+async def test_policy_and_resolver_survive_a_server_restart(
+        template: TemplateImage, internet: FakeInternet) -> None:
+    """A new backend on the same data directory puts each re-attached sandbox's saved
+    policy and resolver back: allowed names still resolve, the rest stays refused."""
+    data_dir = private_data_dir().with_name(f"restart-{os.getpid()}")
+    config = {"data_dir": data_dir, "pool_size": 0, "dns_upstreams": (internet.dns_server,)}
+    first = NamespaceBackend(NamespaceConfig(**config))  # type: ignore[arg-type]
+    spec = SandboxSpec(sandbox_id=new_id(), template=template,
+                       network=policy(["allowed.test"], ["0.0.0.0/0"]))
+    endpoint = await first.create(spec)
+    await first.close()  # the server goes away; the sandbox keeps running
+    second = NamespaceBackend(NamespaceConfig(**config))  # type: ignore[arg-type]
+    try:
+        assert await second.list() == [spec.sandbox_id]
+        sdk = await AsyncSandbox.connect(spec.sandbox_id, debug=True,
+                                         sandbox_url=f"http://{endpoint.address}:49983")
+        sbx = Sandbox(spec, endpoint, sdk)
+        found = await reach(sbx, "allowed.test:80", "other.test:80", f"{SITE_B}:80")
+        assert found == {"allowed.test:80": "ok", "other.test:80": "unresolved",
+                         f"{SITE_B}:80": BLOCKED}
+    finally:
+        await second.destroy(spec.sandbox_id)
+        await second.close()
+        remove_tree(data_dir)
+
+
+async def test_host_name_is_checked_where_a_domain_rule_applies(
+        make_sandbox: SandboxFactory) -> None:
+    """An address reachable only through an allowed name serves that name, not others:
+    a request naming another host (HTTP Host) is cut, one naming the allowed host or a
+    name below an allowed wildcard passes, and a CIDR rule is not subject to the check."""
+    sbx = await make_sandbox(network=policy(["allowed.test", "*.wild.test", f"{SITE_C}"],
+                                            ["0.0.0.0/0"]))
+    script = (
+        "import socket, sys\n"
+        "def get(address, host):\n"
+        "    s = socket.create_connection((address, 80), 5)\n"
+        "    s.sendall(f'GET / HTTP/1.1\\r\\nHost: {host}\\r\\nConnection: close\\r\\n\\r\\n'"
+        ".encode())\n"
+        "    data = b''\n"
+        "    while chunk := s.recv(4096):\n"
+        "        data += chunk\n"
+        "    return 'ok' if data.startswith(b'HTTP/1') else 'cut'\n"
+        "a = socket.gethostbyname('allowed.test')\n"
+        "socket.gethostbyname('a.wild.test')\n"
+        f"print(get(a, 'allowed.test'), get(a, 'evil.test'), get(a, 'a.wild.test'), "
+        f"get('{SITE_C}', 'evil.test'))\n")
+    result = await sbx.python(script, user="user")
+    assert result.stdout.split() == ["ok", "cut", "ok", "ok"], result.stderr

@@ -11,52 +11,40 @@ sandbox's sets before the answer is sent, so a connect right after resolving wor
 from __future__ import annotations
 
 import asyncio
-import collections
+import dataclasses
 import ipaddress
 import json
 import logging
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyroute2 import IPRoute
 
-from bac_server.backends.egress import (
-    Destination,
-    EgressPolicy,
-    NetworkUsage,
-    WirePolicy,
-    domain_matches,
-    parse_policy,
+from bac_server.backends.egress import EgressPolicy, NetworkUsage, WirePolicy, parse_policy
+from bac_server.host import (
+    INFRA_DENY,
+    TABLE_FAMILY,
+    TABLE_NAME,
+    NftError,
+    ensure_firewall,
+    nft,
 )
-from bac_server.host import TABLE_FAMILY, TABLE_NAME, NftError, ensure_firewall, nft
 
-from . import _dns_answers as answers
 from ._addresses import AddressPool
 from ._dns import DnsListeners, Upstream, host_nameservers
 from ._egress_log import read_usage
+from ._egress_names import NameChecks, SandboxEgress
+from ._egress_proxy import EgressProxy
 from ._egress_rules import (
     SandboxNames,
     dns_listener_script,
     install_script,
-    pin_script,
     port_specs,
     remove_script,
 )
 
 _log = logging.getLogger(__name__)
 STATE_FILE = "network.json"
-_DNS_LOG = 256
 _SWEEP_SPECS = 16  # the most port ranges a policy's domain rules may use
-
-
-@dataclass
-class _Sandbox:
-    names: SandboxNames
-    state: Path
-    policy: EgressPolicy
-    dns_log: collections.deque[Destination] = field(
-        default_factory=lambda: collections.deque(maxlen=_DNS_LOG))
 
 
 def _save(path: Path, policy: EgressPolicy) -> None:
@@ -100,15 +88,18 @@ def _apply(script: str, veth_prefix: str) -> None:
         nft(script)
 
 
-class Egress:
+class Egress(NameChecks):
     def __init__(self, pool: AddressPool, exempt: tuple[str, ...],
                  upstreams: tuple[str, ...]) -> None:
         self._pool = pool
         self._exempt = [str(ipaddress.IPv4Network(c, strict=False)) for c in exempt]
         self._upstream = Upstream(list(upstreams) or host_nameservers())
         self._listeners = DnsListeners(self._answer)
-        self._by_address: dict[str, _Sandbox] = {}
-        self._by_veth: dict[str, _Sandbox] = {}
+        self._proxy = EgressProxy(self._decide, self._account)
+        self._infra = [ipaddress.IPv4Network(c) for c in INFRA_DENY]
+        self._exempt_nets = [ipaddress.IPv4Network(c) for c in self._exempt]
+        self._by_address: dict[str, SandboxEgress] = {}
+        self._by_veth: dict[str, SandboxEgress] = {}
 
     async def start(self) -> None:
         """Make sure the firewall table is Bac's current one (idempotent, keeps other
@@ -117,6 +108,7 @@ class Egress:
         await asyncio.to_thread(ensure_firewall, self._pool.veth_prefix)
         deny = [str(self._pool.network)]
         deny += await asyncio.to_thread(_connected_subnets, self._pool.veth_prefix)
+        self._infra += [ipaddress.IPv4Network(c) for c in deny]
         # SECURITY: only ever adds to the always-denied set.
         await asyncio.to_thread(
             nft, f"add element {TABLE_FAMILY} {TABLE_NAME} infra_deny {{ {', '.join(deny)} }}")
@@ -126,8 +118,9 @@ class Egress:
     async def attach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str, policy: EgressPolicy, old_specs: int = 0) -> None:
         names = SandboxNames(veth, host_address)
-        entry = _Sandbox(names, slot_dir / STATE_FILE, policy)
+        entry = SandboxEgress(names, slot_dir / STATE_FILE, policy)
         await self._listeners.listen(host_address)
+        await self._proxy.listen(host_address)
         script = (install_script(names, policy, self._exempt, old_specs)
                   + dns_listener_script(names, add=True))
         try:
@@ -136,6 +129,7 @@ class Egress:
             await asyncio.to_thread(self._commit, entry.state, policy, script)
         except BaseException:
             self._listeners.close(host_address)
+            self._proxy.close(host_address)
             raise
         self._by_address[sandbox_address] = entry
         self._by_veth[veth] = entry
@@ -156,6 +150,7 @@ class Egress:
         entry = self._by_veth.pop(veth, None)
         self._by_address.pop(sandbox_address, None)
         self._listeners.close(host_address)
+        self._proxy.close(host_address)
         specs = _SWEEP_SPECS if entry is None else len(port_specs(entry.policy))
         await asyncio.to_thread(_apply, remove_script(SandboxNames(veth, host_address), specs),
                                 self._pool.veth_prefix)
@@ -178,7 +173,10 @@ class Egress:
 
     async def usage(self, veth: str) -> NetworkUsage:
         entry = self._by_veth[veth]
-        return await asyncio.to_thread(read_usage, entry.names, list(entry.dns_log))
+        usage = await asyncio.to_thread(read_usage, entry.names, list(entry.dns_log))
+        return dataclasses.replace(
+            usage, internet_bytes_out=usage.internet_bytes_out + entry.relayed_out,
+            internet_bytes_in=usage.internet_bytes_in + entry.relayed_in)
 
     async def sweep(self) -> None:
         """Remove nft objects of veths whose address lease is gone (a crashed server)."""
@@ -199,48 +197,4 @@ class Egress:
 
     def close(self) -> None:
         self._listeners.close_all()
-
-    # -- the resolver -------------------------------------------------------------------
-
-    def _note(self, entry: _Sandbox, name: str, address: str, allowed: bool) -> None:
-        entry.dns_log.appendleft(Destination(address=address, port=None, protocol="dns",
-                                             allowed=allowed, count=1, name=name,
-                                             last_seen=time.time()))
-
-    async def _pin(self, entry: _Sandbox, name: str, found: list[tuple[str, int]]) -> None:
-        ttl = answers.pin_seconds(max(t for _a, t in found))
-        addresses = sorted({a for a, _t in found})
-        for index, spec in enumerate(port_specs(entry.policy)):
-            if any(r.ports == spec and domain_matches(r.value, name)
-                   for r in entry.policy.allow_domains()):
-                try:
-                    await asyncio.to_thread(nft, pin_script(entry.names, index, addresses, ttl))
-                except NftError:
-                    _log.debug("pinning %s for %s failed (policy changed)", addresses, name)
-
-    async def _answer(self, client: str, wire: bytes) -> bytes | None:
-        entry = self._by_address.get(client)
-        if entry is None:
-            return None
-        question = answers.parse_question(wire)
-        if question is None:
-            return answers.formerr(wire)
-        if entry.policy.name_verdict(question.name) is False:
-            self._note(entry, question.name, "", False)
-            return answers.blocked(question)
-        if question.qtype == "AAAA":
-            return answers.no_data(question)
-        answer = await self._upstream.query(wire)
-        if answer is None:
-            return answers.server_failure(question)
-        _rcode, found = answers.addresses(answer)
-        # The policy may have changed while the upstream answered: decide on the new one.
-        verdict = entry.policy.name_verdict(question.name)
-        if verdict is False:
-            self._note(entry, question.name, "", False)
-            return answers.blocked(question)
-        if verdict and found:
-            await self._pin(entry, question.name, found)
-        for address, _ttl in found or [("", 0)]:
-            self._note(entry, question.name, address, True)
-        return answer
+        self._proxy.close_all()

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bac_server.backends.egress import ALL_TRAFFIC, EgressPolicy, EgressRule, RuleKind
-from bac_server.host import TABLE_FAMILY, TABLE_NAME
+from bac_server.host import EGRESS_PROXY_PORT, TABLE_FAMILY, TABLE_NAME
 
 T = f"{TABLE_FAMILY} {TABLE_NAME}"
 LOG_SIZE = 256  # destinations remembered per sandbox and verdict
@@ -37,6 +37,10 @@ class SandboxNames:
     @property
     def chain(self) -> str:
         return f"p_{self.veth}"
+
+    @property
+    def proxy_chain(self) -> str:
+        return f"x_{self.veth}"
 
     def set(self, kind: str) -> str:
         return f"{kind}_{self.veth}"
@@ -70,6 +74,7 @@ def _kept_objects(n: SandboxNames) -> list[str]:
 def _policy_objects(n: SandboxNames, specs: int) -> list[str]:
     cidr = "type ipv4_addr; flags interval; auto-merge;"
     objects = [f"chain {T} {n.chain}", f"chain {T} ok_{n.veth}", f"chain {T} no_{n.veth}",
+               f"chain {T} {n.proxy_chain}",
                f"set {T} {n.set('a')} {{ {cidr} }}", f"set {T} {n.set('d')} {{ {cidr} }}"]
     objects += [f"set {T} {n.dyn(i)} {{ type ipv4_addr; flags timeout; }}" for i in range(specs)]
     return objects
@@ -77,6 +82,7 @@ def _policy_objects(n: SandboxNames, specs: int) -> list[str]:
 
 def _map_entries(n: SandboxNames) -> list[tuple[str, str, str]]:
     return [("egress", f'"{n.veth}"', f"jump {n.chain}"),
+            ("proxied", f'"{n.veth}"', f"jump {n.proxy_chain}"),
             ("tx_bytes", f'"{n.veth}"', f'"{n.set("tx")}"'),
             ("rx_bytes", f'"{n.veth}"', f'"{n.set("rx")}"')]
 
@@ -101,6 +107,14 @@ def _policy_rules(n: SandboxNames, policy: EgressPolicy, exempt: Sequence[str]) 
             rules.append(f"{_ports(rule)} ip daddr {rule.value} {no}")
     rules.append(no if policy.denies_all else ok)
     rules = [f"add rule {T} {n.chain} {r}" for r in rules]
+    for index, spec in enumerate(port_specs(policy)):
+        # Connections allowed only through a domain rule go to the relay that checks
+        # the host name they open with (TLS SNI / HTTP Host).
+        ports = "" if spec is None else (
+            f" tcp dport {spec[0]}" if spec[0] == spec[1] else f" tcp dport {spec[0]}-{spec[1]}")
+        rules.append(f"add rule {T} {n.proxy_chain} meta l4proto tcp{ports} "
+                     f"ip daddr @{n.dyn(index)} ip daddr != @{n.set('a')} "
+                     f"redirect to :{EGRESS_PROXY_PORT}")
     key = "{ ip daddr . meta l4proto . th dport }"
     rules += [f"add rule {T} ok_{n.veth} {_L4} update @{n.set('seen')} {key}",
               f"add rule {T} ok_{n.veth} accept",
@@ -139,10 +153,11 @@ def install_script(n: SandboxNames, policy: EgressPolicy, exempt: Sequence[str],
                    old_specs: int) -> str:
     """Create or replace the sandbox's policy in one transaction, whatever exists."""
     lines = [f"add {obj}" for obj in _kept_objects(n)]
-    # Unhook the old chain (the entry is re-added below, in the same transaction).
-    lines.append(f"add chain {T} {n.chain}")
-    lines.append(f'add element {T} egress {{ "{n.veth}" : jump {n.chain} }}')
-    lines.append(f'delete element {T} egress {{ "{n.veth}" }}')
+    # Unhook the old chains (the entries are re-added below, in the same transaction).
+    lines += [f"add chain {T} {c}" for c in (n.chain, n.proxy_chain)]
+    for name, key, value in _map_entries(n)[:2]:
+        lines.append(f"add element {T} {name} {{ {key} : {value} }}")
+        lines.append(f"delete element {T} {name} {{ {key} }}")
     lines += _remove_policy(n, old_specs)
     lines += [f"add {obj}" for obj in _policy_objects(n, len(port_specs(policy)))]
     lines += _cidr_sets(n, policy)
@@ -159,7 +174,8 @@ def dns_listener_script(n: SandboxNames, add: bool) -> str:
 
 def remove_script(n: SandboxNames, specs: int) -> str:
     """Delete every object of the sandbox; succeeds whatever exists."""
-    lines = [f"add {obj}" for obj in _kept_objects(n)] + [f"add chain {T} {n.chain}"]
+    lines = [f"add {obj}" for obj in _kept_objects(n)]
+    lines += [f"add chain {T} {c}" for c in (n.chain, n.proxy_chain)]
     for name, key, value in _map_entries(n):
         lines.append(f"add element {T} {name} {{ {key} : {value} }}")
         lines.append(f"delete element {T} {name} {{ {key} }}")

@@ -1,0 +1,135 @@
+"""What the sandboxes' resolver answers and what the egress relay lets through.
+
+Both decide with the sandbox's policy (``Egress`` keeps it per sandbox): the resolver
+answers only names the policy allows and pins their addresses into the sandbox's sets
+before answering; the relay checks the host name a connection opens with where a domain
+rule applies. Both keep a bounded log of their decisions, read back as destinations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ipaddress
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bac_server.backends.egress import Destination, EgressPolicy, domain_matches
+from bac_server.host import NftError, nft
+
+from . import _dns_answers as answers
+from ._dns import Upstream
+from ._egress_rules import SandboxNames, pin_script, port_specs
+
+_log = logging.getLogger(__name__)
+_DNS_LOG = 256
+
+
+@dataclass
+class SandboxEgress:
+    names: SandboxNames
+    state: Path
+    policy: EgressPolicy
+    dns_log: collections.deque[Destination] = field(
+        default_factory=lambda: collections.deque(maxlen=_DNS_LOG))
+    relayed_out: int = 0  # bytes through the host-name-checking relay (not forwarded)
+    relayed_in: int = 0
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
+
+class NameChecks:
+    """The resolver's and the relay's decisions (a part of ``Egress``)."""
+
+    _by_address: dict[str, SandboxEgress]
+    _upstream: Upstream
+    _infra: list[ipaddress.IPv4Network]
+    _exempt_nets: list[ipaddress.IPv4Network]
+
+    def _is_infra(self, address: str) -> bool:
+        ip = ipaddress.IPv4Address(address)
+        return any(ip in net for net in self._infra) and \
+            not any(ip in net for net in self._exempt_nets)
+
+    # -- the host-name checking relay ---------------------------------------------------
+
+    def _decide(self, client: str, host: str | None, address: str, port: int) -> bool:
+        entry = self._by_address.get(client)
+        # SECURITY: the relay connects from the host, so it re-checks what the firewall
+        # would have: never the infrastructure, whatever a resolver answered.
+        if entry is None or self._is_infra(address):
+            return False
+        if host is None or _is_address(host):
+            # No name in the opening: decided on the address, pinned for an allowed name.
+            allowed = True
+            host = next((d.name for d in entry.dns_log
+                         if d.address == address and d.protocol == "dns"), None)
+        else:
+            allowed = any(domain_matches(r.value, host)
+                          and (r.ports is None or r.ports[0] <= port <= r.ports[1])
+                          for r in entry.policy.allow_domains())
+        entry.dns_log.appendleft(Destination(address=address, port=port, protocol="tcp",
+                                             allowed=allowed, count=1, name=host,
+                                             last_seen=time.time()))
+        return allowed
+
+    def _account(self, client: str, sent: int, received: int) -> None:
+        entry = self._by_address.get(client)
+        if entry is not None:
+            entry.relayed_out += sent
+            entry.relayed_in += received
+
+    # -- the resolver -------------------------------------------------------------------
+
+    def _note(self, entry: SandboxEgress, name: str, address: str, allowed: bool) -> None:
+        entry.dns_log.appendleft(Destination(address=address, port=None, protocol="dns",
+                                             allowed=allowed, count=1, name=name,
+                                             last_seen=time.time()))
+
+    async def _pin(self, entry: SandboxEgress, name: str, found: list[tuple[str, int]]) -> None:
+        ttl = answers.pin_seconds(max(t for _a, t in found))
+        # An allowed name answering with an infrastructure address gets nothing pinned.
+        addresses = sorted({a for a, _t in found if not self._is_infra(a)})
+        if not addresses:
+            return
+        for index, spec in enumerate(port_specs(entry.policy)):
+            if any(r.ports == spec and domain_matches(r.value, name)
+                   for r in entry.policy.allow_domains()):
+                try:
+                    await asyncio.to_thread(nft, pin_script(entry.names, index, addresses, ttl))
+                except NftError:
+                    _log.debug("pinning %s for %s failed (policy changed)", addresses, name)
+
+    async def _answer(self, client: str, wire: bytes) -> bytes | None:
+        entry = self._by_address.get(client)
+        if entry is None:
+            return None
+        question = answers.parse_question(wire)
+        if question is None:
+            return answers.formerr(wire)
+        if entry.policy.name_verdict(question.name) is False:
+            self._note(entry, question.name, "", False)
+            return answers.blocked(question)
+        if question.qtype == "AAAA":
+            return answers.no_data(question)
+        answer = await self._upstream.query(wire)
+        if answer is None:
+            return answers.server_failure(question)
+        _rcode, found = answers.addresses(answer)
+        # The policy may have changed while the upstream answered: decide on the new one.
+        verdict = entry.policy.name_verdict(question.name)
+        if verdict is False:
+            self._note(entry, question.name, "", False)
+            return answers.blocked(question)
+        if verdict and found:
+            await self._pin(entry, question.name, found)
+        for address, _ttl in found or [("", 0)]:
+            self._note(entry, question.name, address, True)
+        return answer
