@@ -55,3 +55,17 @@ if [ "$(cat /proc/sys/user/max_user_namespaces 2>/dev/null || echo 0)" = 0 ]; th
 fi
 bash "$(dirname "$0")/build-criu.sh" || echo "setup-host: no working CRIU >= 4.1: pause keeps memory resident (freezer) or filesystem-only" >&2
 crun --version | head -1
+
+# Kernels the code interpreter's host-side tests drive (the code-interpreter template
+# installs its own copies): R's IRkernel from Debian, tslab (JavaScript/TypeScript) from npm.
+# npm itself also installs tslab into that template, so it is required, not optional.
+if ! dpkg-query -W -f='${Status}' r-cran-irkernel 2>/dev/null | grep -q "install ok installed"; then
+    echo "setup-host: installing r-cran-irkernel"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends r-cran-irkernel
+fi
+if ! command -v npm >/dev/null 2>&1; then
+    echo "setup-host: installing nodejs and npm"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+command -v tslab >/dev/null 2>&1 || npm install -g --silent tslab@1.0.22
