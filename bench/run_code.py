@@ -18,7 +18,10 @@ each three ways, interleaved in rounds so machine load hits all of them alike:
 It also times a cold start: server process spawned → first `1+1` result (kernel started
 ahead by the server), next to a bare AsyncKernelManager start + first result.
 
-    .venv/bin/python bench/run_code.py [-n 300] [--df-n 30] [--cold 3]
+With ``--sandbox N`` it also starts a real Bac server and times Bac's SDK from
+``Sandbox.create("code-interpreter-v1")`` to the first result, next to that floor.
+
+    .venv/bin/python bench/run_code.py [-n 300] [--df-n 30] [--cold 3] [--sandbox 3]
 """
 
 from __future__ import annotations
@@ -186,11 +189,33 @@ def cold_start(cwd: str, n: int) -> None:
           f"ratio {s50 / f50:.2f}   (n={n})")  # fmt: skip
 
 
+def through_server(n: int) -> None:
+    """Bac's SDK through a real server: create a code-interpreter sandbox → first result."""
+    import bac
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration",
+                                    "sdk"))
+    from sdk_server import running_server
+
+    times: list[float] = []
+    with running_server() as server:
+        for _ in range(n):
+            start = time.perf_counter()
+            with bac.Sandbox.create("code-interpreter-v1", timeout=120, **server.opts()) as box:
+                assert box.run_code("1+1").text == "2"
+                times.append((time.perf_counter() - start) * 1000)
+    print("\nsandbox create → first 1+1 result (bac SDK, real server, no pool)")
+    print(f"  p50 {statistics.median(times):8.1f} ms   max {max(times):8.1f} ms   (n={n}); "
+          "compare with the cold-start floor above")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=300, help="samples per 1+1 variant")
     parser.add_argument("--df-n", type=int, default=30, help="samples per DataFrame variant")
     parser.add_argument("--cold", type=int, default=3, help="cold starts (0 to skip)")
+    parser.add_argument("--sandbox", type=int, default=0,
+                        help="sandbox create → first result through a real server (root)")
     args = parser.parse_args()
     print(f"machine load: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as cwd:
@@ -223,6 +248,8 @@ def main() -> None:
             stop_server(proc)
         if args.cold:
             cold_start(cwd, args.cold)
+    if args.sandbox:
+        through_server(args.sandbox)
     print(f"\nmachine load after: {os.getloadavg()[0]:.2f}")
 
 
