@@ -63,7 +63,7 @@ async def setup_cost(n: int) -> None:
     pool = AddressPool("10.202.0.0/16", Path("/run/bac/addresses"), "bacs")
     egress = Egress(pool, (), ())
     await egress.start()
-    netns, attach, detach = [], [], []
+    netns, attach, detach, veth_del = [], [], [], []
     for _ in range(n):
         lease = pool.lease(LeaseOwner(str(leases_dir), f"bench-{os.getpid()}"))
         slot = leases_dir / str(lease.index)
@@ -76,12 +76,14 @@ async def setup_cost(n: int) -> None:
                                 EgressPolicy())
             t2 = time.perf_counter()
             await egress.detach(slot, lease.veth, lease.host_address, lease.sandbox_address)
-            await delete_veth(lease.veth)
             t3 = time.perf_counter()
+            await delete_veth(lease.veth)
+            t4 = time.perf_counter()
             os.close(fd)
             netns.append(t1 - t0)
             attach.append(t2 - t1)
             detach.append(t3 - t2)
+            veth_del.append(t4 - t3)
         finally:
             pool.release(lease.index, str(leases_dir))
     egress.close()
@@ -90,7 +92,8 @@ async def setup_cost(n: int) -> None:
     print(f"setup  egress policy + resolver  {_ms(attach)}")
     total = [a + b for a, b in zip(netns, attach, strict=True)]
     print(f"setup  total added to a create   {_ms(total)}")
-    print(f"remove policy + veth             {_ms(detach)}")
+    print(f"remove egress policy + resolver  {_ms(detach)}")
+    print(f"remove veth (netlink)            {_ms(veth_del)}")
 
 
 def _host_send(mbytes: int) -> float:
