@@ -18,7 +18,7 @@ from starlette.types import ASGIApp
 
 from bac_server.api import ApiSettings, build_api
 from bac_server.backends.base import TemplateNotFound
-from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ServerConfig
 from bac_server.control import ControlPlane, Limits
 from bac_server.gateway import Dispatcher, Gateway
@@ -44,6 +44,7 @@ def limits_of(config: ServerConfig) -> Limits:
         max_env_vars=config.max_env_vars,
         max_key_bytes=config.max_key_bytes,
         max_value_bytes=config.max_value_bytes,
+        max_checkpoint_bytes_per_team=config.checkpoint_quota_mb * 1024 * 1024,
     )
 
 
@@ -54,6 +55,7 @@ def _csv(value: str) -> tuple[str, ...]:
 def build_backend(config: ServerConfig) -> NamespaceBackend:
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size,
+        runtime=choose_runtime(config.runtime),
         dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt)))
 
 
@@ -97,7 +99,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))
         app.state.plane = plane
-        gateway = Gateway(plane.registry)
+        gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic)
         dispatcher.gateway = gateway
         log.info(
             "bac server ready: %d sandboxes re-attached, %d cleaned",

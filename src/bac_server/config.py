@@ -51,6 +51,11 @@ class ServerConfig:
     max_value_bytes: int = 4_096
     # Sandboxes started ahead per hot template, handed out on create (0 disables).
     pool_size: int = 4
+    # OCI runtime: "auto" (runc when CRIU >= 4.2 is installed, so sandboxes pause with their
+    # memory; crun otherwise), "crun" or "runc".
+    runtime: str = "auto"
+    # Disk all of a team's checkpoints and snapshots may use, MiB (0: no limit).
+    checkpoint_quota_mb: int = 20_480
     # Templates whose pool is kept warm (comma-separated ids or aliases).
     warm_templates: str = "base"
     # Resolvers the sandboxes' DNS forwarder asks, comma-separated IPv4 addresses

@@ -15,10 +15,6 @@ from bac_server.control import CreateRequest, InvalidRequest, egress_policy
 
 def _request(body: NewSandbox) -> CreateRequest:
     """Turn the wire body into the domain request, refusing what this server cannot honour."""
-    if body.autoPause:
-        raise InvalidRequest("autoPause is not supported by this server yet")
-    if body.autoResume is not None and body.autoResume.enabled:
-        raise InvalidRequest("autoResume is not supported by this server yet")
     if body.volumeMounts:
         raise InvalidRequest("volumeMounts: volumes are not supported by this server yet")
     if body.mcp is not None:
@@ -47,6 +43,9 @@ def _request(body: NewSandbox) -> CreateRequest:
         allow_public_traffic=allow_public,
         network=None if network is None else network.model_dump(exclude_none=True),
         allow_internet_access=body.allow_internet_access,
+        on_timeout="pause" if body.autoPause else "kill",
+        pause_memory=body.autoPauseMemory is not False,
+        auto_resume=body.autoResume is not None and body.autoResume.enabled,
         egress=egress,
     )
 

@@ -28,6 +28,7 @@ from bac_server.control import (
     InvalidRequest,
     NotFound,
     NotSupported,
+    QuotaExceeded,
     SandboxCreateFailed,
     TeamLimitExceeded,
     Unauthenticated,
@@ -58,6 +59,7 @@ _CONTROL_STATUS: tuple[tuple[type[ControlError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (TeamLimitExceeded, 429),
+    (QuotaExceeded, 507),
     (NotSupported, 501),
     (SandboxCreateFailed, 500),
 )

@@ -100,3 +100,31 @@ class ResumeRequest(_Strict):
     timeout: StrictInt | None = None
     autoPause: StrictBool | None = None
     memory: StrictBool | None = None
+
+
+class SnapshotRequest(_Strict):
+    """``POST /sandboxes/{id}/snapshots`` (E2B)."""
+
+    name: Name | None = None
+    memory: StrictBool | None = None
+
+
+class ForkRequest(_Strict):
+    """``POST /sandboxes/{id}/fork`` (E2B)."""
+
+    timeout: StrictInt | None = None
+    count: StrictInt | None = None
+
+
+class CheckpointRequest(_Strict):
+    """``POST /sandboxes/{id}/checkpoints`` (Bac)."""
+
+    name: Name | None = None
+    memory: StrictBool | None = None
+
+
+class ScheduleRequest(_Strict):
+    """``PUT /sandboxes/{id}/checkpoints/schedule`` (Bac): null interval stops it."""
+
+    intervalSeconds: StrictInt | None = None
+    keep: StrictInt | None = None

@@ -1,5 +1,8 @@
-"""``POST /sandboxes/{id}/pause``: 204, 409 when already paused, 501 when the backend cannot
-pause (full pause/resume is a later feature)."""
+"""``POST /sandboxes/{id}/pause``: 204; 409 when already paused.
+
+``{"memory": false}`` (E2B ``mode="filesystem"``) keeps the files only; otherwise the
+whole state is saved (see ``control.pausing`` for which pause that is on this host).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from bac_server.api.models import PauseRequest
 
 async def pause_sandbox(request: Request) -> Response:
     caller = await team(request)
-    await read_model(request, PauseRequest, settings(request).max_body_bytes)
-    await plane(request).lifecycle.pause(caller, sandbox_id(request))
+    body = await read_model(request, PauseRequest, settings(request).max_body_bytes)
+    await plane(request).lifecycle.pause(caller, sandbox_id(request),
+                                         memory=body.memory is not False)
     return Response(status_code=204)

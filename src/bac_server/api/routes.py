@@ -8,9 +8,11 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bac_server.api import (
+    checkpoints,
     connect,
     create,
     detail,
+    fork,
     health,
     kill,
     listing,
@@ -18,6 +20,7 @@ from bac_server.api import (
     metrics,
     network,
     pause,
+    snapshots,
     timeout,
 )
 from bac_server.api.context import ApiSettings
@@ -42,6 +45,16 @@ ROUTES = [
     Route("/v2" + _ID + "/connect", connect.connect_v2, methods=["POST"]),
     Route(_ID + "/resume", connect.resume, methods=["POST"]),
     Route(_ID + "/pause", pause.pause_sandbox, methods=["POST"]),
+    Route(_ID + "/snapshots", snapshots.create, methods=["POST"]),
+    Route("/snapshots", snapshots.listing, methods=["GET"]),
+    Route("/templates/{template_id:path}", snapshots.delete, methods=["DELETE"]),
+    Route(_ID + "/fork", fork.fork, methods=["POST"]),
+    Route(_ID + "/checkpoints", checkpoints.take, methods=["POST"]),
+    Route(_ID + "/checkpoints", checkpoints.timeline, methods=["GET"]),
+    Route(_ID + "/checkpoints/schedule", checkpoints.schedule, methods=["PUT"]),
+    Route(_ID + "/checkpoints/{checkpoint_id}/restore", checkpoints.restore,
+          methods=["POST"]),
+    Route(_ID + "/checkpoints/{checkpoint_id}", checkpoints.delete, methods=["DELETE"]),
     Route(_ID + "/metrics", metrics.sandbox_metrics, methods=["GET"]),
     Route(_ID + "/network", network.update_network, methods=["PUT"]),
     Route(_ID + "/network", network.network_usage, methods=["GET"]),

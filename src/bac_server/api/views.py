@@ -69,10 +69,19 @@ def detail(sbx: LiveSandbox, *, envd_version: str, domain: str) -> dict[str, Any
             "allowInternetAccess": sbx.allow_internet_access,
             "domain": domain,
             "network": dict(sbx.network or {}),
-            "lifecycle": {"autoResume": False, "onTimeout": "kill"},
+            "lifecycle": {"autoResume": sbx.auto_resume, "onTimeout": sbx.on_timeout},
         }
     )
+    mode = _pause_mode(sbx)
+    if mode is not None:
+        body["pauseMode"] = mode
     return body
+
+
+def _pause_mode(sbx: LiveSandbox) -> str | None:
+    if sbx.paused_as is None:
+        return None
+    return "filesystem" if sbx.paused_as == "filesystem" else "full"
 
 
 def metric(sample: MetricRecord) -> dict[str, Any]:

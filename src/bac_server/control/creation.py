@@ -18,7 +18,9 @@ from typing import Any, Protocol
 
 from bac_server.backends.base import (
     Backend,
+    Checkpointable,
     ResourceLimitError,
+    SandboxEndpoint,
     SandboxSpec,
     TemplateImage,
     TemplateNotFound,
@@ -26,6 +28,7 @@ from bac_server.backends.base import (
 from bac_server.backends.egress import EgressPolicy
 from bac_server.control.errors import (
     InvalidRequest,
+    NotSupported,
     SandboxCreateFailed,
     TeamLimitExceeded,
     TemplateNotFoundError,
@@ -36,7 +39,7 @@ from bac_server.control.limits import Limits
 from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.states import SandboxState, check_transition
 from bac_server.control.tokens import new_access_token, new_sandbox_id
-from bac_server.store import Store
+from bac_server.store import CheckpointRecord, Store
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,10 @@ class CreateRequest:
     allow_public_traffic: bool = True
     network: dict[str, Any] | None = None
     allow_internet_access: bool | None = None
+    # Lifecycle (E2B ``autoPause``, ``autoPauseMemory``, ``autoResume``).
+    on_timeout: str = "kill"
+    pause_memory: bool = True
+    auto_resume: bool = False
     egress: EgressPolicy = field(default_factory=EgressPolicy)
 
 
@@ -130,9 +137,25 @@ class Creator:
             raise TemplateNotFoundError(ref)
         return found
 
-    async def create(self, team: Team, req: CreateRequest) -> LiveSandbox:
+    async def _snapshot(self, team: Team, ref: str) -> CheckpointRecord | None:
+        """The team's snapshot named ``ref`` (by id or name), if ``ref`` is one."""
+        for found in await self._store.list_checkpoints(team.team_id, kind="snapshot"):
+            if ref in (found.checkpoint_id, found.name):
+                return found
+        return None
+
+    async def create(self, team: Team, req: CreateRequest, *,
+                     from_checkpoint: CheckpointRecord | None = None) -> LiveSandbox:
+        """A new sandbox; from a snapshot when ``req.template`` names one of the team's, or
+        from ``from_checkpoint`` (forks)."""
         timeout, cpus, memory = self.validate(req)
-        image = await self._template(req.template)
+        source = from_checkpoint or await self._snapshot(team, req.template)
+        if source is not None and not isinstance(self._backend, Checkpointable):
+            raise NotSupported(f"the {self._backend.name!r} backend cannot start from snapshots")
+        image = await self._template(source.template_id if source else req.template)
+        if source is not None:
+            cpus = source.cpu_count if req.cpu_count is None else cpus
+            memory = source.memory_mb if req.memory_mb is None else memory
         if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:
             raise TeamLimitExceeded(
                 f"team {team.name!r} already runs {self._limits.max_sandboxes_per_team} "
@@ -150,20 +173,25 @@ class Creator:
             envd_access_token=new_access_token(),
             traffic_access_token=None if req.allow_public_traffic else new_access_token(),
             metadata=dict(req.metadata),
-            env_vars=dict(req.env_vars),
+            env_vars={**(source.env_vars if source else {}), **req.env_vars},
             network=req.network,
             allow_internet_access=req.allow_internet_access,
             started_at=now,
             end_at=now + timedelta(seconds=timeout),
             state=SandboxState.CREATING,
+            on_timeout=req.on_timeout,
+            pause_memory=req.pause_memory,
+            auto_resume=req.auto_resume,
+            timeout_s=timeout,
         )
         # Reserve the slot before the first await so concurrent creates see it.
         self._registry.add(sbx)
-        task = asyncio.create_task(self._make(sbx, image, req.egress))
+        task = asyncio.create_task(self._make(sbx, image, req.egress, source=source))
         return await asyncio.shield(task)
 
     async def _make(self, sbx: LiveSandbox, image: TemplateImage,
-                    egress: EgressPolicy) -> LiveSandbox:
+                    egress: EgressPolicy, *,
+                    source: CheckpointRecord | None = None) -> LiveSandbox:
         spec = SandboxSpec(
             sandbox_id=sbx.sandbox_id,
             template=image,
@@ -184,7 +212,7 @@ class Creator:
         started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
         stored, made = await asyncio.gather(
             self._store.insert_sandbox(row, created, started),
-            self._backend.create(spec),
+            self._start(spec, source),
             return_exceptions=True,
         )
         if isinstance(made, BaseException):
@@ -200,6 +228,14 @@ class Creator:
             self._registry.update(sbx)
             self._lifecycle.arm(sbx)
         return sbx
+
+    async def _start(self, spec: SandboxSpec, source: CheckpointRecord | None
+                     ) -> SandboxEndpoint:
+        if source is None:
+            return await self._backend.create(spec)
+        assert isinstance(self._backend, Checkpointable)
+        return await self._backend.create_from(spec, source.checkpoint_id,
+                                               source_token=source.envd_access_token)
 
     async def _failed(self, sbx: LiveSandbox, exc: BaseException, *, recorded: bool) -> None:
         check_transition(sbx.state, SandboxState.FAILED)

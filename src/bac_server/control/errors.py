@@ -11,6 +11,7 @@ Error tree (server side, control plane)::
     │   └── TemplateNotFoundError   no template with that id or alias
     ├── Conflict                409  the sandbox is not in a state that allows this
     ├── TeamLimitExceeded       429  the team runs as many sandboxes as it may
+    ├── QuotaExceeded           507  the team's checkpoints use all the disk it may
     └── SandboxCreateFailed     500  the backend could not make the sandbox
 """
 
@@ -54,6 +55,10 @@ class Conflict(ControlError):
 
 
 class TeamLimitExceeded(ControlError):
+    pass
+
+
+class QuotaExceeded(ControlError):
     pass
 
 

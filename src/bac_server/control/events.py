@@ -20,6 +20,10 @@ class EventKind(enum.Enum):
     REATTACHED = "reattached"
     PAUSED = "paused"
     RESUMED = "resumed"
+    CHECKPOINTED = "checkpointed"
+    RESTORED = "restored"
+    SNAPSHOT_TAKEN = "snapshot_taken"
+    FORKED = "forked"
     NETWORK_UPDATED = "network_updated"
 
 

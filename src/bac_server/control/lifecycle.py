@@ -2,20 +2,25 @@
 
 Every step takes the sandbox's lock, checks the transition table, updates the registry first
 (so the gateway stops or starts routing at once), then the store, then the backend. Expiry is
-one ``loop.call_later`` timer per running sandbox, re-armed whenever the end time moves.
+one ``loop.call_later`` timer per running sandbox, re-armed whenever the end time moves; at
+the end a sandbox is killed, or paused when it was created with ``autoPause``
+(:mod:`.pausing`). Paused sandboxes never expire: there is no cap on a sandbox's lifetime.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from bac_server.backends.base import Backend, BackendError, Pausable
-from bac_server.control.errors import Conflict, InvalidRequest, NotSupported
+from bac_server.backends.base import Backend, BackendError
+from bac_server.control.errors import Conflict, InvalidRequest
 from bac_server.control.events import EventKind, event
 from bac_server.control.limits import Limits
+from bac_server.control.pausing import Pausing
 from bac_server.control.registry import LiveSandbox, Registry, Team
+from bac_server.control.specs import Templates
 from bac_server.control.states import SandboxState, check_transition
 from bac_server.store import Store
 
@@ -23,12 +28,17 @@ log = logging.getLogger(__name__)
 
 
 class Lifecycle:
-    def __init__(self, *, backend: Backend, store: Store, registry: Registry, limits: Limits):
+    def __init__(self, *, backend: Backend, store: Store, registry: Registry, limits: Limits,
+                 templates: Templates | None = None):
         self._backend = backend
         self._store = store
         self._registry = registry
         self._limits = limits
         self._tasks: set[asyncio.Task[None]] = set()
+        self.pausing = Pausing(backend=backend, store=store, registry=registry,
+                               templates=templates, arm=self.arm)
+        # Called with each sandbox that ended (e.g. to drop its checkpoints).
+        self.on_end: list[Callable[[LiveSandbox], Awaitable[None]]] = []
 
     # timers -------------------------------------------------------------------------------
     def arm(self, sbx: LiveSandbox) -> None:
@@ -57,6 +67,18 @@ class Lifecycle:
             if sbx.end_at > datetime.now(UTC) + timedelta(milliseconds=5):
                 self.arm(sbx)  # extended while this task waited for the lock
                 return
+            if sbx.on_timeout == "pause":
+                try:
+                    await self.pausing.pause(sbx, memory=sbx.pause_memory,
+                                             kind=EventKind.TIMEOUT,
+                                             message="timeout reached: paused (autoPause)")
+                    return
+                except Exception:
+                    # Never lose the sandbox silently: it keeps running, re-armed.
+                    log.exception("auto-pause of %s failed; it keeps running", sandbox_id)
+                    sbx.end_at = datetime.now(UTC) + timedelta(seconds=60)
+                    self.arm(sbx)
+                    return
             await self.end(sbx, SandboxState.KILLED, EventKind.TIMEOUT, "timeout reached")
 
     def close(self) -> None:
@@ -94,6 +116,11 @@ class Lifecycle:
                 # Left for reconciliation: at the next start the backend still lists it
                 # while the store does not, and it is destroyed then.
                 log.exception("destroying sandbox %s failed", sbx.sandbox_id)
+            for hook in self.on_end:
+                try:
+                    await hook(sbx)
+                except Exception:
+                    log.exception("cleaning up after sandbox %s failed", sbx.sandbox_id)
 
     async def kill(self, team: Team, sandbox_id: str) -> None:
         sbx = self._registry.owned(team, sandbox_id)
@@ -144,47 +171,23 @@ class Lifecycle:
         )
         self.arm(sbx)
 
-    # pause / resume (only with a backend that can) ------------------------------------------
-    def _pausable(self) -> Pausable:
-        if not isinstance(self._backend, Pausable):
-            raise NotSupported(
-                f"pausing sandboxes is not supported by the {self._backend.name!r} backend"
-            )
-        return self._backend
-
-    async def pause(self, team: Team, sandbox_id: str) -> None:
+    # pause / resume ----------------------------------------------------------------------
+    async def pause(self, team: Team, sandbox_id: str, *, memory: bool = True) -> None:
         sbx = self._registry.owned(team, sandbox_id)
-        backend = self._pausable()
+        self.pausing.kind_for(memory)  # NotSupported before anything changes
         async with sbx.lock:
+            self._registry.owned(team, sandbox_id)
             if sbx.state is SandboxState.PAUSED:
                 raise Conflict(f"sandbox {sandbox_id!r} is already paused")
-            check_transition(sbx.state, SandboxState.PAUSED)
-            sbx.state = SandboxState.PAUSED
-            self._registry.update(sbx)
-            self.arm(sbx)
-            await backend.pause(sandbox_id)
-            await self._store.update_sandbox(
-                sandbox_id,
-                state=sbx.state.value,
-                event=event(sandbox_id, sbx.team_id, EventKind.PAUSED, "paused by request"),
-            )
+            await self.pausing.pause(sbx, memory=memory, kind=EventKind.PAUSED,
+                                     message="paused by request")
 
-    async def resume(self, team: Team, sandbox_id: str, seconds: int) -> None:
+    async def resume(self, team: Team, sandbox_id: str, seconds: int, *,
+                     memory: bool = True) -> None:
         delta = self._seconds(seconds, "timeout")
         sbx = self._registry.owned(team, sandbox_id)
-        backend = self._pausable()
         async with sbx.lock:
+            self._registry.owned(team, sandbox_id)
             if sbx.state is not SandboxState.PAUSED:
                 raise Conflict(f"sandbox {sandbox_id!r} is already running")
-            endpoint = await backend.resume(sandbox_id)
-            sbx.state = SandboxState.RUNNING
-            sbx.attach(endpoint.address, endpoint.envd_port)
-            sbx.end_at = datetime.now(UTC) + delta
-            self._registry.update(sbx)
-            await self._store.update_sandbox(
-                sandbox_id,
-                state=sbx.state.value,
-                end_at=sbx.end_at,
-                event=event(sandbox_id, sbx.team_id, EventKind.RESUMED, "resumed"),
-            )
-            self.arm(sbx)
+            await self.pausing.resume(sbx, seconds=int(delta.total_seconds()), memory=memory)

@@ -20,3 +20,8 @@ class Limits:
     max_env_vars: int = 256
     max_key_bytes: int = 256
     max_value_bytes: int = 4_096
+    # Disk all of a team's checkpoints and snapshots may use (0: no limit).
+    max_checkpoint_bytes_per_team: int = 20 * 1024**3
+    # Scheduled checkpoints: the shortest interval, and how many a schedule may keep.
+    min_checkpoint_interval_s: int = 60
+    max_checkpoints_kept: int = 100

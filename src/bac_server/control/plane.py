@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 
 from bac_server.backends.base import Backend
+from bac_server.control.checkpoints import Checkpoints
 from bac_server.control.creation import Creator, TemplateSource
 from bac_server.control.history import History
 from bac_server.control.keys import KeyService
@@ -13,8 +14,9 @@ from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
 from bac_server.control.network import NetworkService
 from bac_server.control.reconcile import ReconcileReport, reconcile
-from bac_server.control.registry import Registry
+from bac_server.control.registry import Registry, Team
 from bac_server.control.sampler import MetricsSampler
+from bac_server.control.snapshots import Snapshots
 from bac_server.store import Store
 
 
@@ -35,7 +37,8 @@ class ControlPlane:
         self.registry = Registry()
         self.keys = KeyService(store)
         self.lifecycle = Lifecycle(
-            backend=backend, store=store, registry=self.registry, limits=limits
+            backend=backend, store=store, registry=self.registry, limits=limits,
+            templates=templates,
         )
         self.creator = Creator(
             backend=backend,
@@ -46,6 +49,14 @@ class ControlPlane:
             limits=limits,
         )
         self.history = History(store=store, registry=self.registry)
+        self.checkpoints = Checkpoints(
+            backend=backend, store=store, registry=self.registry, lifecycle=self.lifecycle,
+            limits=limits, templates=templates,
+        )
+        self.snapshots = Snapshots(
+            checkpoints=self.checkpoints, creator=self.creator, store=store,
+            registry=self.registry,
+        )
         self.network = NetworkService(backend=backend, store=store, registry=self.registry)
         self.sampler = MetricsSampler(
             backend=backend,
@@ -63,11 +74,14 @@ class ControlPlane:
             lifecycle=self.lifecycle,
         )
         self._sampler_task = asyncio.create_task(self.sampler.run())
+        for sbx in self.registry.all():
+            self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
         return report
 
     async def stop(self) -> None:
         """Stop timers and sampling. Sandboxes keep running for the next start."""
         self.lifecycle.close()
+        self.checkpoints.close()
         if self._sampler_task is not None:
             self._sampler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -54,6 +54,19 @@ class LiveSandbox:
     started_at: datetime
     end_at: datetime
     state: SandboxState
+    # Pause instead of kill at the timeout (E2B ``autoPause``), with or without memory.
+    on_timeout: str = "kill"  # "kill" | "pause"
+    pause_memory: bool = True
+    # Traffic to a paused sandbox (gateway or SDK) resumes it (E2B ``autoResume``).
+    auto_resume: bool = False
+    # How it is paused now: "freezer" (memory resident), "disk" (saved, memory freed) or
+    # "filesystem" (files only; resume starts it afresh). None while running.
+    paused_as: str | None = None
+    # The timeout it was created with: what an automatic resume grants again.
+    timeout_s: int = 300
+    # Scheduled checkpoints: every ``checkpoint_every_s`` seconds, keeping the last few.
+    checkpoint_every_s: int | None = None
+    checkpoint_keep: int | None = None
     route: Route | None = None
     # Serialises lifecycle steps on this sandbox (kill vs timeout vs connect).
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -85,7 +98,12 @@ class LiveSandbox:
             started_at=rec.started_at,
             end_at=rec.end_at,
             state=SandboxState(rec.state),
+            **_lifecycle_fields(rec.lifecycle or {}),
         )
+
+    def lifecycle(self) -> dict[str, Any]:
+        """The lifecycle settings as the store keeps them."""
+        return {name: getattr(self, name) for name in _LIFECYCLE_FIELDS}
 
     def to_record(self) -> SandboxRecord:
         return SandboxRecord(
@@ -105,7 +123,16 @@ class LiveSandbox:
             env_vars=dict(self.env_vars),
             network=self.network,
             allow_internet_access=self.allow_internet_access,
+            lifecycle=self.lifecycle(),
         )
+
+
+_LIFECYCLE_FIELDS = ("on_timeout", "pause_memory", "auto_resume", "paused_as", "timeout_s",
+                     "checkpoint_every_s", "checkpoint_keep")
+
+
+def _lifecycle_fields(saved: dict[str, Any]) -> dict[str, Any]:
+    return {name: saved[name] for name in _LIFECYCLE_FIELDS if name in saved}
 
 
 class Registry:
@@ -171,7 +198,10 @@ class Registry:
         ]
 
     def live_count(self, team_id: str) -> int:
-        return sum(1 for s in self._sandboxes.values() if s.team_id == team_id)
+        """Sandboxes holding host resources: running ones, and paused ones still in memory
+        (a sandbox paused to disk holds none and may stay paused for ever)."""
+        return sum(1 for s in self._sandboxes.values()
+                   if s.team_id == team_id and s.paused_as in (None, "freezer"))
 
     def all(self) -> list[LiveSandbox]:
         return list(self._sandboxes.values())

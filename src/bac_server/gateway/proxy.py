@@ -1,15 +1,17 @@
 """The gateway: checks a request bound for a sandbox, then relays it (HTTP or WebSocket).
 
 Checks, in order: the sandbox is running (else 502 "was not found", which the SDKs read as
-"sandbox gone"); envd's internal routes are not reachable from outside (403); non-envd ports
-of a sandbox created with ``allowPublicTraffic: false`` need its traffic token (403). The
-envd access token itself is checked by envd, which also accepts signed URLs without it.
+"sandbox gone"; a paused sandbox with auto-resume is resumed first, through ``waker``);
+envd's internal routes are not reachable from outside (403); non-envd ports of a sandbox
+created with ``allowPublicTraffic: false`` need its traffic token (403). The envd access
+token itself is checked by envd, which also accepts signed URLs without it.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Awaitable, Callable
 from urllib.parse import unquote
 
 from starlette.types import Receive, Scope, Send
@@ -46,8 +48,10 @@ def is_internal_path(raw_path: bytes) -> bool:
 
 
 class Gateway:
-    def __init__(self, registry: Registry, pool: Pool | None = None) -> None:
+    def __init__(self, registry: Registry, pool: Pool | None = None, *,
+                 waker: Callable[[str], Awaitable[Route | None]] | None = None) -> None:
         self._registry = registry
+        self._waker = waker
         self._pool = pool or Pool()
         self._http = HttpRelay(self._pool)
         registry.on_gone(self._pool.drop_sandbox)
@@ -75,6 +79,8 @@ class Gateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, target: Target) -> None:
         route = self._registry.route(target.sandbox_id)
+        if route is None and self._waker is not None:
+            route = await self._waker(target.sandbox_id)
         refusal = (502, NOT_FOUND) if route is None else self._refusal(scope, route, target)
         if scope["type"] == "websocket":
             if refusal is not None:

@@ -6,6 +6,7 @@ Only ``bac_server.app`` names a concrete store (``bac_server.store.sql.SqlStore`
 from bac_server.store.base import Store, StoreConflict, StoreError
 from bac_server.store.records import (
     ApiKeyRecord,
+    CheckpointRecord,
     EventRecord,
     MetricRecord,
     SandboxRecord,
@@ -14,6 +15,7 @@ from bac_server.store.records import (
 
 __all__ = [
     "ApiKeyRecord",
+    "CheckpointRecord",
     "EventRecord",
     "MetricRecord",
     "SandboxRecord",

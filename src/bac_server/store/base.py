@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from bac_server.store.records import (
     ApiKeyRecord,
+    CheckpointRecord,
     EventRecord,
     MetricRecord,
     SandboxRecord,
@@ -67,6 +68,7 @@ class Store(Protocol):
         end_at: datetime | None = None,
         ended_at: datetime | None = None,
         event: EventRecord | None = None,
+        lifecycle: dict[str, Any] | None = None,
         network: dict[str, Any] | None = None,
         allow_internet_access: bool | None = None,
     ) -> None: ...
@@ -89,3 +91,23 @@ class Store(Protocol):
     ) -> list[MetricRecord]: ...
 
     async def prune_metrics(self, before: datetime) -> int: ...
+
+    # checkpoints (a sandbox's timeline) and snapshots
+    async def add_checkpoint(self, checkpoint: CheckpointRecord) -> None:
+        """``StoreConflict`` if the id exists."""
+        ...
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None: ...
+
+    async def list_checkpoints(
+        self, team_id: str, *, sandbox_id: str | None = None, kind: str | None = None,
+        name: str | None = None,
+    ) -> list[CheckpointRecord]:
+        """Oldest first."""
+        ...
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> bool: ...
+
+    async def checkpoint_bytes(self, team_id: str) -> int:
+        """Disk used by all of the team's checkpoints and snapshots."""
+        ...

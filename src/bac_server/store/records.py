@@ -44,6 +44,8 @@ class SandboxRecord:
     network: dict[str, Any] | None = None
     allow_internet_access: bool | None = None
     ended_at: datetime | None = None
+    # What happens at the timeout, auto-resume, how it is paused (see control.lifecycle).
+    lifecycle: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,3 +70,24 @@ class MetricRecord:
     mem_cache: int
     disk_used: int
     disk_total: int
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """A saved state of a sandbox: a point of its timeline (``kind="checkpoint"``, ends
+    with the sandbox) or a snapshot (``kind="snapshot"``, outlives it, starts sandboxes)."""
+
+    checkpoint_id: str
+    team_id: str
+    sandbox_id: str  # the sandbox it was taken from
+    kind: str
+    name: str | None
+    created_at: datetime
+    size_bytes: int
+    memory: bool
+    template_id: str
+    # The envd token in force when it was taken: a restored envd still expects it once.
+    envd_access_token: str
+    cpu_count: int
+    memory_mb: int
+    env_vars: dict[str, str] = field(default_factory=dict)

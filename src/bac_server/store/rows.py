@@ -51,6 +51,7 @@ def sandbox_values(s: SandboxRecord) -> dict[str, Any]:
         "env_vars": s.env_vars,
         "network": s.network,
         "allow_internet_access": s.allow_internet_access,
+        "lifecycle": s.lifecycle,
     }
 
 
@@ -73,6 +74,7 @@ def sandbox_record(row: Any) -> SandboxRecord:
         network=row.network,
         allow_internet_access=row.allow_internet_access,
         ended_at=opt_dt(row.ended_at),
+        lifecycle=row.lifecycle,
     )
 
 

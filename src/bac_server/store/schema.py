@@ -51,6 +51,25 @@ sandboxes = sa.Table(
     sa.Column("env_vars", sa.JSON, nullable=False),
     sa.Column("network", sa.JSON, nullable=True),
     sa.Column("allow_internet_access", sa.Boolean, nullable=True),
+    sa.Column("lifecycle", sa.JSON, nullable=True),
+)
+
+checkpoints = sa.Table(
+    "checkpoints",
+    metadata,
+    sa.Column("checkpoint_id", sa.String(64), primary_key=True),
+    sa.Column("team_id", sa.String(64), nullable=False, index=True),
+    sa.Column("sandbox_id", sa.String(64), nullable=False, index=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(255), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("memory", sa.Boolean, nullable=False),
+    sa.Column("template_id", sa.String(255), nullable=False),
+    sa.Column("envd_access_token", sa.String(128), nullable=False),
+    sa.Column("cpu_count", sa.Integer, nullable=False),
+    sa.Column("memory_mb", sa.Integer, nullable=False),
+    sa.Column("env_vars", sa.JSON, nullable=False),
 )
 
 sandbox_events = sa.Table(

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
+from bac_server.store.checkpoint_sql import CheckpointQueries
 from bac_server.store.engine import open_engine
 from bac_server.store.migrations import migrate
 from bac_server.store.records import (
@@ -36,7 +37,7 @@ from bac_server.store.rows import (
 )
 
 
-class SqlStore:
+class SqlStore(CheckpointQueries):
     """One engine, one transaction per call. Open with :meth:`open`."""
 
     def __init__(self, engine: AsyncEngine) -> None:
@@ -130,10 +131,13 @@ class SqlStore:
         end_at: datetime | None = None,
         ended_at: datetime | None = None,
         event: EventRecord | None = None,
+        lifecycle: dict[str, Any] | None = None,
         network: dict[str, Any] | None = None,
         allow_internet_access: bool | None = None,
     ) -> None:
         values: dict[str, Any] = {}
+        if lifecycle is not None:
+            values["lifecycle"] = lifecycle
         if network is not None:
             values["network"] = network
         if allow_internet_access is not None:

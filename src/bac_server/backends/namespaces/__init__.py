@@ -11,6 +11,7 @@ Public API::
 
 from ._backend import NamespaceBackend
 from ._config import NamespaceConfig
+from ._criu import choose_runtime
 from ._envd_bundle import EnvdBundleError, ensure_envd_bundle
 from ._seccomp import DENIED as SECCOMP_DENIED
 
@@ -19,5 +20,6 @@ __all__ = [
     "EnvdBundleError",
     "NamespaceBackend",
     "NamespaceConfig",
+    "choose_runtime",
     "ensure_envd_bundle",
 ]

@@ -52,7 +52,7 @@ async def prepare_checkpoints(ctx: Context) -> Criu | None:
                   ctx.runtime.name)
         return None
     await off_loop(ensure_flat_sysfs)
-    return await find_criu()
+    return await asyncio.to_thread(find_criu)
 
 
 def _suspend_images(ctx: Context, record: SlotRecord) -> Images:

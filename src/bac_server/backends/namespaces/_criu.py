@@ -22,11 +22,11 @@ It carries what runc's command line cannot say:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,28 +48,26 @@ def _version(text: str) -> tuple[int, int, int] | None:
     return int(found.group(1)), int(found.group(2)), int(found.group(3) or 0)
 
 
-async def _run(*argv: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT)
-    out, _ = await proc.communicate()
-    return proc.returncode or 0, out.decode(errors="replace")
+def _run(*argv: str) -> tuple[int, str]:
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False,
+                          timeout=60)
+    return done.returncode, (done.stdout + done.stderr).decode(errors="replace")
 
 
-async def find_criu(explicit: str | None = None) -> Criu | None:
+def find_criu(explicit: str | None = None) -> Criu | None:
     """The first CRIU that is recent enough and passes ``criu check``; None if there is none
-    (the reason is logged once)."""
+    (the reason is logged). Blocking (a few short processes)."""
     names = [explicit] if explicit else [*_CANDIDATES, shutil.which("criu") or ""]
     reasons = []
     for name in filter(None, names):
         if not os.access(name, os.X_OK):
             continue
-        code, out = await _run(name, "--version")
+        code, out = _run(name, "--version")
         version = _version(out) if code == 0 else None
         if version is None or version[:2] < _MIN_VERSION:
             reasons.append(f"{name}: version {version} < {_MIN_VERSION}")
             continue
-        code, out = await _run(name, "check")
+        code, out = _run(name, "check")
         if code != 0:
             reasons.append(f"{name}: 'criu check' failed: {out.strip()[-300:]}")
             continue
@@ -109,3 +107,11 @@ def write_restore_config(path: Path, keys: dict[int, str]) -> None:
             lines.append(f"inherit-fd fd[{fd}]:{key}")
     lines.append("tcp-close")
     path.write_text("".join(line + "\n" for line in lines))
+
+
+def choose_runtime(wanted: str) -> str:
+    """``"auto"``: runc when a usable CRIU is installed (sandboxes can then be saved with
+    their memory), crun otherwise (it starts sandboxes faster). Anything else is kept."""
+    if wanted != "auto":
+        return wanted
+    return "runc" if shutil.which("runc") and find_criu() is not None else "crun"

@@ -1,0 +1,121 @@
+"""Pausing and resuming sandboxes: which kind of pause, and automatic resume on traffic.
+
+Three kinds, chosen here (docs/pause-and-checkpoints.md says why):
+
+* ``disk`` — full state: processes, memory, PTYs, listening sockets and files are saved
+  by the backend (CRIU) and the memory is freed. Survives a server restart and a reboot,
+  lasts as long as the disk does. The default of ``pause`` (E2B ``mode="full"``).
+* ``filesystem`` — files only (E2B ``mode="filesystem"``, ``memory: false``): processes
+  end; resume starts the sandbox afresh on its files.
+* ``freezer`` — processes stopped in place (cgroup freezer), memory stays resident: instant
+  both ways but not durable. Used for a full-state pause only when the backend cannot
+  save memory (no CRIU on the host).
+
+Callers hold ``sbx.lock``. A paused sandbox has no timer: it never expires.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from bac_server.backends.base import Backend, Checkpointable, Pausable
+from bac_server.control.errors import NotSupported
+from bac_server.control.events import EventKind, event
+from bac_server.control.registry import LiveSandbox, Registry, Route
+from bac_server.control.specs import Templates, spec_of
+from bac_server.control.states import SandboxState, check_transition
+from bac_server.store import Store
+
+log = logging.getLogger(__name__)
+
+DISK, FILESYSTEM, FREEZER = "disk", "filesystem", "freezer"
+
+
+class Pausing:
+    def __init__(self, *, backend: Backend, store: Store, registry: Registry,
+                 templates: Templates | None, arm: Callable[[LiveSandbox], None]) -> None:
+        self._backend = backend
+        self._store = store
+        self._registry = registry
+        self._templates = templates
+        self._arm = arm
+
+    def kind_for(self, memory: bool) -> str:
+        """The pause this backend gives for a request with or without memory."""
+        backend = self._backend
+        if isinstance(backend, Checkpointable):
+            if not memory:
+                return FILESYSTEM
+            if backend.memory_checkpoints:
+                return DISK
+        if memory and isinstance(backend, Pausable):
+            return FREEZER
+        raise NotSupported(
+            f"the {backend.name!r} backend cannot pause sandboxes"
+            + ("" if memory else " without their memory"))
+
+    async def pause(self, sbx: LiveSandbox, *, memory: bool, kind: EventKind,
+                    message: str) -> None:
+        paused_as = self.kind_for(memory)
+        check_transition(sbx.state, SandboxState.PAUSED)
+        # The gateway stops routing before the processes stop.
+        sbx.state = SandboxState.PAUSED
+        sbx.paused_as = paused_as
+        self._registry.update(sbx)
+        self._arm(sbx)  # cancels the timer: paused sandboxes do not expire
+        try:
+            if paused_as == FREEZER:
+                assert isinstance(self._backend, Pausable)
+                await self._backend.pause(sbx.sandbox_id)
+            else:
+                assert isinstance(self._backend, Checkpointable)
+                await self._backend.suspend(sbx.sandbox_id, memory=paused_as == DISK)
+        except BaseException:
+            sbx.state, sbx.paused_as = SandboxState.RUNNING, None
+            self._registry.update(sbx)
+            self._arm(sbx)
+            raise
+        await self._store.update_sandbox(
+            sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
+            event=event(sbx.sandbox_id, sbx.team_id, kind, message, mode=paused_as))
+
+    async def resume(self, sbx: LiveSandbox, *, seconds: int, memory: bool = True,
+                     message: str = "resumed") -> None:
+        """``memory=False`` resumes a sandbox paused with its memory by starting it afresh
+        on its files (E2B ``on_resume="reboot"``)."""
+        check_transition(sbx.state, SandboxState.RUNNING)
+        if isinstance(self._backend, Checkpointable) and self._templates is not None:
+            # wake() continues any kind of pause; the spec is for a fresh start.
+            spec = await spec_of(self._templates, sbx)
+            endpoint = await self._backend.wake(spec, memory=memory)
+        elif isinstance(self._backend, Pausable):
+            endpoint = await self._backend.resume(sbx.sandbox_id)
+        else:
+            raise NotSupported(f"the {self._backend.name!r} backend cannot resume it")
+        sbx.state, sbx.paused_as = SandboxState.RUNNING, None
+        sbx.attach(endpoint.address, endpoint.envd_port)
+        sbx.end_at = datetime.now(UTC) + timedelta(seconds=seconds)
+        self._registry.update(sbx)
+        await self._store.update_sandbox(
+            sbx.sandbox_id, state=sbx.state.value, end_at=sbx.end_at,
+            lifecycle=sbx.lifecycle(),
+            event=event(sbx.sandbox_id, sbx.team_id, EventKind.RESUMED, message))
+        self._arm(sbx)
+
+    async def wake_for_traffic(self, sandbox_id: str) -> Route | None:
+        """The route to a sandbox a request is for, resuming it first if it is paused with
+        auto-resume on (the gateway calls this when it finds no route)."""
+        sbx = self._registry.get(sandbox_id)
+        if sbx is None or not sbx.auto_resume:
+            return None
+        async with sbx.lock:
+            if sbx.state is SandboxState.PAUSED:
+                try:
+                    await self.resume(sbx, seconds=sbx.timeout_s,
+                                      message="resumed by traffic (auto-resume)")
+                except Exception:
+                    log.exception("auto-resume of %s failed", sandbox_id)
+                    return None
+        return self._registry.route(sandbox_id)

@@ -1,0 +1,77 @@
+"""SQL queries for checkpoints, mixed into :class:`bac_server.store.sql.SqlStore`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bac_server.store import schema as t
+from bac_server.store.base import StoreConflict
+from bac_server.store.records import CheckpointRecord
+from bac_server.store.rows import dt, ts
+
+
+def _values(c: CheckpointRecord) -> dict[str, Any]:
+    return {
+        "checkpoint_id": c.checkpoint_id, "team_id": c.team_id, "sandbox_id": c.sandbox_id,
+        "kind": c.kind, "name": c.name, "created_at": ts(c.created_at),
+        "size_bytes": c.size_bytes, "memory": c.memory, "template_id": c.template_id,
+        "envd_access_token": c.envd_access_token, "cpu_count": c.cpu_count,
+        "memory_mb": c.memory_mb, "env_vars": c.env_vars,
+    }
+
+
+def _record(r: Any) -> CheckpointRecord:
+    return CheckpointRecord(
+        checkpoint_id=r.checkpoint_id, team_id=r.team_id, sandbox_id=r.sandbox_id,
+        kind=r.kind, name=r.name, created_at=dt(r.created_at), size_bytes=r.size_bytes,
+        memory=r.memory, template_id=r.template_id, envd_access_token=r.envd_access_token,
+        cpu_count=r.cpu_count, memory_mb=r.memory_mb, env_vars=dict(r.env_vars))
+
+
+class CheckpointQueries:
+    _engine: AsyncEngine
+
+    async def add_checkpoint(self, checkpoint: CheckpointRecord) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(sa.insert(t.checkpoints).values(**_values(checkpoint)))
+        except IntegrityError as exc:
+            raise StoreConflict(f"checkpoint {checkpoint.checkpoint_id} exists") from exc
+
+    async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
+        query = sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else _record(row)
+
+    async def list_checkpoints(
+        self, team_id: str, *, sandbox_id: str | None = None, kind: str | None = None,
+        name: str | None = None,
+    ) -> list[CheckpointRecord]:
+        c = t.checkpoints.c
+        query = sa.select(t.checkpoints).where(c.team_id == team_id)
+        if sandbox_id is not None:
+            query = query.where(c.sandbox_id == sandbox_id)
+        if kind is not None:
+            query = query.where(c.kind == kind)
+        if name is not None:
+            query = query.where(c.name == name)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query.order_by(c.created_at, c.checkpoint_id))).all()
+        return [_record(r) for r in rows]
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> bool:
+        query = sa.delete(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id)
+        async with self._engine.begin() as conn:
+            return bool((await conn.execute(query)).rowcount)
+
+    async def checkpoint_bytes(self, team_id: str) -> int:
+        c = t.checkpoints.c
+        query = sa.select(sa.func.coalesce(sa.func.sum(c.size_bytes), 0)).where(
+            c.team_id == team_id)
+        async with self._engine.connect() as conn:
+            return int((await conn.execute(query)).scalar() or 0)
