@@ -55,6 +55,7 @@ from bac._models import (
     SandboxState,
     WriteInfo,
 )
+from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._pty import AsyncPty
 from bac._sandbox import AsyncSandbox, ConnectionOpts
@@ -99,6 +100,7 @@ __all__ = [
     "FilesystemEventType",
     "InvalidArgumentError",
     "Logs",
+    "NetworkOpts",
     "NotEnoughSpaceError",
     "NotFoundError",
     "OutputHandler",

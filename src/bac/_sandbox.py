@@ -12,6 +12,7 @@ from typing import Any, Literal, TypedDict, Unpack
 
 from bac import _errors as e
 from bac import _lifecycle as lifecycle
+from bac import _network as network_api
 from bac._api import ApiClient
 from bac._code import CodeClient
 from bac._code_methods import AsyncCodeMethods
@@ -21,6 +22,7 @@ from bac._dual import dual_method
 from bac._envd import EnvdConnection
 from bac._files import AsyncFilesystem
 from bac._models import SandboxInfo, SandboxQuery
+from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._pty import AsyncPty
 from bac._signature import Operation, file_url, sign
@@ -100,9 +102,11 @@ class AsyncSandbox(AsyncCodeMethods):
         metadata: dict[str, str] | None = None,
         envs: dict[str, str] | None = None,
         allow_internet_access: bool | None = None,
+        network: NetworkOpts | None = None,
         **opts: Unpack[ConnectionOpts],
     ) -> AsyncSandbox:
-        """Start a sandbox from ``template`` that lives ``timeout`` seconds unless extended."""
+        """Start a sandbox from ``template`` that lives ``timeout`` seconds unless extended;
+        ``network`` sets its egress policy and whether its ports are public."""
         if timeout <= 0:
             raise e.InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout}")
         body: dict[str, Any] = {
@@ -113,6 +117,8 @@ class AsyncSandbox(AsyncCodeMethods):
         }
         if allow_internet_access is not None:
             body["allow_internet_access"] = allow_internet_access
+        if network is not None:
+            body["network"] = network_api.wire_network(network)
         api = ApiClient(ConnectionConfig.resolve(**opts))
         try:
             created = await api.json(
@@ -193,6 +199,15 @@ class AsyncSandbox(AsyncCodeMethods):
             return await lifecycle.get_info(api, sandbox_id, None)
 
     get_info = dual_method(_get_info_by_id, _get_info)
+
+    async def update_network(self, network: NetworkOpts,
+                             allow_internet_access: bool | None = None) -> None:
+        """Replace the egress policy; the next connection follows it."""
+        await network_api.update(self._api, self._sandbox_id, network, allow_internet_access)
+
+    async def network_usage(self) -> dict[str, Any]:
+        """Egress policy, bytes in and out, and recent destinations (allowed or not)."""
+        return await network_api.usage(self._api, self._sandbox_id)
 
     async def is_running(self) -> bool:
         """Whether envd in the sandbox answers; False once the sandbox is gone."""

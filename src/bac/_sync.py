@@ -8,6 +8,7 @@ from bac._code_methods import CodeMethods
 from bac._config import ConnectionConfig
 from bac._dual import dual_method
 from bac._models import SandboxInfo, SandboxQuery
+from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._portal import PORTAL
 from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox, ConnectionOpts
@@ -90,13 +91,14 @@ class Sandbox(CodeMethods):
         metadata: dict[str, str] | None = None,
         envs: dict[str, str] | None = None,
         allow_internet_access: bool | None = None,
+        network: NetworkOpts | None = None,
         **opts: Unpack[ConnectionOpts],
     ) -> Sandbox:
         """Start a sandbox; see :meth:`AsyncSandbox.create`."""
         return cls(
             PORTAL.run(
                 AsyncSandbox.create(
-                    template, timeout, metadata, envs, allow_internet_access, **opts
+                    template, timeout, metadata, envs, allow_internet_access, network, **opts
                 )
             )
         )
@@ -152,6 +154,14 @@ class Sandbox(CodeMethods):
 
     def is_running(self) -> bool:
         return PORTAL.run(self._inner.is_running())
+
+    def update_network(self, network: NetworkOpts,
+                       allow_internet_access: bool | None = None) -> None:
+        """Replace the egress policy; see :meth:`AsyncSandbox.update_network`."""
+        PORTAL.run(self._inner.update_network(network, allow_internet_access))
+
+    def network_usage(self) -> dict[str, Any]:
+        return PORTAL.run(self._inner.network_usage())
 
     def get_host(self, port: int) -> str:
         return self._inner.get_host(port)

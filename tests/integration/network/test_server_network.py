@@ -164,3 +164,24 @@ def test_sandbox_cannot_reach_the_server_itself(server: ServerProcess) -> None:
         assert len(lines) == 3 and not [line for line in lines if "open" in line], lines
     finally:
         sbx.kill()
+
+
+def test_bac_sdk_network(server: ServerProcess) -> None:
+    """Bac's own SDK sets the policy at create, replaces it, reads the usage report, and
+    names the gateway host of a port."""
+    from bac import Sandbox as BacSandbox
+
+    opts = {"api_url": server.url, "api_key": server.keys[0], "sandbox_url": server.url}
+    sbx = BacSandbox.create(timeout=120, network={"allow_out": [SITE_A],
+                                                  "deny_out": ["0.0.0.0/0"]}, **opts)
+    try:
+        check = f"curl -s -m 3 -o /dev/null -w '%{{http_code}}' http://{SITE_B}/ || true"
+        assert sbx.commands.run(check).stdout.strip() == "000"
+        sbx.update_network({"allow_out": [SITE_B], "deny_out": ["0.0.0.0/0"]})
+        assert sbx.commands.run(check).stdout.strip() == "200"
+        usage = sbx.network_usage()
+        assert usage["allowOut"] == [f"{SITE_B}/32"]
+        assert any(d["address"] == SITE_B and d["allowed"] for d in usage["destinations"])
+        assert sbx.get_host(8000) == f"8000-{sbx.sandbox_id}.localhost"
+    finally:
+        sbx.kill()
