@@ -59,7 +59,9 @@ from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._pty import AsyncPty
 from bac._sandbox import AsyncSandbox, ConnectionOpts
+from bac._saving import Checkpoint, SnapshotInfo
 from bac._signature import Signature, sign
+from bac._state_methods import Lifecycle
 from bac._sync import (
     CommandHandle,
     Commands,
@@ -84,6 +86,7 @@ __all__ = [
     "AsyncSandboxPaginator",
     "AsyncWatchHandle",
     "AuthenticationError",
+    "Checkpoint",
     "CommandExitError",
     "CommandHandle",
     "CommandResult",
@@ -99,6 +102,7 @@ __all__ = [
     "FilesystemEvent",
     "FilesystemEventType",
     "InvalidArgumentError",
+    "Lifecycle",
     "Logs",
     "NetworkOpts",
     "NotEnoughSpaceError",
@@ -124,6 +128,7 @@ __all__ = [
     "ServerError",
     "ServerUnreachableError",
     "Signature",
+    "SnapshotInfo",
     "TimeoutError",
     "WatchHandle",
     "WriteData",

@@ -28,6 +28,7 @@ _STATUS_ERRORS: dict[int, type[e.SandboxError]] = {
     413: e.InvalidArgumentError,
     422: e.InvalidArgumentError,
     429: e.RateLimitError,
+    507: e.NotEnoughSpaceError,
 }
 MAX_RETRIES = 3
 

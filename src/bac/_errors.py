@@ -15,7 +15,8 @@ client, the envd HTTP client); nothing above those boundaries inspects status co
     │                                 builtin ``FileNotFoundError``)
     ├── AlreadyExistsError            409, envd ``already_exists``
     ├── RateLimitError                429, envd ``resource_exhausted``
-    ├── NotEnoughSpaceError           507: the sandbox's disk is full
+    ├── NotEnoughSpaceError           507: the sandbox's disk, or the team's checkpoint
+    │                                 quota, is full
     ├── TimeoutError                  request, command or watch deadline (also a
     │                                 builtin ``TimeoutError``)
     ├── SandboxNotRunningError        the sandbox was killed or timed out

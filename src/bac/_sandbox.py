@@ -26,6 +26,7 @@ from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._pty import AsyncPty
 from bac._signature import Operation, file_url, sign
+from bac._state_methods import AsyncStateMethods, Lifecycle, lifecycle_body
 
 DEFAULT_TEMPLATE = "base"
 DEFAULT_TIMEOUT = 300
@@ -42,7 +43,7 @@ class ConnectionOpts(TypedDict, total=False):
     headers: dict[str, str] | None
 
 
-class AsyncSandbox(AsyncCodeMethods):
+class AsyncSandbox(AsyncCodeMethods, AsyncStateMethods):
     """A running sandbox. Make one with :meth:`create` or :meth:`connect`.
 
     ::
@@ -103,10 +104,12 @@ class AsyncSandbox(AsyncCodeMethods):
         envs: dict[str, str] | None = None,
         allow_internet_access: bool | None = None,
         network: NetworkOpts | None = None,
+        lifecycle: Lifecycle | None = None,
         **opts: Unpack[ConnectionOpts],
     ) -> AsyncSandbox:
-        """Start a sandbox from ``template`` that lives ``timeout`` seconds unless extended;
-        ``network`` sets its egress policy and whether its ports are public."""
+        """Start a sandbox from ``template`` (or a snapshot id) that lives ``timeout``
+        seconds unless extended; ``network`` sets its egress policy and whether its ports
+        are public; ``lifecycle`` whether the timeout pauses instead of killing."""
         if timeout <= 0:
             raise e.InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout}")
         body: dict[str, Any] = {
@@ -119,6 +122,7 @@ class AsyncSandbox(AsyncCodeMethods):
             body["allow_internet_access"] = allow_internet_access
         if network is not None:
             body["network"] = network_api.wire_network(network)
+        body.update(lifecycle_body(lifecycle))
         api = ApiClient(ConnectionConfig.resolve(**opts))
         try:
             created = await api.json(
@@ -133,7 +137,8 @@ class AsyncSandbox(AsyncCodeMethods):
     async def connect(
         cls, sandbox_id: str, timeout: int | None = None, **opts: Unpack[ConnectionOpts]  # noqa: ASYNC109 - lifetime of the remote operation, E2B API
     ) -> AsyncSandbox:
-        """Attach to a running sandbox; ``timeout`` extends (never shortens) its life."""
+        """Attach to a sandbox, resuming it if paused; ``timeout`` extends (never shortens)
+        its life."""
         api = ApiClient(ConnectionConfig.resolve(**opts))
         body = {} if timeout is None else {"timeout": timeout}
         try:

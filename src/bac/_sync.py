@@ -12,6 +12,7 @@ from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._portal import PORTAL
 from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox, ConnectionOpts
+from bac._state_methods import Lifecycle, StateMethods
 from bac._sync_files import Filesystem, WatchHandle
 from bac._sync_modules import CommandHandle, Commands, Pty
 
@@ -44,7 +45,7 @@ class SandboxPaginator:
         return PORTAL.run(self._inner.next_items())
 
 
-class Sandbox(CodeMethods):
+class Sandbox(CodeMethods, StateMethods):
     """A running sandbox, driven with blocking calls. Make one with :meth:`create`.
 
     ::
@@ -92,13 +93,15 @@ class Sandbox(CodeMethods):
         envs: dict[str, str] | None = None,
         allow_internet_access: bool | None = None,
         network: NetworkOpts | None = None,
+        lifecycle: Lifecycle | None = None,
         **opts: Unpack[ConnectionOpts],
     ) -> Sandbox:
         """Start a sandbox; see :meth:`AsyncSandbox.create`."""
         return cls(
             PORTAL.run(
                 AsyncSandbox.create(
-                    template, timeout, metadata, envs, allow_internet_access, network, **opts
+                    template, timeout, metadata, envs, allow_internet_access, network,
+                    lifecycle, **opts
                 )
             )
         )

@@ -15,6 +15,7 @@ from bac.cli._files import files
 from bac.cli._output import BacGroup
 from bac.cli._run_code import run_code
 from bac.cli._sandbox import sandbox
+from bac.cli._sandbox_state import STATE_COMMANDS
 from bac.cli._shell import shell
 
 
@@ -37,6 +38,8 @@ def cli(
 
 cli.add_command(serve)
 cli.add_command(keys)
+for _command in STATE_COMMANDS:
+    sandbox.add_command(_command)
 cli.add_command(sandbox)
 cli.add_command(exec_, name="exec")
 cli.add_command(shell)

@@ -1,0 +1,168 @@
+"""``bac sandbox pause|resume|checkpoint|checkpoints|restore|fork|snapshot``: saving and
+bringing back a sandbox's state (added to the ``bac sandbox`` group)."""
+
+from __future__ import annotations
+
+import click
+
+from bac import AsyncSandbox, Checkpoint, SandboxError
+from bac.cli._context import connection, run
+from bac.cli._output import CliError, json_option, print_json, print_table, stderr, stdout
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+@click.command()
+@click.argument("sandbox_id")
+@click.option("--no-memory", is_flag=True,
+              help="Keep the files only; resuming starts the sandbox afresh.")
+@click.pass_context
+def pause(ctx: click.Context, sandbox_id: str, no_memory: bool) -> None:
+    """Pause SANDBOX_ID: its processes, memory and files are saved, its memory freed.
+    A paused sandbox never expires; resume it with `bac sandbox resume`."""
+    with stderr.status(f"Pausing {sandbox_id}…"):
+        changed = run(AsyncSandbox.pause(sandbox_id, not no_memory, **connection(ctx)))
+    stdout.print(f"paused {sandbox_id}" if changed else f"{sandbox_id} was already paused")
+
+
+@click.command()
+@click.argument("sandbox_id")
+@click.option("--timeout", type=click.IntRange(min=1), default=None,
+              help="Seconds until it times out again (default: the server's).")
+@click.option("--reboot", is_flag=True, help="Start it afresh on its files instead.")
+@click.pass_context
+def resume(ctx: click.Context, sandbox_id: str, timeout: int | None, reboot: bool) -> None:
+    """Resume SANDBOX_ID (same id, processes and files); extends a running one's timeout."""
+
+    with stderr.status(f"Resuming {sandbox_id}…"):
+        run(AsyncSandbox.resume(sandbox_id, timeout, not reboot, **connection(ctx)))
+    stdout.print(f"resumed {sandbox_id}")
+
+
+@click.command()
+@click.argument("sandbox_id")
+@click.option("-n", "--name", default=None, help="A name for the checkpoint.")
+@click.option("--no-memory", is_flag=True, help="Save the files only.")
+@json_option
+@click.pass_context
+def checkpoint(ctx: click.Context, sandbox_id: str, name: str | None, no_memory: bool,
+               as_json: bool) -> None:
+    """Save SANDBOX_ID's state now (it keeps running); print the checkpoint id."""
+
+    async def body() -> Checkpoint:
+        box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+        try:
+            return await box.checkpoint(name, memory=not no_memory)
+        finally:
+            await box.aclose()
+
+    with stderr.status(f"Checkpointing {sandbox_id}…"):
+        saved = run(body())
+    if as_json:
+        print_json(saved.to_json())
+    else:
+        click.echo(saved.checkpoint_id)
+
+
+@click.command()
+@click.argument("sandbox_id")
+@json_option
+@click.pass_context
+def checkpoints(ctx: click.Context, sandbox_id: str, as_json: bool) -> None:
+    """List SANDBOX_ID's checkpoints, oldest first, with the disk each uses."""
+
+    found = run(AsyncSandbox.checkpoints(sandbox_id, **connection(ctx)))
+    if as_json:
+        print_json([c.to_json() for c in found])
+        return
+    if not found:
+        stderr.print("no checkpoints")
+        return
+    print_table(None, ["ID", "NAME", "TAKEN", "SIZE", "MEMORY"], [
+        (c.checkpoint_id, c.name or "", c.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+         _size(c.size_bytes), "yes" if c.memory else "no") for c in found])
+
+
+@click.command()
+@click.argument("sandbox_id")
+@click.argument("checkpoint_id")
+@click.pass_context
+def restore(ctx: click.Context, sandbox_id: str, checkpoint_id: str) -> None:
+    """Roll SANDBOX_ID back to CHECKPOINT_ID (files, processes and memory)."""
+
+    with stderr.status(f"Restoring {sandbox_id}…"):
+        run(AsyncSandbox.restore(sandbox_id, checkpoint_id, **connection(ctx)))
+    stdout.print(f"{sandbox_id} restored to {checkpoint_id}")
+
+
+@click.command()
+@click.argument("sandbox_id")
+@click.option("-c", "--count", type=click.IntRange(1, 20), default=1, show_default=True)
+@click.option("--timeout", type=click.IntRange(min=1), default=None,
+              help="Timeout of the new sandboxes in seconds.")
+@json_option
+@click.pass_context
+def fork(ctx: click.Context, sandbox_id: str, count: int, timeout: int | None,
+         as_json: bool) -> None:
+    """Start COUNT new sandboxes from SANDBOX_ID's current state; print their ids."""
+
+    async def body() -> list[str | SandboxError]:
+        box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+        try:
+            forks = await box.fork(count, timeout)
+        finally:
+            await box.aclose()
+        out: list[str | SandboxError] = []
+        for made in forks:
+            if isinstance(made, SandboxError):
+                out.append(made)
+            else:
+                out.append(made.sandbox_id)
+                await made.aclose()
+        return out
+
+    with stderr.status(f"Forking {sandbox_id}…"):
+        results = run(body())
+    if as_json:
+        print_json([r if isinstance(r, str) else {"error": str(r)} for r in results])
+    else:
+        for r in results:
+            click.echo(r if isinstance(r, str) else f"error: {r}")
+    if all(isinstance(r, SandboxError) for r in results):
+        raise CliError("no fork started", exit_code=1)
+
+
+@click.command()
+@click.argument("sandbox_id")
+@click.option("-n", "--name", default=None, help="A name to start sandboxes from it by.")
+@click.option("--no-memory", is_flag=True, help="Save the files only.")
+@json_option
+@click.pass_context
+def snapshot(ctx: click.Context, sandbox_id: str, name: str | None, no_memory: bool,
+             as_json: bool) -> None:
+    """Snapshot SANDBOX_ID (it keeps running); `bac sandbox create -t SNAPSHOT_ID` starts
+    new sandboxes from it. Prints the snapshot id."""
+
+    async def body() -> tuple[str, list[str]]:
+        box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+        try:
+            taken = await box.snapshot(name, memory=not no_memory)
+        finally:
+            await box.aclose()
+        return taken.snapshot_id, taken.names
+
+    with stderr.status(f"Snapshotting {sandbox_id}…"):
+        snapshot_id, names = run(body())
+    if as_json:
+        print_json({"snapshotId": snapshot_id, "names": names})
+    else:
+        click.echo(snapshot_id)
+
+
+STATE_COMMANDS = [pause, resume, checkpoint, checkpoints, restore, fork, snapshot]
