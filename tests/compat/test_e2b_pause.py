@@ -63,8 +63,8 @@ def test_pause_resume_cycles_lose_nothing() -> None:
             assert sbx.get_info().state == SandboxState.RUNNING
             pids = {p.pid for p in sbx.commands.list()}
             assert {counter.pid, server.pid, pty.pid} <= pids, f"cycle {cycle}: {pids}"
-            now = _wait_for(lambda: (c := _count(sbx)) > last and c, "the counter to move")
-            last = now
+            last = _wait_for(lambda floor=last: (c := _count(sbx)) > floor and c,
+                             "the counter to move")
             assert _serving(sbx) == "served\n"
         listing = sbx.commands.run("ls /home/user").stdout.split()
         assert {f"cycle-{n}.txt" for n in range(CYCLES)} <= set(listing)
