@@ -218,3 +218,24 @@ async def test_suspended_sandbox_survives_a_new_backend(template: TemplateImage,
     finally:
         await again.close()
         remove_tree(config.data_dir)
+
+
+async def test_runc_sandbox_sees_no_host_mounts_below_sys(make: SandboxFactory) -> None:
+    """The flat /sys of checkpointable sandboxes: no cgroupfs, debugfs, securityfs, bpffs,
+    tracefs or pstore below it (empty directories), firmware masked, all read-only; the
+    escape attempts fail."""
+    sbx = await make()
+    probe = await sbx.run(
+        "for d in /sys/fs/cgroup /sys/kernel/debug /sys/kernel/security /sys/fs/bpf "
+        "/sys/kernel/tracing /sys/fs/pstore /sys/firmware; do "
+        "echo \"$d $(ls -A $d 2>/dev/null | wc -l)\"; done; "
+        "grep -c ' /sys/' /proc/self/mountinfo; "
+        "sudo -n sh -c 'echo x > /sys/kernel/uevent_helper' 2>&1; "
+        "sudo -n mount -t cgroup -o memory none /mnt 2>&1; echo done", user="user")
+    lines = probe.stdout.splitlines()
+    assert all(line.endswith(" 0") for line in lines[:7]), lines
+    assert "Read-only file system" in probe.stdout or "Permission denied" in probe.stdout
+    assert "done" in lines[-1]
+    mounts = (await sbx.run("cat /proc/self/mountinfo", user="root")).stdout
+    assert not any(" cgroup " in line or " debugfs " in line or " bpf " in line
+                   for line in mounts.splitlines()), mounts

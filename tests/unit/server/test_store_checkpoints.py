@@ -1,0 +1,67 @@
+"""The SQL store's checkpoints and lifecycle settings on a real SQLite file."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from bac_server.store import CheckpointRecord, SandboxRecord, StoreConflict
+from bac_server.store.sql import SqlStore
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _checkpoint(checkpoint_id: str, *, team: str = "team", sandbox: str = "abc",
+                kind: str = "checkpoint", name: str | None = None, size: int = 100,
+                at: datetime = NOW) -> CheckpointRecord:
+    return CheckpointRecord(
+        checkpoint_id=checkpoint_id, team_id=team, sandbox_id=sandbox, kind=kind, name=name,
+        created_at=at, size_bytes=size, memory=True, template_id="base",
+        envd_access_token="tok", cpu_count=2, memory_mb=512, env_vars={"A": "1"})
+
+
+async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> None:
+    """Checkpoints come back as stored, oldest first, filtered by sandbox, kind and name;
+    the team's bytes add up; ids are unique; delete says whether it deleted."""
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}")
+    try:
+        first = _checkpoint("c1", size=10)
+        await store.add_checkpoint(first)
+        await store.add_checkpoint(_checkpoint("c2", kind="snapshot", name="snap", size=20,
+                                               at=NOW + timedelta(seconds=1)))
+        await store.add_checkpoint(_checkpoint("c3", team="other", size=1000))
+        with pytest.raises(StoreConflict):
+            await store.add_checkpoint(first)
+        assert await store.get_checkpoint("c1") == first
+        assert [c.checkpoint_id for c in await store.list_checkpoints("team")] == ["c1", "c2"]
+        assert [c.checkpoint_id for c in await store.list_checkpoints(
+            "team", kind="snapshot", name="snap")] == ["c2"]
+        assert await store.list_checkpoints("team", sandbox_id="zzz") == []
+        assert await store.checkpoint_bytes("team") == 30
+        assert await store.delete_checkpoint("c1") is True
+        assert await store.delete_checkpoint("c1") is False
+        assert await store.checkpoint_bytes("team") == 20
+    finally:
+        await store.close()
+
+
+async def test_lifecycle_settings_are_kept(tmp_path: Path) -> None:
+    """A sandbox's lifecycle settings are stored with it and can be updated."""
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}")
+    try:
+        row = SandboxRecord(
+            sandbox_id="abc", team_id="team", template_id="base", alias=None,
+            state="running", started_at=NOW, end_at=NOW + timedelta(minutes=5), cpu_count=2,
+            memory_mb=512, disk_mb=1024, envd_access_token="tok", traffic_access_token=None,
+            lifecycle={"on_timeout": "pause", "auto_resume": True})
+        await store.ensure_team("team")
+        await store.insert_sandbox(row)
+        assert (await store.get_sandbox("abc")) == row
+        await store.update_sandbox("abc", lifecycle={"paused_as": "disk"})
+        found = await store.get_sandbox("abc")
+        assert found == dataclasses.replace(row, lifecycle={"paused_as": "disk"})
+    finally:
+        await store.close()
