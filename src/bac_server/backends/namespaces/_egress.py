@@ -41,6 +41,7 @@ from ._egress_rules import (
     port_specs,
     remove_script,
 )
+from ._pins import Pins
 
 _log = logging.getLogger(__name__)
 STATE_FILE = "network.json"
@@ -96,6 +97,7 @@ class Egress(NameChecks):
         self._upstream = Upstream(list(upstreams) or host_nameservers())
         self._listeners = DnsListeners(self._answer)
         self._proxy = EgressProxy(self._decide, self._account)
+        self._pins = Pins()
         self._infra = [ipaddress.IPv4Network(c) for c in INFRA_DENY]
         self._exempt_nets = [ipaddress.IPv4Network(c) for c in self._exempt]
         self._by_address: dict[str, SandboxEgress] = {}
@@ -198,3 +200,4 @@ class Egress(NameChecks):
     def close(self) -> None:
         self._listeners.close_all()
         self._proxy.close_all()
+        self._pins.close()

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bac_server.backends.egress import Destination, EgressPolicy, domain_matches
-from bac_server.host import NftError, nft
 
 from . import _dns_answers as answers
 from ._dns import Upstream
-from ._egress_rules import SandboxNames, pin_script, port_specs
+from ._egress_rules import SandboxNames, port_specs
+from ._pins import PinError, Pins
 
 _log = logging.getLogger(__name__)
 _DNS_LOG = 256
@@ -50,6 +50,7 @@ class NameChecks:
 
     _by_address: dict[str, SandboxEgress]
     _upstream: Upstream
+    _pins: Pins
     _infra: list[ipaddress.IPv4Network]
     _exempt_nets: list[ipaddress.IPv4Network]
 
@@ -103,8 +104,9 @@ class NameChecks:
             if any(r.ports == spec and domain_matches(r.value, name)
                    for r in entry.policy.allow_domains()):
                 try:
-                    await asyncio.to_thread(nft, pin_script(entry.names, index, addresses, ttl))
-                except NftError:
+                    await asyncio.to_thread(self._pins.add, entry.names.dyn(index), addresses,
+                                            ttl)
+                except PinError:
                     _log.debug("pinning %s for %s failed (policy changed)", addresses, name)
 
     async def _answer(self, client: str, wire: bytes) -> bytes | None:

@@ -183,9 +183,3 @@ def remove_script(n: SandboxNames, specs: int) -> str:
     lines += [f"delete {obj.split(' {')[0]}" for obj in _kept_objects(n)]
     lines.append(dns_listener_script(n, add=False).strip())
     return "\n".join(lines) + "\n"
-
-
-def pin_script(n: SandboxNames, spec_index: int, addresses: Sequence[str], ttl_s: int) -> str:
-    """Let the sandbox reach ``addresses`` (answers for an allowed name) for ``ttl_s``."""
-    elements = ", ".join(f"{a} timeout {ttl_s}s" for a in addresses)
-    return f"add element {T} {n.dyn(spec_index)} {{ {elements} }}\n"
