@@ -195,6 +195,17 @@ class Checkpoints:
             task.cancel()
         self._schedules.clear()
 
+    async def sweep(self) -> None:
+        """At start-up: drop what a crash left behind — checkpoints of sandboxes that are
+        no longer live (their end was not seen) and half-done forks' shared ones."""
+        for found in await self._store.list_checkpoints(None):
+            gone = self._registry.get(found.sandbox_id) is None
+            if found.kind == FORK or (found.kind == TIMELINE and gone):
+                try:
+                    await self.drop(found.checkpoint_id)
+                except Exception:
+                    log.exception("dropping stale checkpoint %s failed", found.checkpoint_id)
+
     async def _forget(self, sbx: LiveSandbox) -> None:
         """A sandbox ended: its timeline goes with it (snapshots stay)."""
         task = self._schedules.pop(sbx.sandbox_id, None)

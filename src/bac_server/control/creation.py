@@ -149,11 +149,21 @@ class Creator:
         """A new sandbox; from a snapshot when ``req.template`` names one of the team's, or
         from ``from_checkpoint`` (forks)."""
         timeout, cpus, memory = self.validate(req)
-        source = from_checkpoint or await self._snapshot(team, req.template)
-        if source is not None and not isinstance(self._backend, Checkpointable):
-            raise NotSupported(f"the {self._backend.name!r} backend cannot start from snapshots")
-        image = await self._template(source.template_id if source else req.template)
+        source = from_checkpoint
+        if source is None:
+            try:
+                image = await self._template(req.template)
+            except TemplateNotFoundError:
+                # Not a template: maybe one of the team's snapshots (looked up only then,
+                # so plain creates pay nothing for snapshots).
+                source = await self._snapshot(team, req.template)
+                if source is None:
+                    raise
         if source is not None:
+            if not isinstance(self._backend, Checkpointable):
+                raise NotSupported(
+                    f"the {self._backend.name!r} backend cannot start from snapshots")
+            image = await self._template(source.template_id)
             cpus = source.cpu_count if req.cpu_count is None else cpus
             memory = source.memory_mb if req.memory_mb is None else memory
         if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:

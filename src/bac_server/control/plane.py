@@ -74,6 +74,7 @@ class ControlPlane:
             lifecycle=self.lifecycle,
         )
         self._sampler_task = asyncio.create_task(self.sampler.run())
+        await self.checkpoints.sweep()
         for sbx in self.registry.all():
             self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
         return report

@@ -100,10 +100,10 @@ class Store(Protocol):
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None: ...
 
     async def list_checkpoints(
-        self, team_id: str, *, sandbox_id: str | None = None, kind: str | None = None,
+        self, team_id: str | None, *, sandbox_id: str | None = None, kind: str | None = None,
         name: str | None = None,
     ) -> list[CheckpointRecord]:
-        """Oldest first."""
+        """Oldest first; ``team_id=None``: every team's."""
         ...
 
     async def delete_checkpoint(self, checkpoint_id: str) -> bool: ...

@@ -49,11 +49,13 @@ class CheckpointQueries:
         return None if row is None else _record(row)
 
     async def list_checkpoints(
-        self, team_id: str, *, sandbox_id: str | None = None, kind: str | None = None,
+        self, team_id: str | None, *, sandbox_id: str | None = None, kind: str | None = None,
         name: str | None = None,
     ) -> list[CheckpointRecord]:
         c = t.checkpoints.c
-        query = sa.select(t.checkpoints).where(c.team_id == team_id)
+        query = sa.select(t.checkpoints)
+        if team_id is not None:
+            query = query.where(c.team_id == team_id)
         if sandbox_id is not None:
             query = query.where(c.sandbox_id == sandbox_id)
         if kind is not None:

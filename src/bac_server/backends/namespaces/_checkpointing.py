@@ -60,12 +60,6 @@ def _suspend_images(ctx: Context, record: SlotRecord) -> Images:
     return Images(root / "suspend" / "images", root / "criu-work")
 
 
-def _work(ctx: Context, record: SlotRecord) -> Images:
-    """Logs of one restore from a checkpoint (the checkpoint itself is never written)."""
-    return Images(ctx.paths(record.slot).root / "criu-work", ctx.paths(record.slot).root
-                  / "criu-work")
-
-
 class CheckpointMixin:
     """Mixed into ``NamespaceBackend``; relies on its slot table, locks and context."""
 
@@ -201,7 +195,8 @@ class CheckpointMixin:
             await ensure_in_place(ctx, record)
             await replace_upper(ctx, record, stored.upper)
             if meta.memory:
-                where = Images(stored.dump.images, _work(ctx, record).work)
+                # CRIU's logs go to the slot: the checkpoint itself is never written.
+                where = Images(stored.dump.images, ctx.paths(record.slot).root / "criu-work")
                 await self._restore_in_place(ctx, record, where)
             else:
                 await cold_start(ctx, record, spec)
