@@ -29,6 +29,7 @@ from bac_server.backends.base import (
 )
 from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.host import remove_tree
+from bac_server.host._syscalls import umount
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -239,3 +240,24 @@ async def test_runc_sandbox_sees_no_host_mounts_below_sys(make: SandboxFactory) 
     mounts = (await sbx.run("cat /proc/self/mountinfo", user="root")).stdout
     assert not any(" cgroup " in line or " debugfs " in line or " bpf " in line
                    for line in mounts.splitlines()), mounts
+
+
+async def test_suspended_sandbox_wakes_after_a_simulated_reboot(runc: NamespaceBackend,
+                                                                 make: SandboxFactory) -> None:
+    """What a reboot takes away — the overlay mount, the pinned network namespace with its
+    veth, the address lease in /run — is rebuilt when a suspended sandbox wakes; its
+    processes and files come back."""
+    sbx = await make()
+    counter = await _counting(sbx)
+    await sbx.sdk.files.write("/home/user/durable.txt", "durable")
+    fp = footprint(runc, sbx.id)
+    await runc.suspend(sbx.id, memory=True)
+    slot = fp.slot_dir
+    umount(str(slot / "rootfs"))
+    umount(str(slot / "netns"))  # the namespace ends, and its veth with it
+    fp.lease.unlink()
+    await runc.wake(SandboxSpec(sandbox_id=sbx.id, template=make.template))
+    endpoint = await runc.endpoint(sbx.id)
+    again = await make.attach(sbx.spec, endpoint)
+    assert await again.sdk.files.read("/home/user/durable.txt") == "durable"
+    assert counter in {p.pid for p in await again.sdk.commands.list()}
