@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 from bac_process import ServerProcess
-from e2b import PtySize, Sandbox, SandboxState
+from e2b import CommandExitException, PtySize, Sandbox, SandboxState
 from e2b.exceptions import SandboxException, SandboxNotFoundException
 
 pytestmark = pytest.mark.root
@@ -27,7 +27,10 @@ def _wait_for(check, what: str, deadline: float = DEADLINE):  # type: ignore[no-
     # A timer firing inside the server has no event a client can wait on: poll the API.
     end = time.monotonic() + deadline
     while time.monotonic() < end:
-        result = check()
+        try:
+            result = check()
+        except CommandExitException:
+            result = None  # e.g. the server is not listening yet: connection refused
         if result:
             return result
         time.sleep(0.1)

@@ -17,7 +17,9 @@ from bac.cli import cli
 
 pytestmark = pytest.mark.root
 
-_COUNTER = "i=0; while true; do i=$((i+1)); echo $i > /home/user/now; sleep 0.02; done"
+# Written by rename, so a reader never sees the file truncated but not yet rewritten.
+_COUNTER = ("i=0; while true; do i=$((i+1)); echo $i > /home/user/.now; "
+            "mv /home/user/.now /home/user/now; sleep 0.02; done")
 
 
 @pytest.fixture(scope="module")
