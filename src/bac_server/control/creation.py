@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,6 +36,7 @@ from bac_server.control.events import EventKind, event
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
 from bac_server.control.registry import LiveSandbox, Registry, Team
+from bac_server.control.specs import template_image
 from bac_server.control.states import SandboxState, check_transition
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 from bac_server.store import CheckpointRecord, Store
@@ -127,15 +127,7 @@ class Creator:
                 raise InvalidRequest(f"{what}[{key!r}] contains a NUL byte")
 
     async def _template(self, ref: str) -> TemplateImage:
-        try:
-            found = self._templates.get(ref)
-            if inspect.isawaitable(found):
-                found = await found
-        except TemplateNotFound as exc:
-            raise TemplateNotFoundError(ref) from exc
-        if not isinstance(found, TemplateImage):
-            raise TemplateNotFoundError(ref)
-        return found
+        return await template_image(self._templates, ref)
 
     async def _snapshot(self, team: Team, ref: str) -> CheckpointRecord | None:
         """The team's snapshot named ``ref`` (by id or name), if ``ref`` is one."""

@@ -16,7 +16,7 @@ import os
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
 from bac_server.host import PARENT_CGROUP
@@ -163,16 +163,24 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
             record.move(SlotPhase.POOLED)
             await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:
-        detail = _tail(paths.envd_log)
-        await undo_after_failure(ctx, record)
-        if not isinstance(exc, Exception):
-            raise
-        message = f"sandbox setup failed: {exc}"
-        if detail:
-            message += f"\nenvd output:\n{detail}"
-        raise SandboxSetupError(message) from exc
+        await _undo_and_raise(ctx, record, paths, exc, "sandbox setup failed")
     _log.debug("slot %s started in %.1f ms", slot, (time.perf_counter() - started) * 1000)
     return record
+
+
+async def _undo_and_raise(ctx: Context, record: SlotRecord, paths: SlotPaths,
+                          exc: BaseException, prefix: str) -> NoReturn:
+    """Fail closed: release everything the slot made, then raise. Cancellation and other
+    non-Exception signals pass through unchanged; errors become ``SandboxSetupError``
+    carrying the tail of envd's output."""
+    detail = _tail(paths.envd_log)
+    await undo_after_failure(ctx, record)
+    if not isinstance(exc, Exception):
+        raise exc
+    message = f"{prefix}: {exc}"
+    if detail:
+        message += f"\nenvd output:\n{detail}"
+    raise SandboxSetupError(message) from exc
 
 
 def _set_hostname_in(pid: int, hostname: str) -> None:
@@ -232,11 +240,4 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
         record.move(SlotPhase.RUNNING)
         await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:
-        detail = _tail(paths.envd_log)
-        await undo_after_failure(ctx, record)
-        if not isinstance(exc, Exception):
-            raise
-        message = f"sandbox {spec.sandbox_id}: {exc}"
-        if detail:
-            message += f"\nenvd output:\n{detail}"
-        raise SandboxSetupError(message) from exc
+        await _undo_and_raise(ctx, record, paths, exc, f"sandbox {spec.sandbox_id}")
