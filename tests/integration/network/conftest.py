@@ -13,30 +13,21 @@ import pytest_asyncio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backend"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from backend_harness import SandboxFactory, backend_and_factory, base_template, private_data_dir
+from backend_fixtures import backend, data_dir, make_sandbox, template
+from backend_harness import SandboxFactory, backend_and_factory
 from fake_internet import FakeInternet, fake_internet
 
 from bac_server.backends.base import TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
-from bac_server.host import remove_tree
 
-
-@pytest.fixture(scope="session")
-def template() -> TemplateImage:
-    return base_template()
+# Shared fixtures; backend_factory is redefined below to resolve through the fake internet.
+__all__ = ["backend", "data_dir", "make_sandbox", "template"]
 
 
 @pytest.fixture(scope="session")
 def internet(template: TemplateImage) -> Iterator[FakeInternet]:
     with fake_internet() as net:
         yield net
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Iterator[Path]:
-    path = private_data_dir()
-    yield path
-    remove_tree(path)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -46,13 +37,3 @@ async def backend_factory(template: TemplateImage, data_dir: Path, internet: Fak
                                    dns_upstreams=(internet.dns_server,)) as pair:
         yield pair
 
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def backend(backend_factory: tuple[NamespaceBackend, SandboxFactory]) -> NamespaceBackend:
-    return backend_factory[0]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def make_sandbox(backend_factory: tuple[NamespaceBackend, SandboxFactory]
-                       ) -> SandboxFactory:
-    return backend_factory[1]
