@@ -22,6 +22,7 @@ Error tree (server side, backend layer)::
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -77,6 +78,16 @@ class TemplateImage:
     # True when the template needs setuid binaries (sudo) to work inside the sandbox;
     # the backend then leaves no-new-privileges off. See docs/security.md.
     allow_setuid: bool = True
+    # Built layers stacked over ``rootfs``, topmost first (overlay diffs, same id range).
+    lowers: tuple[Path, ...] = ()
+    # Environment every process of the sandbox starts with (ENV of a built template);
+    # the create request's env vars override these.
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def layer_stack(self) -> tuple[Path, ...]:
+        """Every read-only layer, topmost first, ``rootfs`` last."""
+        return (*self.lowers, self.rootfs)
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,40 @@ class Backend(Protocol):
 
     async def close(self) -> None:
         """Release in-process resources (sandboxes keep running)."""
+        ...
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """One command of a template build, run in a sandbox isolated like any other."""
+
+    lowers: tuple[Path, ...]  # read-only layers, topmost first; the last is a whole rootfs
+    upper: Path  # must not exist (its parent must); becomes the step's layer (overlay diff)
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    user: str = "root"  # name, uid or uid:gid, looked up in the step's own /etc/passwd
+    cwd: str = "/"  # made when missing, like a Dockerfile WORKDIR
+    # Host directories bound read-only into the step: (host path, absolute sandbox path).
+    binds: tuple[tuple[Path, str], ...] = ()
+    vcpus: int = 2
+    memory_mb: int = 2048
+    timeout_s: float = 3600.0
+    network: EgressPolicy = field(default_factory=EgressPolicy)
+
+
+OutputCallback = Callable[[str, str], None]  # (stream "stdout" | "stderr", line)
+
+
+@runtime_checkable
+class Builder(Protocol):
+    """Backends that run template build steps."""
+
+    async def run_build_step(self, step: BuildStep, output: OutputCallback) -> int:
+        """Run ``step.argv`` on an overlay of ``step.lowers`` whose writable layer is
+        ``step.upper``; report each output line; return the exit code (-signal when killed,
+        e.g. at ``timeout_s``). ``upper`` keeps what the command wrote, owned within the
+        sandbox id range, whiteouts included. Fails closed (``SandboxSetupError``);
+        cancelling kills the command and releases everything but ``upper``."""
         ...
 
 
