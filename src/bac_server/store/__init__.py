@@ -12,15 +12,29 @@ from bac_server.store.records import (
     SandboxRecord,
     TeamRecord,
 )
+from bac_server.store.template_records import (
+    BuildLogRecord,
+    BuildRecord,
+    SandboxPin,
+    TagRecord,
+    TemplateRecord,
+    UploadRecord,
+)
 
 __all__ = [
     "ApiKeyRecord",
+    "BuildLogRecord",
+    "BuildRecord",
     "CheckpointRecord",
     "EventRecord",
     "MetricRecord",
+    "SandboxPin",
     "SandboxRecord",
     "Store",
     "StoreConflict",
     "StoreError",
+    "TagRecord",
     "TeamRecord",
+    "TemplateRecord",
+    "UploadRecord",
 ]

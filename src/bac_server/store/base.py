@@ -23,6 +23,7 @@ from bac_server.store.records import (
     SandboxRecord,
     TeamRecord,
 )
+from bac_server.store.template_base import TemplateRecords
 
 
 class StoreError(Exception):
@@ -33,8 +34,10 @@ class StoreConflict(StoreError):
     """The row to insert already exists."""
 
 
-class Store(Protocol):
-    """Durable state of the control plane. Every method is one transaction."""
+class Store(TemplateRecords, Protocol):
+    """Durable state of the control plane. Every method is one transaction.
+
+    Templates, builds, tags and uploads: :class:`.template_base.TemplateRecords`."""
 
     async def close(self) -> None: ...
 

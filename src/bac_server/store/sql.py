@@ -35,9 +35,11 @@ from bac_server.store.rows import (
     sandbox_values,
     ts,
 )
+from bac_server.store.template_build_sql import TemplateBuildQueries
+from bac_server.store.template_sql import TemplateQueries
 
 
-class SqlStore(CheckpointQueries):
+class SqlStore(CheckpointQueries, TemplateQueries, TemplateBuildQueries):
     """One engine, one transaction per call. Open with :meth:`open`."""
 
     def __init__(self, engine: AsyncEngine) -> None:

@@ -19,11 +19,11 @@ from types import ModuleType
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.migrations import m0001_initial, m0002_checkpoints
+from bac_server.store.migrations import m0001_initial, m0002_checkpoints, m0003_templates
 
 Step = tuple[int, Callable[[sa.Connection], None]]
 
-_MODULES: tuple[ModuleType, ...] = (m0001_initial, m0002_checkpoints)
+_MODULES: tuple[ModuleType, ...] = (m0001_initial, m0002_checkpoints, m0003_templates)
 STEPS: tuple[Step, ...] = tuple((m.VERSION, m.upgrade) for m in _MODULES)
 LATEST = STEPS[-1][0]
 

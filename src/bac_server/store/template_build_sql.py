@@ -1,0 +1,143 @@
+"""SQL queries for template builds and their logs, mixed into
+:class:`bac_server.store.sql.SqlStore`.
+
+Status changes are compare-and-set (``from_states``): a cancel racing the build's own end,
+or a restart sweep racing a late writer, changes the row once and the loser learns it lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bac_server.store import schema as t
+from bac_server.store.base import StoreConflict
+from bac_server.store.rows import ts
+from bac_server.store.template_records import BuildLogRecord, BuildRecord
+from bac_server.store.template_rows import build_record, build_values, log_record, log_values
+
+_UNFINISHED = ("waiting", "building")
+
+
+class TemplateBuildQueries:
+    _engine: AsyncEngine
+
+    async def add_build(self, build: BuildRecord) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(sa.insert(t.template_builds).values(**build_values(build)))
+        except IntegrityError as exc:
+            raise StoreConflict(f"build {build.build_id} exists") from exc
+
+    async def get_build(self, build_id: str) -> BuildRecord | None:
+        query = sa.select(t.template_builds).where(t.template_builds.c.build_id == build_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else build_record(row)
+
+    async def list_builds(self, template_id: str) -> list[BuildRecord]:
+        c = t.template_builds.c
+        query = sa.select(t.template_builds).where(c.template_id == template_id).order_by(
+            c.created_at.desc(), c.build_id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [build_record(r) for r in rows]
+
+    async def start_build(self, build_id: str, *, from_states: Collection[str], status: str,
+                          at: datetime, recipe: dict[str, Any] | None = None) -> bool:
+        c = t.template_builds.c
+        values: dict[str, Any] = {"status": status, "updated_at": ts(at)}
+        if recipe is not None:
+            values["recipe"] = recipe
+        if status == "building":
+            values["started_at"] = ts(at)
+        query = (sa.update(t.template_builds)
+                 .where(c.build_id == build_id, c.status.in_(list(from_states)))
+                 .values(**values))
+        async with self._engine.begin() as conn:
+            return bool((await conn.execute(query)).rowcount)
+
+    async def finish_build(self, build_id: str, *, status: str, at: datetime,
+                           from_states: Collection[str], digest: str | None = None,
+                           config: dict[str, Any] | None = None, reason: str | None = None,
+                           reason_step: str | None = None) -> list[str]:
+        c = t.template_builds.c
+        query = (sa.update(t.template_builds)
+                 .where(c.build_id == build_id, c.status.in_(list(from_states)))
+                 .values(status=status, updated_at=ts(at), finished_at=ts(at), digest=digest,
+                         config=config, reason=reason, reason_step=reason_step))
+        async with self._engine.begin() as conn:
+            if not (await conn.execute(query)).rowcount:
+                return []
+            if status != "ready":
+                return []
+            row = (await conn.execute(
+                sa.select(t.template_builds).where(c.build_id == build_id))).one()
+            return await _take_tags(conn, build_record(row), at)
+
+    async def fail_unfinished_builds(self, reason: str, at: datetime) -> list[str]:
+        c = t.template_builds.c
+        async with self._engine.begin() as conn:
+            ids = list((await conn.execute(
+                sa.select(c.build_id).where(c.status.in_(_UNFINISHED)))).scalars())
+            if ids:
+                await conn.execute(
+                    sa.update(t.template_builds).where(c.build_id.in_(ids)).values(
+                        status="error", reason=reason, updated_at=ts(at), finished_at=ts(at)))
+        return ids
+
+    async def add_build_logs(self, entries: Sequence[BuildLogRecord]) -> None:
+        if not entries:
+            return
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.insert(t.template_build_logs),
+                               [log_values(e) for e in entries])
+
+    async def build_logs(self, build_id: str, *, offset: int = 0, limit: int,
+                         levels: Collection[str] | None = None, since: datetime | None = None,
+                         newest_first: bool = False) -> list[BuildLogRecord]:
+        c = t.template_build_logs.c
+        query = sa.select(t.template_build_logs).where(c.build_id == build_id)
+        if levels is not None:
+            query = query.where(c.level.in_(list(levels)))
+        if since is not None:
+            query = query.where(c.at <= ts(since) if newest_first else c.at >= ts(since))
+        query = query.order_by(c.seq.desc() if newest_first else c.seq)
+        query = query.offset(offset).limit(limit)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [log_record(r) for r in rows]
+
+
+async def _take_tags(conn: AsyncConnection, build: BuildRecord, at: datetime) -> list[str]:
+    """Give ``build`` each of its tags unless a build created later holds it; then make its
+    resources the template's defaults if it took any tag."""
+    tags, builds = t.template_tags.c, t.template_builds.c
+    taken: list[str] = []
+    for tag in build.tags:
+        holder = (await conn.execute(
+            sa.select(builds.created_at)
+            .select_from(t.template_tags.join(
+                t.template_builds, builds.build_id == tags.build_id))
+            .where(tags.template_id == build.template_id, tags.tag == tag))).first()
+        if holder is not None and holder.created_at > ts(build.created_at):
+            continue  # a later build already finished ready and holds it
+        await conn.execute(sa.delete(t.template_tags).where(
+            tags.template_id == build.template_id, tags.tag == tag))
+        await conn.execute(sa.insert(t.template_tags).values(
+            template_id=build.template_id, tag=tag, build_id=build.build_id,
+            created_at=ts(at)))
+        taken.append(tag)
+    tc = t.templates.c
+    values: dict[str, Any] = {"build_count": tc.build_count + 1, "updated_at": ts(at)}
+    if taken:
+        values.update(cpu_count=build.cpu_count, memory_mb=build.memory_mb,
+                      disk_mb=build.disk_mb)
+    await conn.execute(sa.update(t.templates).where(
+        tc.template_id == build.template_id).values(**values))
+    return taken
