@@ -10,6 +10,10 @@
 #   uidmap            newuidmap/newgidmap for user-namespace id mapping
 #   util-linux        mount, nsenter, unshare
 #   python3-venv      the server's virtual environment
+#   skopeo, umoci     FROM images: skopeo copies from registries and archives into an OCI
+#                     layout, umoci unpacks its layers (whiteouts as the OCI spec says)
+#   docker-registry   a registry the image tests run on loopback (its system service is
+#                     disabled below: tests start their own)
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -24,8 +28,8 @@ case "${ID:-}:${VERSION_ID:-}" in
 esac
 
 packages=(
-    ca-certificates crun curl debian-archive-keyring iproute2 mmdebstrap nftables
-    python3 python3-venv runc uidmap util-linux
+    ca-certificates crun curl debian-archive-keyring docker-registry iproute2 mmdebstrap
+    nftables python3 python3-venv runc skopeo uidmap umoci util-linux
 )
 
 missing=()
@@ -42,6 +46,18 @@ else
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The docker-registry package enables a registry on :5000 of every interface; nothing of
+# Bac uses it (the image tests run their own on loopback), so it must not run.
+if command -v systemctl >/dev/null 2>&1 && systemctl -q is-enabled docker-registry.service 2>/dev/null; then
+    systemctl disable docker-registry.service >/dev/null 2>&1 || true
+fi
+if [ -d /run/systemd/system ]; then
+    systemctl stop docker-registry.service >/dev/null 2>&1 || true
+elif [ -x /etc/init.d/docker-registry ]; then
+    /etc/init.d/docker-registry stop >/dev/null 2>&1 || true
+    update-rc.d docker-registry disable >/dev/null 2>&1 || true
 fi
 
 # Checks that no package can fix: tell the operator clearly instead of failing later.
