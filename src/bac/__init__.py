@@ -71,6 +71,19 @@ from bac._sync import (
     SandboxPaginator,
     WatchHandle,
 )
+from bac._template import BaseRef, Template, TemplateStep, classify_from
+from bac._template_errors import DockerfileError, DockerfileWarning, TemplateBuildError
+from bac._template_models import (
+    BuildInfo,
+    BuildLogEntry,
+    BuildState,
+    BuildStatus,
+    TemplateBuild,
+    TemplateInfo,
+    TemplateTag,
+)
+from bac._template_sync import Templates
+from bac._templates import AsyncTemplates
 from bac._transfer import AsyncFileStream, WriteData, WriteEntry
 from bac._version import __version__
 from bac._watch import AsyncWatchHandle
@@ -84,8 +97,14 @@ __all__ = [
     "AsyncPty",
     "AsyncSandbox",
     "AsyncSandboxPaginator",
+    "AsyncTemplates",
     "AsyncWatchHandle",
     "AuthenticationError",
+    "BaseRef",
+    "BuildInfo",
+    "BuildLogEntry",
+    "BuildState",
+    "BuildStatus",
     "Checkpoint",
     "CommandExitError",
     "CommandHandle",
@@ -94,6 +113,8 @@ __all__ = [
     "ConnectionConfig",
     "ConnectionOpts",
     "Context",
+    "DockerfileError",
+    "DockerfileWarning",
     "EntryInfo",
     "Execution",
     "ExecutionError",
@@ -129,11 +150,19 @@ __all__ = [
     "ServerUnreachableError",
     "Signature",
     "SnapshotInfo",
+    "Template",
+    "TemplateBuild",
+    "TemplateBuildError",
+    "TemplateInfo",
+    "TemplateStep",
+    "TemplateTag",
+    "Templates",
     "TimeoutError",
     "WatchHandle",
     "WriteData",
     "WriteEntry",
     "WriteInfo",
     "__version__",
+    "classify_from",
     "sign",
 ]

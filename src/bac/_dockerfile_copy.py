@@ -1,0 +1,155 @@
+"""``RUN``, ``COPY`` and ``ADD`` of a Dockerfile into build steps (see :mod:`bac._dockerfile`).
+
+``COPY a b dir/`` becomes one COPY step per source, each with its own files hash, so a
+change to one source rebuilds from that step on. Destinations are made absolute against
+the current ``WORKDIR``, as Docker resolves them. ``ADD`` copies local files like ``COPY``
+and unpacks a local tar archive (plain, gzip, bzip2 or xz) into its destination, through a
+COPY to a staging directory and a ``tar -x`` step; ``ADD`` of a URL is refused.
+Heredocs: ``RUN <<EOF`` runs the body as a script (with its ``#!`` interpreter, if any);
+``COPY <<EOF /path`` writes the body to ``/path``.
+"""
+
+from __future__ import annotations
+
+import base64
+import posixpath
+import re
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bac._dockerfile_lines import Heredoc, RawInstruction
+from bac._dockerfile_words import WordError, json_array, split_flags
+from bac._template import check_source
+
+if TYPE_CHECKING:
+    from bac._dockerfile import _Converter
+
+_CHMOD = re.compile(r"[0-7]{3,4}")
+_MARKER = re.compile(r"<<-?([A-Za-z_][A-Za-z0-9_.-]*)")
+_REFUSED_FLAGS = {
+    "from": "multi-stage builds are not supported (build that stage as its own template "
+            "and FROM it)",
+    "parents": "it is not supported",
+    "exclude": "it is not supported; use .dockerignore",
+    "checksum": "ADD from a URL is not supported",
+    "keep-git-dir": "ADD from a git repository is not supported",
+    "unpack": "it is not supported",
+}
+_RUN_IGNORED = frozenset({"mount", "network", "security", "device"})
+
+
+def flags(conv: _Converter, ins: RawInstruction,
+          allowed: set[str] | frozenset[str]) -> tuple[dict[str, str | None], str]:
+    """The instruction's leading ``--flags`` (unknown ones are an error) and the rest."""
+    try:
+        found, rest = split_flags(ins.rest)
+    except WordError as exc:
+        raise conv.fail(str(exc)) from exc
+    out: dict[str, str | None] = {}
+    for name, value in found:
+        if name not in allowed:
+            raise conv.fail(f"unknown flag for {ins.name}: --{name}")
+        out[name] = value
+    return out, rest
+
+
+def _script(heredoc: Heredoc) -> str:
+    """A bare ``RUN <<EOF``: the body is the script, run by its ``#!`` line if it has one."""
+    first, _, _ = heredoc.body.partition("\n")
+    if not first.startswith("#!"):
+        return heredoc.body
+    delimiter = "BAC_SCRIPT_EOF"
+    return f"{first[2:].strip()} <<'{delimiter}'\n{heredoc.body}{delimiter}\n"
+
+
+def run(conv: _Converter, ins: RawInstruction) -> None:
+    found, rest = flags(conv, ins, _RUN_IGNORED)
+    for name in found:
+        conv.warn(f"RUN --{name} is ignored: build steps run with the sandbox's defaults")
+    if ins.heredocs and rest.strip() in (h.marker for h in ins.heredocs):
+        command = _script(ins.heredocs[0])
+    elif ins.heredocs:
+        command = rest + "\n" + "".join(h.body + h.name + "\n" for h in ins.heredocs)
+    else:
+        argv = json_array(rest)
+        command = shlex.join(argv) if argv is not None else rest
+    if not command.strip():
+        raise conv.fail("RUN needs a command")
+    exports = [f"export {name}={shlex.quote(value)}"
+               for name, value in conv.args.items() if name not in conv.env]
+    conv.add("RUN", ["\n".join([*exports, command]) if exports else command])
+
+
+def _destination(dest: str, workdir: str) -> str:
+    is_dir = dest.endswith("/") or dest in (".", "..") or dest.endswith(("/.", "/.."))
+    path = posixpath.normpath(posixpath.join(workdir, dest))
+    return path + "/" if is_dir and path != "/" else path
+
+
+def _is_archive(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            head = file.read(262)
+    except OSError:
+        return False
+    return (head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00"))
+            or head[257:262] == b"ustar")
+
+
+def _inline(conv: _Converter, heredoc: Heredoc, target: str, chown: str, chmod: str) -> None:
+    data = base64.b64encode(heredoc.body.encode()).decode()
+    quoted = shlex.quote(target)
+    command = (f"mkdir -p {shlex.quote(posixpath.dirname(target) or '/')} && "
+               f"printf %s {data} | base64 -d > {quoted}")
+    if chmod:
+        command += f" && chmod {chmod} {quoted}"
+    if chown:
+        command += f" && chown {shlex.quote(chown)} {quoted}"
+    conv.add("RUN", [command, "root"])
+
+
+def copy(conv: _Converter, ins: RawInstruction, add: bool) -> None:
+    name = ins.name
+    found, rest = flags(conv, ins, {"chown", "chmod", "link", *_REFUSED_FLAGS})
+    for flag, why in _REFUSED_FLAGS.items():
+        if flag in found:
+            raise conv.fail(f"{name} --{flag}: {why}")
+    chown = conv.word(found["chown"] or "") if "chown" in found else ""
+    if "chown" in found and not chown:
+        raise conv.fail(f"{name} --chown needs USER[:GROUP]")
+    chmod = found.get("chmod") or ""
+    if "chmod" in found and not _CHMOD.fullmatch(chmod):
+        raise conv.fail(f"{name} --chmod needs octal permission bits like 0755, got {chmod!r}")
+    chmod = f"{int(chmod, 8):04o}" if chmod else ""
+    argv = json_array(rest)
+    words = [conv.word(item) for item in argv] if argv is not None else conv.words(rest)
+    if len(words) < 2:
+        raise conv.fail(f"{name} needs at least a source and a destination")
+    *sources, dest = words
+    if len(sources) > 1 and not dest.endswith("/"):
+        raise conv.fail(f"{name} with several sources needs a destination directory "
+                        "ending in /")
+    target = _destination(dest, conv.workdir)
+    heredocs = {h.name: h for h in ins.heredocs}
+    for src in sources:
+        marker = _MARKER.fullmatch(src)
+        if marker is not None and marker.group(1) in heredocs:
+            into = target.endswith("/") or len(sources) > 1
+            path = posixpath.join(target, marker.group(1)) if into else target
+            _inline(conv, heredocs[marker.group(1)], path, chown, chmod)
+            continue
+        if "://" in src or src.startswith("git@"):
+            raise conv.fail(f"{name} from a URL is not supported ({src}): download it in a "
+                            "RUN step (curl, wget) or put the file in the build context")
+        relative = check_source(src.lstrip("/") or ".", conv.origin)
+        plain = not any(ch in relative for ch in "*?[")
+        if add and plain and _is_archive(conv.template.context / relative):
+            staging = f"/tmp/.bac-add-{len(conv.template.steps)}/"  # noqa: S108 - in the build sandbox
+            archive = staging + posixpath.basename(relative)
+            conv.add("COPY", [relative, staging, "", ""])
+            conv.add("RUN", [f"mkdir -p {shlex.quote(target)} && tar -xf "
+                             f"{shlex.quote(archive)} -C {shlex.quote(target)} && "
+                             f"rm -rf {shlex.quote(staging)}", "root"])
+            continue
+        conv.add("COPY", [relative, target, chown, chmod])

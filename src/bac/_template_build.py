@@ -1,0 +1,202 @@
+"""One template build over E2B's template API, from a :class:`~bac.Template` to a result.
+
+1. Every COPY step's files are chosen and hashed locally, so a missing file fails before
+   anything exists on the server.
+2. ``POST /v3/templates`` registers the build (name, tags, resources).
+3. For each distinct files hash, ``GET /templates/{id}/files/{hash}`` says whether the
+   server has it; if not, a tar.gz of the files is ``PUT`` to the URL it answers (with the
+   headers it gives, and nothing else: the URL may be another host's).
+4. ``POST /v2/templates/{id}/builds/{build}`` starts the build with the steps.
+5. ``GET .../status?logsOffset=N`` is polled until the build is ready or failed, handing
+   each new log line to ``on_log``; a failure raises :class:`TemplateBuildError` with the
+   failing step, the Dockerfile line it came from, and its last log lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
+from urllib.parse import quote, urljoin
+
+import httpx
+
+from bac import _errors as e
+from bac import _template_files as files
+from bac._api import ApiClient, api_error
+from bac._dockerignore import IgnoreRules, read_patterns
+from bac._template import BaseRef, Template
+from bac._template_errors import TemplateBuildError
+from bac._template_models import BuildInfo, BuildLogEntry, BuildState
+
+LogCallback = Callable[[BuildLogEntry], object]
+UPLOAD_TIMEOUT = 3600.0
+_CACHED = re.compile(r"\bcached\b", re.IGNORECASE)
+_FIRST_POLL, _MAX_POLL = 0.05, 0.5
+_TAIL = 40
+
+
+def path_part(value: str) -> str:
+    if not value:
+        raise e.InvalidArgumentError("a template name or id must not be empty")
+    return quote(value, safe="")
+
+
+def _note(on_log: LogCallback | None, message: str, step: str | None = None) -> None:
+    if on_log is not None:
+        on_log(BuildLogEntry(datetime.now(UTC), "info", message, step))
+
+
+def prepare_copies(template: Template) -> dict[int, tuple[str, list[files.Selected]]]:
+    """Files hash and selected files of each COPY step, by step index (blocking I/O)."""
+    rules = IgnoreRules(read_patterns(template.context, template.ignore_patterns,
+                                      template.dockerignore_file))
+    out: dict[int, tuple[str, list[files.Selected]]] = {}
+    for index, step in enumerate(template.steps):
+        if step.type == "COPY":
+            selected = files.select(template.context, step.args[0], rules, step.origin)
+            out[index] = (files.files_hash(step.args[0], step.args[1], selected), selected)
+    return out
+
+
+async def _chunks(spool: IO[bytes]) -> AsyncIterator[bytes]:
+    while chunk := spool.read(1 << 20):
+        yield chunk
+
+
+async def upload(url: str, headers: dict[str, str], selected: list[files.Selected]) -> int:
+    """PUT a tar.gz of ``selected`` to ``url``; return its size in bytes."""
+    spool = await asyncio.to_thread(files.pack, selected)
+    try:
+        size = spool.seek(0, 2)
+        spool.seek(0)
+        sent = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+        sent["Content-Length"] = str(size)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(UPLOAD_TIMEOUT)) as client:
+            try:
+                response = await client.put(url, content=_chunks(spool), headers=sent)
+            except httpx.TransportError as exc:
+                raise e.ServerUnreachableError(f"cannot upload build files to {url}: {exc}"
+                                               ) from exc
+        if response.status_code >= 300:
+            raise api_error(response)
+        return size
+    finally:
+        spool.close()
+
+
+async def status(api: ApiClient, template_id: str, build_id: str,
+                 offset: int = 0) -> BuildState:
+    data = await api.json(
+        "GET", f"/templates/{path_part(template_id)}/builds/{path_part(build_id)}/status",
+        params={"logsOffset": str(offset), "limit": "100"})
+    return BuildState.from_api(data)
+
+
+async def follow(api: ApiClient, template_id: str, build_id: str, *, until_done: bool,
+                 offset: int = 0) -> AsyncIterator[BuildState]:
+    """Build states with the log lines after ``offset``; with ``until_done`` polls until
+    the build finishes (and its last lines are read), else stops at the first empty page."""
+    delay = _FIRST_POLL
+    while True:
+        state = await status(api, template_id, build_id, offset)
+        offset += len(state.logs)
+        yield state
+        if state.logs:
+            delay = _FIRST_POLL
+            continue
+        if state.status.finished or not until_done:
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 1.5, _MAX_POLL)
+
+
+def _failure(template: Template, state: BuildState,
+             seen: Sequence[BuildLogEntry]) -> TemplateBuildError:
+    step = state.reason_step
+    origin = instruction = None
+    if step is not None and step.isdigit() and 1 <= int(step) <= len(template.steps):
+        source = template.steps[int(step) - 1]
+        origin, instruction = source.origin, source.describe()
+    logs = state.reason_logs or [entry for entry in seen if step is None or entry.step == step]
+    return TemplateBuildError(state.reason or "the build failed", template_id=state.template_id,
+                              build_id=state.build_id, step=step, origin=origin,
+                              instruction=instruction, logs=logs[-_TAIL:])
+
+
+async def resolve_base(api: ApiClient, base: BaseRef) -> BaseRef:
+    """A bare ``name[:tag]`` FROM: a template when the server knows the name, else an image."""
+    if base.kind != "auto":
+        return base
+    found = await exists(api, base.ref.partition(":")[0])
+    return BaseRef(base.ref, "template" if found else "image", base.username, base.password)
+
+
+async def exists(api: ApiClient, name: str) -> bool:
+    try:
+        await api.request("GET", f"/templates/aliases/{path_part(name)}")
+    except e.NotFoundError:
+        return False
+    except e.PermissionDeniedError:
+        return True  # another team's: the name is taken
+    return True
+
+
+async def build(api: ApiClient, template: Template, name: str, *, tags: Sequence[str],
+                cpu_count: int | None, memory_mb: int | None, skip_cache: bool,
+                on_log: LogCallback | None) -> BuildInfo:
+    started = time.monotonic()
+    if not name or not name.strip():
+        raise e.InvalidArgumentError("a template build needs a name")
+    copies = await asyncio.to_thread(prepare_copies, template)
+    base = await resolve_base(api, template.base)
+    request: dict[str, Any] = {"name": name}
+    if tags:
+        request["tags"] = list(tags)
+    if cpu_count is not None:
+        request["cpuCount"] = cpu_count
+    if memory_mb is not None:
+        request["memoryMB"] = memory_mb
+    created = await api.json("POST", "/v3/templates", json=request, ok=(200, 201, 202))
+    try:
+        template_id, build_id = str(created["templateID"]), str(created["buildID"])
+    except (KeyError, TypeError) as exc:
+        raise e.ServerError(f"the server's build answer lacks {exc}") from exc
+    _note(on_log, f"build {build_id} of template {template_id} ({name})")
+    done: set[str] = set()
+    for index, (digest, selected) in copies.items():
+        step = str(index + 1)
+        source = template.steps[index].args[0]
+        if digest in done:
+            continue
+        done.add(digest)
+        link = await api.json("GET", f"/templates/{path_part(template_id)}/files/{digest}",
+                              ok=(200, 201))
+        if link.get("present") or not link.get("url"):
+            _note(on_log, f"files of {source!r} already on the server", step)
+            continue
+        url = urljoin(api.config.api_url + "/", str(link["url"]))
+        size = await upload(url, dict(link.get("headers") or {}), selected)
+        _note(on_log, f"uploaded {source!r}: {len(selected)} entries, {size} bytes", step)
+    body = template.to_wire({i: c[0] for i, c in copies.items()}, base, skip_cache)
+    await api.request("POST", f"/v2/templates/{path_part(template_id)}/builds/"
+                      f"{path_part(build_id)}", json=body, ok=(200, 201, 202, 204))
+    seen: list[BuildLogEntry] = []
+    cached: set[str] = set()
+    state: BuildState | None = None
+    async for state in follow(api, template_id, build_id, until_done=True):
+        for entry in state.logs:
+            seen.append(entry)
+            if entry.step and entry.step.isdigit() and _CACHED.search(entry.message):
+                cached.add(entry.step)
+            if on_log is not None:
+                on_log(entry)
+        del seen[:-1000]
+    assert state is not None
+    if state.status.value != "ready":
+        raise _failure(template, state, seen)
+    return BuildInfo(template_id, build_id, name, [str(t) for t in created.get("tags") or []],
+                     time.monotonic() - started, len(template.steps), len(cached))
