@@ -5,19 +5,61 @@ Public API::
     store = TemplateStore(data_dir)                 # default: $BAC_DATA_DIR or /var/lib/bac
     image = await store.ensure_base(progress=print) # builds once (~1 min), then instant
     image = await store.get("base")                 # TemplateImage or TemplateNotFound
+
+    engine = BuildEngine(store, backend)            # backend: a backends.base.Builder
+    built = await engine.build(recipe, files=..., resolve_template=..., log=...)
+    image = await store.built(built.digest, "my-template")
 """
 
 from ._builder import ProgressCallback
+from ._copy_step import DiskFullError
+from ._engine import BuildEngine, FilesLookup
 from ._errors import TemplateBuildError, TemplateError
+from ._layer_step import LogCallback, StepFailed
+from ._manifest import BuiltTemplate
 from ._recipe import BASE_PACKAGES, Recipe, base_recipe
+from ._source import ResolveTemplate
+from ._steps import (
+    BuildRecipe,
+    CopyStep,
+    EnvStep,
+    FromImage,
+    FromTemplate,
+    LogEntry,
+    LogLevel,
+    RunStep,
+    Step,
+    TemplateConfig,
+    UserStep,
+    WorkdirStep,
+)
 from ._store import TemplateStore
 
 __all__ = [
     "BASE_PACKAGES",
+    "BuildEngine",
+    "BuildRecipe",
+    "BuiltTemplate",
+    "CopyStep",
+    "DiskFullError",
+    "EnvStep",
+    "FilesLookup",
+    "FromImage",
+    "FromTemplate",
+    "LogCallback",
+    "LogEntry",
+    "LogLevel",
     "ProgressCallback",
     "Recipe",
+    "ResolveTemplate",
+    "RunStep",
+    "Step",
+    "StepFailed",
     "TemplateBuildError",
+    "TemplateConfig",
     "TemplateError",
     "TemplateStore",
+    "UserStep",
+    "WorkdirStep",
     "base_recipe",
 ]

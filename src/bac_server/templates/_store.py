@@ -6,6 +6,8 @@ by the sandbox id range, which no host user should be able to run)::
     .lock                    serialises builds across processes
     base/<digest>/template.json, rootfs/
     code-interpreter/<digest>/...     a layer on base (digest covers base's digest too)
+    manifests/<digest>.json  templates built from recipes (``BuildEngine``, ``built``)
+    ../layers/<key>/         their layers, shared (``_layer_store``)
     ../cache/{apt,pip,npm}   downloads kept for rebuilds of layers
 """
 
@@ -25,6 +27,7 @@ from bac_server.host import IdRange, default_data_dir
 
 from ._builder import METADATA_FILE, ProgressCallback, build_rootfs
 from ._layer_builder import build_layer
+from ._manifest import read_manifest, template_image
 from ._recipe import Recipe, base_recipe
 from .recipes.code_interpreter import CODE_INTERPRETER, LayerRecipe
 
@@ -100,6 +103,13 @@ class TemplateStore:
         raise TemplateNotFound(
             "template 'base' is not built yet; run scripts/setup (or TemplateStore.ensure_base)"
         )
+
+    async def built(self, digest: str, template_id: str) -> TemplateImage:
+        """A template built by ``BuildEngine``, by its digest; raises ``TemplateNotFound``
+        when its manifest or any of its layers is gone."""
+        def load() -> TemplateImage:
+            return template_image(read_manifest(digest, self.data_dir), template_id)
+        return await asyncio.to_thread(load)
 
     async def ensure_base(self, progress: ProgressCallback | None = None) -> TemplateImage:
         """Build ``base`` unless a build of the current recipe exists. Idempotent."""
