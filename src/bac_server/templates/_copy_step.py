@@ -38,6 +38,9 @@ def unpack(archive: Path, into: Path, owner: int, src: str) -> None:
     """Unpack the upload of ``COPY src`` into ``into`` (made here), owned by ``owner``."""
 
     def keep(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+        if member.name.startswith("/"):
+            # Stricter than the data filter, which strips the slash: no client sends these.
+            raise tarfile.AbsolutePathError(member)
         checked = tarfile.data_filter(member, dest)
         # Owned by sandbox root whoever packed it: the build sandbox can read it all.
         return checked.replace(uid=owner, gid=owner, uname="", gname="", deep=False)
