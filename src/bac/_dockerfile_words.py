@@ -93,6 +93,8 @@ class _Scan:
         if self.peek() == "}":
             self.pos += 1
             return self.lookup(name, self.text[start : self.pos]) or ""
+        if not self.peek():
+            raise WordError("missing } in a ${...} substitution")
         colon = self.peek() == ":"
         op = self.peek(1) if colon else self.peek()
         if op not in ("-", "+", "?"):
