@@ -17,14 +17,15 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from bac_server.api import ApiSettings, build_api
-from bac_server.backends.base import TemplateNotFound
+from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ServerConfig
 from bac_server.control import ControlPlane, Limits
+from bac_server.control.templates_services import TemplateServices
 from bac_server.gateway import Dispatcher, Gateway
 from bac_server.host import prepare_host
 from bac_server.store.sql import SqlStore
-from bac_server.templates import TemplateStore
+from bac_server.templates import BuildEngine, TemplateStore
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +89,17 @@ def create_app(config: ServerConfig) -> ASGIApp:
         store = await SqlStore.open(config.store_url)
         backend = build_backend(config)
         templates = build_templates(config)
+        template_services = TemplateServices.create(
+            store=store, images=templates, limits=limits_of(config),
+            engine=BuildEngine(templates, backend) if isinstance(backend, Builder) else None,
+            uploads_dir=config.data_dir / "template-uploads",
+            max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds)
+        ended = await template_services.start(store)
+        if ended:
+            log.warning("%d template builds were interrupted by the restart", len(ended))
         plane = ControlPlane(
             backend=backend,
-            templates=templates,
+            templates=template_services.resolver,
             store=store,
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
@@ -99,6 +108,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))
         app.state.plane = plane
+        app.state.templates = template_services
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic)
         dispatcher.gateway = gateway
         log.info(
@@ -112,6 +122,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await warming
             dispatcher.gateway = None
+            await template_services.close()
             await plane.stop()
             gateway.close()
             await backend.close()

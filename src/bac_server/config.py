@@ -64,6 +64,10 @@ class ServerConfig:
     # Comma-separated CIDRs of private or host-network ranges sandboxes may reach anyway
     # (always denied otherwise; each sandbox's own policy still applies).
     egress_exempt: str = ""
+    # Template builds run at once (each step is a sandbox); the others wait in a queue.
+    template_builds: int = 1
+    # Largest build context (a COPY's uploaded tar) the server accepts, MiB.
+    max_upload_mb: int = 2048
     # Prepare the host (cgroups, firewall) at start-up; tests that share a prepared host
     # may turn it off to save time.
     prepare_host: bool = True

@@ -21,6 +21,10 @@ from bac_server.api import (
     network,
     pause,
     snapshots,
+    templates,
+    templates_builds,
+    templates_files,
+    templates_tags,
     timeout,
 )
 from bac_server.api.context import ApiSettings
@@ -28,6 +32,8 @@ from bac_server.api.errors import HANDLERS
 from bac_server.control import ControlPlane
 
 _ID = "/sandboxes/{sandbox_id:str}"
+_TPL = "/templates/{template_id}"
+_BUILD = _TPL + "/builds/{buildID}"
 
 ROUTES = [
     Route("/health", health.health, methods=["GET"]),
@@ -47,7 +53,24 @@ ROUTES = [
     Route(_ID + "/pause", pause.pause_sandbox, methods=["POST"]),
     Route(_ID + "/snapshots", snapshots.create, methods=["POST"]),
     Route("/snapshots", snapshots.listing, methods=["GET"]),
-    Route("/templates/{template_id:path}", snapshots.delete, methods=["DELETE"]),
+    Route("/v3/templates", templates.request_build, methods=["POST"]),
+    Route("/templates", templates.list_v1, methods=["GET"]),
+    Route("/v2/templates", templates.list_v2, methods=["GET"]),
+    Route("/templates/aliases/{alias}", templates_tags.alias, methods=["GET"]),
+    Route("/templates/tags", templates_tags.assign, methods=["POST"]),
+    Route("/templates/tags", templates_tags.remove, methods=["DELETE"]),
+    Route(_TPL, templates.get_template, methods=["GET"]),
+    Route(_TPL, templates.update, methods=["PATCH"]),
+    Route("/v2" + _TPL, templates.update, methods=["PATCH"]),
+    Route(_TPL + "/tags", templates_tags.listing, methods=["GET"]),
+    Route(_TPL + "/files/{hash}", templates_files.upload_link, methods=["GET"]),
+    Route(_TPL + "/files/{hash}", templates_files.upload, methods=["PUT"]),
+    Route("/v2" + _BUILD, templates_builds.trigger, methods=["POST"]),
+    Route(_BUILD + "/status", templates_builds.status, methods=["GET"]),
+    Route(_BUILD + "/logs", templates_builds.logs, methods=["GET"]),
+    Route(_BUILD, templates_builds.cancel, methods=["DELETE"]),
+    # Last: a snapshot's id may contain "/" (E2B's team/name:tag), so this takes the rest.
+    Route("/templates/{template_id:path}", templates.delete, methods=["DELETE"]),
     Route(_ID + "/fork", fork.fork, methods=["POST"]),
     Route(_ID + "/checkpoints", checkpoints.take, methods=["POST"]),
     Route(_ID + "/checkpoints", checkpoints.timeline, methods=["GET"]),

@@ -38,6 +38,7 @@ from bac_server.control.limits import Limits
 from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.specs import template_image
 from bac_server.control.states import SandboxState, check_transition
+from bac_server.control.templates_resolve import Resolved, TeamTemplates
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 from bac_server.store import CheckpointRecord, Store
 
@@ -129,6 +130,20 @@ class Creator:
     async def _template(self, ref: str) -> TemplateImage:
         return await template_image(self._templates, ref)
 
+    async def _resolve(self, team: Team, ref: str) -> Resolved:
+        """Built-ins, then the team's own or a public template (``name[:tag]``, id, alias)."""
+        if isinstance(self._templates, TeamTemplates):
+            return await self._templates.resolve(team, ref)
+        return Resolved(await self._template(ref))
+
+    async def _from_checkpoint(self, source: CheckpointRecord) -> Resolved:
+        """The build the checkpointed sandbox ran on (its template may have moved on)."""
+        if isinstance(self._templates, TeamTemplates):
+            pinned = await self._templates.pinned(source.sandbox_id)
+            if pinned is not None:
+                return pinned
+        return Resolved(await self._template(source.template_id))
+
     async def _snapshot(self, team: Team, ref: str) -> CheckpointRecord | None:
         """The team's snapshot named ``ref`` (by id or name), if ``ref`` is one."""
         for found in await self._store.list_checkpoints(team.team_id, kind="snapshot"):
@@ -144,20 +159,32 @@ class Creator:
         source = from_checkpoint
         if source is None:
             try:
-                image = await self._template(req.template)
+                resolved = await self._resolve(team, req.template)
             except TemplateNotFoundError:
                 # Not a template: maybe one of the team's snapshots (looked up only then,
                 # so plain creates pay nothing for snapshots).
                 source = await self._snapshot(team, req.template)
                 if source is None:
                     raise
+            else:
+                # A built template's resources are its sandboxes' defaults.
+                cpus = resolved.cpu_count if req.cpu_count is None and resolved.cpu_count \
+                    else cpus
+                memory = resolved.memory_mb if req.memory_mb is None and resolved.memory_mb \
+                    else memory
         if source is not None:
             if not isinstance(self._backend, Checkpointable):
                 raise NotSupported(
                     f"the {self._backend.name!r} backend cannot start from snapshots")
-            image = await self._template(source.template_id)
+            resolved = await self._from_checkpoint(source)
             cpus = source.cpu_count if req.cpu_count is None else cpus
             memory = source.memory_mb if req.memory_mb is None else memory
+        image = resolved.image
+        sandbox_id = new_sandbox_id()
+        if isinstance(self._templates, TeamTemplates):
+            # Before the slot is reserved (no await may come between the count and the add);
+            # a pin left by a create refused below is dropped at the next start-up.
+            await self._templates.pin(sandbox_id, resolved)
         if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:
             raise TeamLimitExceeded(
                 f"team {team.name!r} already runs {self._limits.max_sandboxes_per_team} "
@@ -165,7 +192,7 @@ class Creator:
             )
         now = datetime.now(UTC)
         sbx = LiveSandbox(
-            sandbox_id=new_sandbox_id(),
+            sandbox_id=sandbox_id,
             team_id=team.team_id,
             template_id=image.template_id,
             alias=req.template if req.template != image.template_id else None,

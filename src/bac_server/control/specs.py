@@ -12,6 +12,7 @@ from bac_server.backends.base import SandboxSpec, TemplateImage, TemplateNotFoun
 from bac_server.control.errors import TemplateNotFoundError
 from bac_server.control.network import policy_of
 from bac_server.control.registry import LiveSandbox
+from bac_server.control.templates_resolve import TeamTemplates
 
 
 class Templates(Protocol):
@@ -32,10 +33,20 @@ async def template_image(templates: Templates, ref: str) -> TemplateImage:
     return found
 
 
+async def sandbox_image(templates: Templates, sbx: LiveSandbox) -> TemplateImage:
+    """The image the sandbox was created from: its pinned build when it came from a built
+    template (which may have been rebuilt or deleted since), else its template now."""
+    if isinstance(templates, TeamTemplates):
+        pinned = await templates.pinned(sbx.sandbox_id)
+        if pinned is not None:
+            return pinned.image
+    return await template_image(templates, sbx.template_id)
+
+
 async def spec_of(templates: Templates, sbx: LiveSandbox) -> SandboxSpec:
     return SandboxSpec(
         sandbox_id=sbx.sandbox_id,
-        template=await template_image(templates, sbx.template_id),
+        template=await sandbox_image(templates, sbx),
         vcpus=sbx.cpu_count,
         memory_mb=sbx.memory_mb,
         disk_mb=sbx.disk_mb,

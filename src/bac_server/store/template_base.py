@@ -101,5 +101,5 @@ class TemplateRecords(Protocol):
     async def sandbox_pin(self, sandbox_id: str) -> SandboxPin | None: ...
 
     async def prune_pins(self, live_states: Collection[str]) -> int:
-        """Forget the pins of sandboxes in none of ``live_states``."""
+        """Forget the pins of sandboxes in none of ``live_states`` and with no checkpoint."""
         ...

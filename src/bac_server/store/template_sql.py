@@ -146,7 +146,9 @@ class TemplateQueries:
     async def prune_pins(self, live_states: Collection[str]) -> int:
         live = sa.select(t.sandboxes.c.sandbox_id).where(
             t.sandboxes.c.state.in_(list(live_states)))
-        query = sa.delete(t.sandbox_templates).where(
-            t.sandbox_templates.c.sandbox_id.not_in(live))
+        # A snapshot or checkpoint still needs its sandbox's layers to start from.
+        saved = sa.select(t.checkpoints.c.sandbox_id)
+        pinned = t.sandbox_templates.c.sandbox_id
+        query = sa.delete(t.sandbox_templates).where(pinned.not_in(live), pinned.not_in(saved))
         async with self._engine.begin() as conn:
             return (await conn.execute(query)).rowcount

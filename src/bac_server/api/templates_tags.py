@@ -1,0 +1,57 @@
+"""Template names and tags.
+
+* ``GET    /templates/aliases/{alias}``  200 ``{"templateID","public"}`` for a built-in, one of
+  the team's templates or a public one; 404 otherwise (``Template.exists`` is False). Names
+  are per team, so another team's private template is simply not there: never a 403.
+* ``POST   /templates/tags``             201 ``{"tags","buildID"}``: ``target`` is
+  ``name:tag`` (``name`` = its ``default`` tag); its build gets ``tags`` too
+* ``DELETE /templates/tags``             204: ``{"name","tags"}``; 404 if it had none of them
+* ``GET    /templates/{id}/tags``        ``[{"tag","buildID","createdAt"}]``
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from bac_server.api import templates_views as views
+from bac_server.api.body import read_model
+from bac_server.api.context import settings, team
+from bac_server.api.errors import error_response
+from bac_server.api.templates_context import template_ref, templates
+from bac_server.api.templates_models import AssignTags, DeleteTags
+from bac_server.control.templates import builtin_name
+
+
+async def alias(request: Request) -> Response:
+    caller = await team(request)
+    name: str = request.path_params["alias"]
+    builtin = builtin_name(name)
+    if builtin is not None and any(b.name == builtin
+                                   for b in await templates(request).resolver.builtins()):
+        return JSONResponse({"templateID": builtin, "public": True})
+    found = await templates(request).catalog.find(caller, name)
+    if found is None:
+        return error_response(404, f"template {name!r} not found")
+    return JSONResponse({"templateID": found.template_id, "public": found.public})
+
+
+async def assign(request: Request) -> Response:
+    caller = await team(request)
+    body = await read_model(request, AssignTags, settings(request).max_body_bytes)
+    build_id, tags = await templates(request).catalog.assign_tags(caller, body.target,
+                                                                  body.tags)
+    return JSONResponse({"tags": tags, "buildID": build_id}, 201)
+
+
+async def remove(request: Request) -> Response:
+    caller = await team(request)
+    body = await read_model(request, DeleteTags, settings(request).max_body_bytes)
+    await templates(request).catalog.remove_tags(caller, body.name, body.tags)
+    return Response(status_code=204)
+
+
+async def listing(request: Request) -> Response:
+    caller = await team(request)
+    found = await templates(request).catalog.tags(caller, template_ref(request))
+    return JSONResponse([views.tag(t) for t in found])

@@ -1,0 +1,233 @@
+"""Running template builds: a bounded queue in front of the build engine.
+
+At most ``concurrency`` builds run at once (each step is a sandbox using CPUs and memory);
+the others stay ``waiting`` in arrival order. Each build runs in its own task, owned here:
+its log lines go to the store as they come (:mod:`.template_builds_log`), and it ends
+``ready`` (its tags move to it, see ``Store.finish_build``) or ``error`` with the reason and
+the step that failed. A cancel ends it in error, reason "cancelled"; a server stop ends
+running builds with "server stopped"; builds a crash interrupted are ended with "server
+restarted" at the next start (:meth:`TemplateBuilds.recover`). A failed build leaves no
+template behind: the engine publishes a build's layers only when it succeeds, and a
+template's tags only ever point at ready builds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bac_server.backends.base import TemplateImage
+from bac_server.control.errors import Conflict, NotFound, NotSupported, TeamLimitExceeded
+from bac_server.control.limits import Limits
+from bac_server.control.registry import Team
+from bac_server.control.template_builds_log import BuildLog
+from bac_server.control.template_builds_recipe import recipe_record, secrets_of
+from bac_server.control.template_builds_states import BuildStatus, is_finished, sources_of
+from bac_server.control.templates import TemplateCatalog
+from bac_server.control.templates_resolve import TemplateResolver
+from bac_server.control.templates_uploads import Uploads
+from bac_server.store import BuildLogRecord, BuildRecord, Store, TemplateRecord
+from bac_server.templates import (
+    BuildEngine,
+    BuildRecipe,
+    BuiltTemplate,
+    CopyStep,
+    LogLevel,
+    TemplateConfig,
+    TemplateError,
+)
+
+log = logging.getLogger(__name__)
+
+BUILD_MIN_MEMORY_MB = 1024  # package managers need more than a small sandbox's default
+MAX_UNFINISHED = 32  # builds queued or running in this process
+_FOLLOW_BATCH = 500
+_FOLLOW_RECHECK_S = 5.0
+
+
+class _StepRefused(Exception):
+    """A step cannot run (found before the engine starts); ``step`` is its number."""
+
+    def __init__(self, message: str, step: str) -> None:
+        super().__init__(message)
+        self.step = step
+
+
+class TemplateBuilds:
+    def __init__(self, *, store: Store, engine: BuildEngine | None, catalog: TemplateCatalog,
+                 resolver: TemplateResolver, uploads: Uploads, limits: Limits,
+                 concurrency: int = 1) -> None:
+        self._store = store
+        self._engine = engine
+        self._catalog = catalog
+        self._resolver = resolver
+        self._uploads = uploads
+        self._limits = limits
+        self._slots = asyncio.Semaphore(max(1, concurrency))
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stop_reason: dict[str, str] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+
+    async def recover(self) -> list[str]:
+        """End the builds a previous process left unfinished (at start-up)."""
+        return await self._store.fail_unfinished_builds("server restarted", datetime.now(UTC))
+
+    async def close(self) -> None:
+        """Stop every build of this process; they end in error, "server stopped"."""
+        for build_id, task in list(self._tasks.items()):
+            self._stop_reason.setdefault(build_id, "server stopped")
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    # starting -----------------------------------------------------------------------------
+    async def trigger(self, team: Team, ref: str, build_id: str, recipe: BuildRecipe) -> None:
+        """Queue the build's steps (once: a build cannot be started twice)."""
+        template, build = await self._catalog.build_of(team, ref, build_id)
+        if self._engine is None:
+            raise NotSupported("this server's backend cannot build templates")
+        if build.recipe is not None or build_id in self._tasks or is_finished(build.status):
+            raise Conflict(f"build {build_id!r} was already started (status {build.status})")
+        if len(self._tasks) >= MAX_UNFINISHED:
+            raise TeamLimitExceeded(
+                f"{MAX_UNFINISHED} template builds are already queued or running on this "
+                "server; try again when one has finished")
+        # Registered before the first await, so a second trigger of the same build fails.
+        task = asyncio.create_task(self._run(template, build, recipe))
+        self._tasks[build_id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(build_id, None))
+
+    async def _run(self, template: TemplateRecord, build: BuildRecord,
+                   recipe: BuildRecipe) -> None:
+        build_id = build.build_id
+        writer = BuildLog(self._store, build_id, on_write=lambda: self._notify(build_id),
+                          secrets=secrets_of(recipe))
+        try:
+            await self._store.start_build(build_id, from_states=[BuildStatus.WAITING.value],
+                                          status=BuildStatus.WAITING.value,
+                                          at=datetime.now(UTC), recipe=recipe_record(recipe))
+            async with self._slots:
+                if not await self._store.start_build(
+                        build_id, from_states=sources_of(BuildStatus.BUILDING),
+                        status=BuildStatus.BUILDING.value, at=datetime.now(UTC)):
+                    return  # ended while it waited (cancelled)
+                self._notify(build_id)
+                built = await self._build(template, build, recipe, writer)
+            writer.line(LogLevel.INFO, f"Template {template.name} built ({built.digest})",
+                        "finalize")
+            await writer.close()
+            await self._store.finish_build(
+                build_id, status=BuildStatus.READY.value, at=datetime.now(UTC),
+                from_states=sources_of(BuildStatus.READY), digest=built.digest,
+                config=config_record(built.config))
+        except asyncio.CancelledError:
+            await self._fail(build_id, writer, self._stop_reason.pop(build_id, "cancelled"))
+        except _StepRefused as exc:
+            await self._fail(build_id, writer, str(exc), exc.step)
+        except TemplateError as exc:
+            # The engine logged the error under the step it was running: that is the step.
+            await self._fail(build_id, writer, writer.redact(str(exc)), writer.last_step,
+                             logged=True)
+        except Exception as exc:
+            log.exception("template build %s failed unexpectedly", build_id)
+            await self._fail(build_id, writer, writer.redact(f"internal error: {exc}"),
+                             writer.last_step)
+        finally:
+            self._notify(build_id)
+
+    async def _build(self, template: TemplateRecord, build: BuildRecord, recipe: BuildRecipe,
+                     writer: BuildLog) -> BuiltTemplate:
+        writer.line(LogLevel.INFO, f"Building template {template.name} "
+                                   f"({template.template_id}), build {build.build_id}")
+        files = await self._files(build.team_id, recipe)
+        assert self._engine is not None
+        vcpus = build.cpu_count or self._limits.default_cpu_count
+        memory = max(build.memory_mb or self._limits.default_memory_mb, BUILD_MIN_MEMORY_MB)
+
+        async def resolve(ref: str) -> TemplateImage:
+            return await self._resolver.for_build(build.team_id, ref)
+
+        return await self._engine.build(recipe, files=files.__getitem__,
+                                        resolve_template=resolve, log=writer.add, vcpus=vcpus,
+                                        memory_mb=memory)
+
+    async def _files(self, team_id: str, recipe: BuildRecipe) -> dict[str, Path]:
+        """The uploaded context of every COPY step; a missing one fails its step."""
+        found: dict[str, Path] = {}
+        for number, step in enumerate(recipe.steps, start=1):
+            if not isinstance(step, CopyStep) or step.files_hash in found:
+                continue
+            path = await self._uploads.path(team_id, step.files_hash)
+            if path is None:
+                raise _StepRefused(
+                    f"step {number} (COPY {step.src} {step.dest}): the files of {step.src!r} "
+                    f"(hash {step.files_hash[:16]}...) were never uploaded", str(number))
+            found[step.files_hash] = path
+        return found
+
+    async def _fail(self, build_id: str, writer: BuildLog, reason: str,
+                    step: str | None = None, *, logged: bool = False) -> None:
+        with contextlib.suppress(Exception):
+            if not logged:
+                writer.line(LogLevel.ERROR, reason, step)
+            await writer.close()
+        await self._store.finish_build(
+            build_id, status=BuildStatus.ERROR.value, at=datetime.now(UTC),
+            from_states=sources_of(BuildStatus.ERROR), reason=reason, reason_step=step)
+
+    # watching -----------------------------------------------------------------------------
+    def _notify(self, build_id: str) -> None:
+        event = self._changed.pop(build_id, None)
+        if event is not None:
+            event.set()
+
+    async def cancel(self, team: Team, ref: str, build_id: str) -> BuildRecord:
+        _template, build = await self._catalog.build_of(team, ref, build_id)
+        if is_finished(build.status):
+            raise Conflict(f"build {build_id!r} already finished ({build.status})")
+        task = self._tasks.get(build_id)
+        if task is not None:
+            self._stop_reason.setdefault(build_id, "cancelled")
+            task.cancel()
+            await asyncio.wait({task})
+        else:  # created but its steps never sent
+            await self._store.finish_build(
+                build_id, status=BuildStatus.ERROR.value, at=datetime.now(UTC),
+                from_states=sources_of(BuildStatus.ERROR), reason="cancelled")
+            self._notify(build_id)
+        found = await self._store.get_build(build_id)
+        if found is None:
+            raise NotFound(f"build {build_id!r} not found")
+        return found
+
+    async def follow(self, build_id: str, *, levels: list[str] | None = None
+                     ) -> AsyncIterator[BuildLogRecord]:
+        """Every log line of the build from the first, live, until the build has ended."""
+        offset = 0
+        while True:
+            changed = self._changed.setdefault(build_id, asyncio.Event())
+            # Status before lines: lines are all written before a build is marked finished.
+            build = await self._store.get_build(build_id)
+            batch = await self._store.build_logs(build_id, offset=offset, limit=_FOLLOW_BATCH,
+                                                 levels=levels)
+            offset += len(batch)
+            for entry in batch:
+                yield entry
+            if len(batch) == _FOLLOW_BATCH:
+                continue
+            if build is None or is_finished(build.status):
+                if self._changed.get(build_id) is changed and build_id not in self._tasks:
+                    self._changed.pop(build_id, None)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), _FOLLOW_RECHECK_S)
+
+
+def config_record(config: TemplateConfig) -> dict[str, Any]:
+    return {"user": config.user, "workdir": config.workdir,
+            "env": [list(pair) for pair in config.env], "startCmd": config.start_cmd,
+            "readyCmd": config.ready_cmd}

@@ -1,0 +1,182 @@
+"""From a template reference to the image a sandbox (or a build's FROM) starts from.
+
+A reference is, in this order: a built-in template (``base``, ``code-interpreter`` and
+their aliases, optionally ``:default``); or a team's own template, else a public one, by id,
+name or alias, with an optional ``:tag`` (``default`` when absent). The tag names a ready
+build; its content digest names the layers on disk (``TemplateStore.built``). Anything else,
+another team's private template included, is ``TemplateNotFoundError`` (404).
+
+A sandbox is pinned to the build it was created from, so a paused sandbox resumes on the
+same layers after its template was rebuilt, re-tagged or deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from bac_server.backends.base import TemplateImage, TemplateNotFound
+from bac_server.control.errors import TemplateNotFoundError
+from bac_server.control.registry import Team
+from bac_server.control.templates import BUILTINS, TemplateCatalog, builtin_name
+from bac_server.control.templates_refs import split_ref
+from bac_server.store import BuildRecord, SandboxPin, Store
+
+log = logging.getLogger(__name__)
+
+
+class BuiltImages(Protocol):
+    """Built templates on disk (``bac_server.templates.TemplateStore``)."""
+
+    def get(self, ref: str) -> Any: ...
+
+    def built(self, digest: str, template_id: str) -> Any: ...
+
+
+@runtime_checkable
+class TeamTemplates(Protocol):
+    """A template source that resolves per team and pins sandboxes to builds."""
+
+    async def resolve(self, team: Team, ref: str) -> Resolved: ...
+
+    async def pin(self, sandbox_id: str, resolved: Resolved) -> None: ...
+
+    async def pinned(self, sandbox_id: str) -> Resolved | None: ...
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The image, and for a built template the build it came from and its defaults."""
+
+    image: TemplateImage
+    template_id: str | None = None  # None: a built-in
+    build_id: str | None = None
+    digest: str | None = None
+    cpu_count: int | None = None  # the build's requested resources: the sandbox defaults
+    memory_mb: int | None = None
+
+    @classmethod
+    def of_build(cls, image: TemplateImage, build: BuildRecord) -> Resolved:
+        return cls(image, build.template_id, build.build_id, build.digest, build.cpu_count,
+                   build.memory_mb)
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in template that is built on this server."""
+
+    name: str
+    aliases: tuple[str, ...]
+    image: TemplateImage
+    built_at: datetime
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class TemplateResolver:
+    """The control plane's template source (``get``), per team (``resolve``)."""
+
+    def __init__(self, *, images: BuiltImages, store: Store, catalog: TemplateCatalog) -> None:
+        self._images = images
+        self._store = store
+        self._catalog = catalog
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def _builtin(self, ref: str) -> TemplateImage | None:
+        name = builtin_name(ref)
+        if name is None:
+            return None
+        try:
+            found = await _awaited(self._images.get(split_ref(ref)[0]))
+        except TemplateNotFound as exc:
+            raise TemplateNotFoundError(ref) from exc
+        if not isinstance(found, TemplateImage):
+            raise TemplateNotFoundError(ref)
+        return found
+
+    async def builtins(self) -> list[Builtin]:
+        found = []
+        for name, aliases in BUILTINS.items():
+            try:
+                image = await self._builtin(name)
+            except TemplateNotFoundError:
+                continue  # not built on this server
+            if image is not None:
+                stat = await asyncio.to_thread(image.rootfs.stat)
+                found.append(Builtin(name, aliases, image,
+                                     datetime.fromtimestamp(stat.st_mtime, UTC)))
+        return found
+
+    async def image_of(self, template_id: str, build: BuildRecord) -> TemplateImage:
+        if build.digest is None:
+            raise TemplateNotFoundError(template_id)
+        try:
+            found = await _awaited(self._images.built(build.digest, template_id))
+        except TemplateNotFound as exc:
+            raise TemplateNotFoundError(template_id) from exc
+        if not isinstance(found, TemplateImage):
+            raise TemplateNotFoundError(template_id)
+        return found
+
+    async def get(self, ref: str) -> TemplateImage:
+        """Without a team: a built-in, or a template's ``default`` build by template id."""
+        builtin = await self._builtin(ref)
+        if builtin is not None:
+            return builtin
+        name, tag = split_ref(ref)
+        template = await self._store.get_template(name)
+        if template is None:
+            raise TemplateNotFoundError(ref)
+        build = await self._catalog.tagged_build(template, tag)
+        return await self.image_of(template.template_id, build)
+
+    async def resolve(self, team: Team, ref: str) -> Resolved:
+        builtin = await self._builtin(ref)
+        if builtin is not None:
+            return Resolved(builtin)
+        name, tag = split_ref(ref)
+        template = await self._catalog.find(team, name)
+        if template is None:
+            raise TemplateNotFoundError(ref)
+        build = await self._catalog.tagged_build(template, tag)
+        return Resolved.of_build(await self.image_of(template.template_id, build), build)
+
+    async def for_build(self, team_id: str, ref: str) -> TemplateImage:
+        """The image a build's ``FROM <template>`` names, as seen by the building team."""
+        return (await self.resolve(Team(team_id, team_id), ref)).image
+
+    async def pin(self, sandbox_id: str, resolved: Resolved) -> None:
+        template_id = resolved.template_id
+        if template_id is None or resolved.build_id is None or resolved.digest is None:
+            return
+        await self._store.pin_sandbox(SandboxPin(sandbox_id, template_id, resolved.build_id,
+                                                 resolved.digest))
+        # Usage counters are informative: never make a create wait for them.
+        task = asyncio.create_task(self._count_spawn(template_id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _count_spawn(self, template_id: str) -> None:
+        try:
+            await self._store.template_spawned(template_id, datetime.now(UTC))
+        except Exception:
+            log.exception("counting a sandbox of template %s", template_id)
+
+    async def pinned(self, sandbox_id: str) -> Resolved | None:
+        """The build the sandbox was created from, if it was created from a built one."""
+        pin = await self._store.sandbox_pin(sandbox_id)
+        if pin is None:
+            return None
+        try:
+            found = await _awaited(self._images.built(pin.digest, pin.template_id))
+        except TemplateNotFound as exc:
+            raise TemplateNotFoundError(pin.template_id) from exc
+        if not isinstance(found, TemplateImage):
+            raise TemplateNotFoundError(pin.template_id)
+        return Resolved(found, pin.template_id, pin.build_id, pin.digest)

@@ -1,0 +1,63 @@
+"""The template services, wired: catalog, resolver, uploads and builds, plus start and stop.
+
+``bac_server.app`` makes one :class:`TemplateServices` and hands its ``resolver`` to the
+control plane as the template source, so sandbox creation resolves built templates per team.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from bac_server.control.limits import Limits
+from bac_server.control.registry import Team
+from bac_server.control.states import LIVE_STATES
+from bac_server.control.template_builds import TemplateBuilds
+from bac_server.control.template_builds_states import is_finished
+from bac_server.control.templates import TemplateCatalog
+from bac_server.control.templates_refs import split_ref
+from bac_server.control.templates_resolve import BuiltImages, TemplateResolver
+from bac_server.control.templates_uploads import Uploads
+from bac_server.store import Store, TemplateRecord
+from bac_server.templates import BuildEngine
+
+
+@dataclass(frozen=True)
+class TemplateServices:
+    catalog: TemplateCatalog
+    resolver: TemplateResolver
+    uploads: Uploads
+    builds: TemplateBuilds
+
+    @classmethod
+    def create(cls, *, store: Store, images: BuiltImages, engine: BuildEngine | None,
+               limits: Limits, uploads_dir: Path, max_upload_bytes: int,
+               concurrency: int) -> TemplateServices:
+        catalog = TemplateCatalog(store=store, limits=limits)
+        resolver = TemplateResolver(images=images, store=store, catalog=catalog)
+        uploads = Uploads(uploads_dir, store, max_bytes=max_upload_bytes)
+        builds = TemplateBuilds(store=store, engine=engine, catalog=catalog, resolver=resolver,
+                                uploads=uploads, limits=limits, concurrency=concurrency)
+        return cls(catalog, resolver, uploads, builds)
+
+    async def start(self, store: Store) -> list[str]:
+        """End builds a previous process left unfinished; forget pins of gone sandboxes.
+        Returns the ids of the builds it ended."""
+        ended = await self.builds.recover()
+        await store.prune_pins([s.value for s in LIVE_STATES])
+        return ended
+
+    async def close(self) -> None:
+        await self.builds.close()
+
+    async def delete(self, team: Team, ref: str) -> TemplateRecord | None:
+        """Delete the team's template (cancelling its unfinished builds first)."""
+        template = await self.catalog.find(team, split_ref(ref)[0], own=True)
+        if template is None:
+            return None
+        unfinished = [b for b in await self.catalog.builds(template)
+                      if not is_finished(b.status)]
+        await asyncio.gather(*(self.builds.cancel(team, template.template_id, b.build_id)
+                               for b in unfinished), return_exceptions=True)
+        return await self.catalog.delete(team, template.template_id)
