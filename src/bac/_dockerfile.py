@@ -99,7 +99,7 @@ class _Converter:
                            text if len(text) <= 100 else text[:97] + "...")
 
     def one_word(self, ins: RawInstruction) -> str:
-        words = self.words(ins.rest, keep_unknown=True)
+        words = self.words(ins.rest)
         if len(words) != 1:
             raise self.fail(f"{ins.name} needs exactly one argument, got {len(words)}")
         return words[0]

@@ -8,8 +8,9 @@ Single quotes keep text literal; in double quotes the escape character escapes o
 ``"``, ``$`` and itself; outside quotes it escapes anything.
 
 A name the Dockerfile never declared may still be set in the base template's environment
-(``PATH``, ``HOME``), which only the build knows: with ``keep_unknown`` such references stay
-in the text as written, for the build to substitute.
+(``PATH``, ``HOME``), which only the build knows: with ``keep_unknown`` (ENV values) such
+references stay in the text as written, for the build to substitute, and a ``$`` that
+quotes or escapes made literal is sent as ``\\$`` so that the build leaves it alone.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ class _Scan:
     keep_unknown: bool
     pos: int = 0
 
+    @property
+    def dollar_text(self) -> str:
+        """A literal ``$`` in the output."""
+        return "\\$" if self.keep_unknown else "$"
+
     def peek(self, offset: int = 0) -> str:
         at = self.pos + offset
         return self.text[at] if at < len(self.text) else ""
@@ -46,7 +52,7 @@ class _Scan:
             raise WordError("unexpected end of text while looking for the matching '")
         value = self.text[self.pos + 1 : end]
         self.pos = end + 1
-        return value
+        return value.replace("$", self.dollar_text)
 
     def double_quoted(self) -> str:
         self.pos += 1
@@ -57,7 +63,7 @@ class _Scan:
                 self.pos += 1
                 return "".join(out)
             if ch == self.escape and self.peek(1) in ('"', "$", self.escape):
-                out.append(self.peek(1))
+                out.append(self.dollar_text if self.peek(1) == "$" else self.peek(1))
                 self.pos += 2
             elif ch == "$":
                 out.append(self.dollar())
@@ -79,7 +85,7 @@ class _Scan:
         match = _NAME.match(self.text, self.pos + 1)
         if match is None:
             self.pos += 1
-            return "$"
+            return self.dollar_text
         self.pos = match.end()
         value = self.lookup(match.group(0), self.text[start : self.pos])
         return value or ""
@@ -133,7 +139,8 @@ class _Scan:
                 self.pos += 1
                 return ch
             self.pos += 2
-            return self.text[self.pos - 1]
+            escaped = self.text[self.pos - 1]
+            return self.dollar_text if escaped == "$" else escaped
         if ch == "'":
             return self.single_quoted()
         if ch == '"':

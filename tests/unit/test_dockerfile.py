@@ -215,6 +215,8 @@ def test_env_forms_and_substitution() -> None:
     Dockerfile never declared stay as written for the build to substitute."""
     template = parse('FROM base\nENV A=1 B="two words" C=$A\nENV A=2 D=$A\n'
                      "ENV LEGACY  some   value\nENV PATH=/opt/bin:$PATH E=${A}x\n")
+    assert body(parse("FROM base\nENV P='$5' Q=\\$HOME\n"))[0] == (
+        "ENV", "P", "\\$5", "Q", "\\$HOME")
     assert body(template)[:4] == [
         ("ENV", "A", "1", "B", "two words", "C", "$A"),
         ("ENV", "A", "2", "D", "1"),
@@ -261,7 +263,7 @@ def test_arg_scope_and_build_args() -> None:
     template = parse(text)
     assert template.base.ref == "base"
     assert body(template)[:4] == [
-        ("RUN", "echo $VER"), ("WORKDIR", "/v$VER"), ("WORKDIR", "/v1"),
+        ("RUN", "echo $VER"), ("WORKDIR", "/v"), ("WORKDIR", "/v1"),
         ("RUN", "export VER=1\nexport MODE=dev\nmake $MODE")]
     overridden = parse(text, build_args={"BASE": "code-interpreter", "MODE": "prod",
                                          "UNUSED": "1", "HTTP_PROXY": "http://p"})

@@ -48,6 +48,13 @@ def test_unknown_names_kept_for_the_build() -> None:
     assert process_word("$PATH:$A", "\\", ENV) == ":1"
 
 
+def test_literal_dollars_escaped_for_the_build() -> None:
+    """With keep_unknown, a $ made literal by quotes or escapes goes out as \\$, which the
+    build's substitution turns back into a plain $."""
+    assert process_word("'$A' \\$B \"\\$C\" 5$", "\\", ENV, keep_unknown=True) == (
+        "\\$A \\$B \\$C 5\\$")
+
+
 def test_nested_substitution_words() -> None:
     """The word of a modifier is itself expanded and unquoted."""
     assert process_word("${NOPE:-$A-'q x'}", "\\", ENV) == "1-q x"
