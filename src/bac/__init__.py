@@ -71,7 +71,7 @@ from bac._sync import (
     SandboxPaginator,
     WatchHandle,
 )
-from bac._template import BaseRef, Template, TemplateStep, classify_from
+from bac._template import BaseRef, FromKind, Template, TemplateStep, classify_from
 from bac._template_errors import DockerfileError, DockerfileWarning, TemplateBuildError
 from bac._template_models import (
     BuildInfo,
@@ -122,6 +122,7 @@ __all__ = [
     "Filesystem",
     "FilesystemEvent",
     "FilesystemEventType",
+    "FromKind",
     "InvalidArgumentError",
     "Lifecycle",
     "Logs",

@@ -1,4 +1,4 @@
-"""The ``bac`` command line: run a server, manage keys, drive sandboxes.
+"""The ``bac`` command line: run a server, manage keys, drive sandboxes, build templates.
 
 Every client command is built on the public SDK (``bac``); ``serve`` and ``keys``
 administer a local server (:mod:`bac.cli._admin`).
@@ -17,6 +17,7 @@ from bac.cli._run_code import run_code
 from bac.cli._sandbox import sandbox
 from bac.cli._sandbox_state import STATE_COMMANDS
 from bac.cli._shell import shell
+from bac.cli._template import template
 
 
 @click.group(cls=BacGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,6 +46,7 @@ cli.add_command(exec_, name="exec")
 cli.add_command(shell)
 cli.add_command(files)
 cli.add_command(run_code)
+cli.add_command(template)
 
 
 def main() -> None:
