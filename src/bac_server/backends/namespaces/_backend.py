@@ -21,7 +21,9 @@ import os
 import resource
 
 from bac_server.backends.base import (
+    BuildStep,
     CheckpointFailed,
+    OutputCallback,
     ResourceUsage,
     SandboxEndpoint,
     SandboxNotFound,
@@ -33,6 +35,7 @@ from bac_server.backends.base import (
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 
 from ._addresses import AddressPool
+from ._build_step import run_build_step
 from ._cgroupfs import CgroupTree
 from ._checkpointing import DISK, FILESYSTEM, FREEZER, CheckpointMixin, prepare_checkpoints
 from ._config import NamespaceConfig
@@ -250,6 +253,13 @@ class NamespaceBackend(CheckpointMixin):
                 record.paused_to = None
                 save_record(ctx.paths(record.slot), record)
         return SandboxEndpoint(sandbox_id, record.sandbox_address)
+
+    # -- Builder ------------------------------------------------------------------------
+
+    async def run_build_step(self, step: BuildStep, output: OutputCallback) -> int:
+        """One template build command in a sandbox of its own (see ``_build_step``)."""
+        ctx = await self._context()
+        return await run_build_step(ctx, step, output)
 
     # -- NetworkControl ----------------------------------------------------------------
 

@@ -176,7 +176,8 @@ class CheckpointMixin:
             meta = _stored.Meta(
                 checkpoint_id=checkpoint_id, sandbox_id=sandbox_id, created_at=time.time(),
                 memory=memory, size_bytes=0, template_id=record.template_id,
-                template_rootfs=record.template_rootfs, envd_bundle=record.envd_bundle)
+                template_rootfs=record.template_rootfs, envd_bundle=record.envd_bundle,
+                layers=tuple(str(p) for p in record.layer_stack))
             meta = await off_loop(lambda: _stored.finish(ctx.config, work, meta))
             return meta.info()
 

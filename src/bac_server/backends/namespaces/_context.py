@@ -26,7 +26,7 @@ class Context:
     cgroups: CgroupTree
     owner: str
     egress: Egress
-    _bundles: dict[Path, Path] = field(default_factory=dict)
+    _bundles: dict[tuple[Path, ...], Path] = field(default_factory=dict)
     _bundle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def paths(self, slot: str) -> SlotPaths:
@@ -37,27 +37,33 @@ class Context:
 
     async def envd_bundle(self, template: TemplateImage, progress: Progress | None = None) -> Path:
         """The envd bundle for this template's Python, built on first use."""
-        known = self._bundles.get(template.rootfs)
+        key = template.layer_stack
+        known = self._bundles.get(key)
         # Unused bundles are swept after a day; a cached one may be gone.
         if known is not None and (known / "lib").is_dir():
             return known
         async with self._bundle_lock:
-            cached = self._bundles.get(template.rootfs)
+            cached = self._bundles.get(key)
             if cached is None or not (cached / "lib").is_dir():
-                self._bundles[template.rootfs] = await ensure_envd_bundle(
-                    self.config.bundles_dir, template.rootfs, progress)
-        return self._bundles[template.rootfs]
+                self._bundles[key] = await ensure_envd_bundle(
+                    self.config.bundles_dir, template.rootfs, progress, lowers=template.lowers)
+        return self._bundles[key]
 
     def check_template(self, template: TemplateImage) -> None:
         """Fail closed on a template not shifted to this backend's id range."""
-        try:
-            owner = template.rootfs.stat().st_uid
-        except FileNotFoundError as exc:
-            raise SandboxSetupError(f"template rootfs {template.rootfs} is missing") from exc
-        if owner != self.config.id_range.root:
-            raise SandboxSetupError(
-                f"template {template.template_id} is owned by uid {owner}, not the sandbox "
-                f"root {self.config.id_range.root}: it was built for another id range")
+        self.check_layers(template.layer_stack, template.template_id)
+
+    def check_layers(self, layers: tuple[Path, ...], what: str) -> None:
+        """Every layer exists and its root belongs to this backend's sandbox root."""
+        for layer in layers:
+            try:
+                owner = layer.stat().st_uid
+            except FileNotFoundError as exc:
+                raise SandboxSetupError(f"layer {layer} of {what} is missing") from exc
+            if owner != self.config.id_range.root:
+                raise SandboxSetupError(
+                    f"layer {layer} of {what} is owned by uid {owner}, not the sandbox "
+                    f"root {self.config.id_range.root}: it was built for another id range")
 
     # claims: one file per sandbox id, made with O_EXCL, naming the slot that serves it
 

@@ -45,7 +45,8 @@ async def start_copy(ctx: Context, criu: str, stored: Stored, meta: Meta, spec: 
     limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
     template = TemplateImage(meta.template_id, Path(meta.template_rootfs),
                              spec.template.default_user, spec.template.default_workdir,
-                             spec.template.allow_setuid)
+                             spec.template.allow_setuid, lowers=meta.lowers,
+                             env=spec.template.env)
     if not meta.memory:
         record = await start_slot(ctx, template, hostname=spec.sandbox_id, limits=limits,
                                   pooled=False, preload=False)
@@ -65,7 +66,8 @@ async def start_copy(ctx: Context, criu: str, stored: Stored, meta: Meta, spec: 
     lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
     record = SlotRecord(
         slot=slot, phase=SlotPhase.CREATING, template_id=meta.template_id,
-        template_rootfs=meta.template_rootfs, envd_bundle=meta.envd_bundle,
+        template_rootfs=meta.template_rootfs,
+        layers=[str(p) for p in template.layer_stack], envd_bundle=meta.envd_bundle,
         lease_index=lease.index, host_address=lease.host_address,
         sandbox_address=lease.sandbox_address, veth=lease.veth,
         cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner, vcpus=limits.vcpus,

@@ -23,10 +23,12 @@ import os
 import platform
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bac_server.host import remove_tree
+
+from ._layer_lookup import find_in_layers
 
 Progress = Callable[[str], None]
 GUEST_PACKAGES = ("bac_envd", "bac_protocol")
@@ -78,13 +80,14 @@ def envd_requirements() -> list[str]:
     return sorted(f"{d}=={importlib.metadata.version(d)}" for d in dists)
 
 
-def template_python(rootfs: Path) -> str:
-    """``3.11`` for a rootfs whose /usr/bin/python3 is python3.11."""
-    target = os.readlink(rootfs / "usr/bin/python3") if (rootfs / "usr/bin/python3").is_symlink() \
-        else "python3"
+def template_python(layers: Sequence[Path]) -> str:
+    """``3.11`` for a template whose /usr/bin/python3 is python3.11 (``layers``: topmost
+    first, as the sandbox's overlay stacks them)."""
+    found = find_in_layers(layers, "usr/bin/python3")
+    target = os.readlink(found) if found is not None and found.is_symlink() else "python3"
     version = target.rsplit("python", 1)[-1]
     if not version.startswith("3.") or not version[2:].isdigit():
-        raise EnvdBundleError(f"cannot tell the Python version of {rootfs} ({target!r})")
+        raise EnvdBundleError(f"cannot tell the Python version of {layers[0]} ({target!r})")
     return version
 
 
@@ -125,19 +128,17 @@ def _copy_guest_code(lib: Path) -> None:
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-async def _compile(lib: Path, rootfs: Path, python_version: str) -> None:
+async def _compile(lib: Path, python_version: str, report: Progress) -> None:
     """Byte-compile with the template's interpreter version (unchecked hashes: no stat)."""
-    if f"{sys.version_info[0]}.{sys.version_info[1]}" == python_version:
-        await _run([sys.executable, "-m", "compileall", "-q", "-j", "0",
-                    "--invalidation-mode", "unchecked-hash", str(lib), str(lib.parent / "guest")],
-                   "compileall")
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" != python_version:
+        # SECURITY: the template's own interpreter is code of whoever built the template;
+        # it never runs on the host. envd then compiles in memory at each start (slower).
+        report(f"envd bundle for Python {python_version} is not byte-compiled (the host "
+               f"runs {sys.version_info[0]}.{sys.version_info[1]})")
         return
-    # A different host Python writes unusable .pyc files: use the template's own
-    # interpreter, in a private mount namespace, against the bundle bound at /opt/bac.
-    script = ('mount --bind "$1" "$2/opt/bac" && exec chroot "$2" /usr/bin/python3 -m '
-              'compileall -q -j 0 --invalidation-mode unchecked-hash /opt/bac/lib /opt/bac/guest')
-    await _run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
-                str(lib.parent), str(rootfs)], "compileall (template python)")
+    await _run([sys.executable, "-m", "compileall", "-q", "-j", "0",
+                "--invalidation-mode", "unchecked-hash", str(lib), str(lib.parent / "guest")],
+               "compileall")
 
 
 def _fresh_dir(work: Path) -> None:
@@ -147,10 +148,13 @@ def _fresh_dir(work: Path) -> None:
 
 
 async def ensure_envd_bundle(bundles_dir: Path, rootfs: Path,
-                             progress: Progress | None = None) -> Path:
-    """Return ``bundles_dir/<digest>`` (mounted at /opt/bac), building it if needed."""
+                             progress: Progress | None = None, *,
+                             lowers: Sequence[Path] = ()) -> Path:
+    """Return ``bundles_dir/<digest>`` (mounted at /opt/bac), building it if needed.
+    ``lowers``: the template's built layers above ``rootfs``, topmost first."""
     report = progress or (lambda _line: None)
-    python_version = template_python(rootfs)
+    layers = (*lowers, rootfs)
+    python_version = template_python(layers)
     digest = bundle_digest(python_version)
     final = bundles_dir / digest
     if (final / "lib").is_dir():
@@ -162,7 +166,7 @@ async def ensure_envd_bundle(bundles_dir: Path, rootfs: Path,
                + ", ".join(envd_requirements()))
         await _run(_pip_argv(work / "lib", python_version), "pip install (envd bundle)")
         _copy_guest_code(work / "lib")
-        await _compile(work / "lib", rootfs, python_version)
+        await _compile(work / "lib", python_version, report)
         os.chmod(work, 0o755)  # noqa: S103 - public code, read by sandbox root
         try:
             os.rename(work, final)

@@ -80,7 +80,7 @@ def _lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname
     save_record(paths, record)
     write_identity(paths, hostname, ids)
     write_resolv_conf(paths, record.host_address, ids)
-    mount_rootfs(paths, template.rootfs)
+    mount_rootfs(paths, template.layer_stack)
 
 
 def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool,
@@ -117,7 +117,8 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
     lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
     record = SlotRecord(
         slot=slot, phase=SlotPhase.CREATING, template_id=template.template_id,
-        template_rootfs=str(template.rootfs), envd_bundle=str(bundle), lease_index=lease.index,
+        template_rootfs=str(template.rootfs), layers=[str(p) for p in template.layer_stack],
+        envd_bundle=str(bundle), lease_index=lease.index,
         host_address=lease.host_address, sandbox_address=lease.sandbox_address,
         veth=lease.veth, cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner,
         vcpus=limits.vcpus, memory_mb=limits.memory_mb, pids_max=limits.pids_max)
@@ -183,6 +184,12 @@ async def _undo_and_raise(ctx: Context, record: SlotRecord, paths: SlotPaths,
     raise SandboxSetupError(message) from exc
 
 
+def sandbox_env(spec: SandboxSpec) -> dict[str, str]:
+    """What every process of the sandbox starts with: the template's ENV, overridden by
+    the create request's env vars."""
+    return dict(spec.template.env) | spec.env_vars
+
+
 def _set_hostname_in(pid: int, hostname: str) -> None:
     """Set the hostname inside the sandbox's UTS namespace from a worker thread.
 
@@ -233,7 +240,7 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
             await off_loop(lambda: ctx.claim_path(spec.sandbox_id).write_text(record.slot))
         # Before /init: no code of the user's runs without its egress policy.
         await attach_egress(ctx, record, spec.network)
-        payload = init_payload(spec.env_vars, spec.envd_access_token,
+        payload = init_payload(sandbox_env(spec), spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
         await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,
                         current_token)

@@ -87,7 +87,7 @@ class SandboxPlan:
     id_range: IdRange
     limits: Limits
     allow_setuid: bool
-    envd_bundle: Path
+    envd_bundle: Path | None  # None: no /opt/bac (build steps run no envd)
     etc_dir: Path  # holds the per-sandbox hosts/hostname files bound over /etc
     recursive_sys: bool = False  # runc cannot bind /sys non-recursively in a user namespace
 
@@ -98,6 +98,7 @@ def _bind(source: Path | str, destination: str, *extra: str) -> dict[str, Any]:
 
 
 def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
+    envd = [] if plan.envd_bundle is None else [_bind(plan.envd_bundle, ENVD_MOUNT, "ro")]
     return [
         {"destination": "/proc", "type": "proc", "source": "proc",
          "options": ["nosuid", "noexec", "nodev"]},
@@ -117,7 +118,7 @@ def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
         {"destination": "/sys", "type": "bind", "source": "/sys",
          "options": ["rbind" if plan.recursive_sys else "bind", "ro", "nosuid", "noexec",
                      "nodev", "relatime"]},
-        _bind(plan.envd_bundle, ENVD_MOUNT, "ro"),
+        *envd,
         _bind(plan.etc_dir / "hosts", "/etc/hosts"),
         _bind(plan.etc_dir / "hostname", "/etc/hostname"),
         _bind(plan.etc_dir / "resolv.conf", "/etc/resolv.conf"),

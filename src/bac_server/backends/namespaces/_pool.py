@@ -37,9 +37,9 @@ class WarmPool:
         self.size = size
         self._limits = limits
         self._preload = preload
-        self._ready: dict[Path, collections.deque[SlotRecord]] = {}
-        self._refills: dict[Path, asyncio.Task[None]] = {}
-        self._templates: dict[Path, TemplateImage] = {}
+        self._ready: dict[tuple[Path, ...], collections.deque[SlotRecord]] = {}
+        self._refills: dict[tuple[Path, ...], asyncio.Task[None]] = {}
+        self._templates: dict[tuple[Path, ...], TemplateImage] = {}
         self._closed = False
         self._cleanups: set[asyncio.Future[None]] = set()
 
@@ -48,7 +48,7 @@ class WarmPool:
         the hand-out is done, so refilling does not compete with it."""
         if self._closed:
             return None
-        queue = self._ready.setdefault(template.rootfs, collections.deque())
+        queue = self._ready.setdefault(template.layer_stack, collections.deque())
         record: SlotRecord | None = None
         while queue:
             candidate = queue.popleft()
@@ -62,13 +62,13 @@ class WarmPool:
 
     def want(self, template: TemplateImage) -> None:
         """Mark ``template`` hot: keep ``size`` slots of it started."""
-        self._templates[template.rootfs] = template
+        self._templates[template.layer_stack] = template
         if self.size == 0 or self._closed:
             return
-        self._ready.setdefault(template.rootfs, collections.deque())
-        task = self._refills.get(template.rootfs)
+        self._ready.setdefault(template.layer_stack, collections.deque())
+        task = self._refills.get(template.layer_stack)
         if task is None or task.done():
-            self._refills[template.rootfs] = asyncio.create_task(
+            self._refills[template.layer_stack] = asyncio.create_task(
                 self._refill(template), name=f"bac-pool-refill-{template.template_id}")
 
     def resize(self, size: int) -> None:
@@ -79,17 +79,17 @@ class WarmPool:
                 self.want(template)
 
     def count(self, template: TemplateImage) -> int:
-        return len(self._ready.get(template.rootfs, ()))
+        return len(self._ready.get(template.layer_stack, ()))
 
     async def wait_full(self, template: TemplateImage) -> None:
         """Wait for the current refill of ``template`` (used by tests and benchmarks)."""
-        task = self._refills.get(template.rootfs)
+        task = self._refills.get(template.layer_stack)
         if task is not None:
             await asyncio.shield(task)
 
     async def _refill(self, template: TemplateImage) -> None:
         """Start slots until the pool is full, a few at a time (one per CPU)."""
-        queue = self._ready[template.rootfs]
+        queue = self._ready[template.layer_stack]
         in_flight = 0
         failures = 0
 

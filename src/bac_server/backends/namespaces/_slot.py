@@ -25,15 +25,18 @@ class SlotPhase(enum.Enum):
     RUNNING = "running"
     PAUSED = "paused"
     DESTROYING = "destroying"
+    BUILDING = "building"  # a template build step runs (no sandbox id, never re-attached)
 
 
 TRANSITIONS: dict[SlotPhase, frozenset[SlotPhase]] = {
-    SlotPhase.CREATING: frozenset({SlotPhase.POOLED, SlotPhase.ASSIGNING, SlotPhase.DESTROYING}),
+    SlotPhase.CREATING: frozenset({SlotPhase.POOLED, SlotPhase.ASSIGNING, SlotPhase.BUILDING,
+                                   SlotPhase.DESTROYING}),
     SlotPhase.POOLED: frozenset({SlotPhase.ASSIGNING, SlotPhase.DESTROYING}),
     SlotPhase.ASSIGNING: frozenset({SlotPhase.RUNNING, SlotPhase.DESTROYING}),
     SlotPhase.RUNNING: frozenset({SlotPhase.PAUSED, SlotPhase.DESTROYING}),
     SlotPhase.PAUSED: frozenset({SlotPhase.RUNNING, SlotPhase.DESTROYING}),
     SlotPhase.DESTROYING: frozenset(),
+    SlotPhase.BUILDING: frozenset({SlotPhase.DESTROYING}),
 }
 
 
@@ -65,6 +68,17 @@ class SlotRecord:
     # How a PAUSED slot is paused: "freezer" (processes frozen in memory), "disk" (saved by
     # CRIU, processes gone) or "filesystem" (processes gone, files kept). None otherwise.
     paused_to: str | None = None
+    # Every read-only layer, topmost first, the template's rootfs last. Empty in records
+    # written before layered templates: then ``template_rootfs`` alone is the stack.
+    layers: list[str] = field(default_factory=list)
+    # Build slots: the step's upper layer (kept by teardown) and the overlay work
+    # directory beside it (removed by teardown). None for sandbox slots.
+    upper_dir: str | None = None
+    work_dir: str | None = None
+
+    @property
+    def layer_stack(self) -> tuple[Path, ...]:
+        return tuple(Path(p) for p in self.layers) or (Path(self.template_rootfs),)
 
     def move(self, phase: SlotPhase) -> None:
         if phase not in TRANSITIONS[self.phase]:
@@ -103,6 +117,10 @@ class SlotPaths:
     @property
     def layer(self) -> Path:  # 0700: upper + work of the overlay
         return self.root / "layer"
+
+    @property
+    def binds(self) -> Path:  # build slots: host directories bound here before the runtime
+        return self.root / "binds"
 
     @property
     def etc(self) -> Path:  # files bound over /etc/hosts and /etc/hostname

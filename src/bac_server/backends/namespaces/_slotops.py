@@ -21,7 +21,7 @@ from ._addresses import LeaseOwner
 from ._checkpoint import copy_tree
 from ._context import Context
 from ._envd_client import init_payload, post_init, wait_ready
-from ._launch import _note_init, _write_config, off_loop
+from ._launch import _note_init, _write_config, off_loop, sandbox_env
 from ._layers import mount_rootfs, unmount_rootfs
 from ._netns import create_netns
 from ._ocispec import Limits, SandboxPlan
@@ -50,7 +50,7 @@ async def ensure_in_place(ctx: Context, record: SlotRecord) -> tuple[str, int | 
     holding the namespace that the caller closes once the runtime has joined it."""
     paths = ctx.paths(record.slot)
     if not is_mount_point(paths.rootfs):
-        await off_loop(lambda: mount_rootfs(paths, Path(record.template_rootfs)))
+        await off_loop(lambda: mount_rootfs(paths, record.layer_stack))
     if restorable(ctx.runtime) and netns_pinned(paths):
         return str(paths.root / "netns"), None
     owner = LeaseOwner(str(paths.root), record.owner)
@@ -87,7 +87,7 @@ async def replace_upper(ctx: Context, record: SlotRecord, source: Path) -> None:
         # overlayfs keeps in-flight state in work/: a clean one for the new upper.
         remove_tree(work)
         work.mkdir(mode=0o700)
-        mount_rootfs(paths, Path(record.template_rootfs))
+        mount_rootfs(paths, record.layer_stack)
 
     await off_loop(swap)
 
@@ -117,6 +117,6 @@ async def cold_start(ctx: Context, record: SlotRecord, spec: SandboxSpec) -> Non
         await wait_ready(read_fd, ctx.config.envd_start_timeout_s)
     finally:
         os.close(read_fd)
-    payload = init_payload(spec.env_vars, spec.envd_access_token,
+    payload = init_payload(sandbox_env(spec), spec.envd_access_token,
                            spec.template.default_user, spec.template.default_workdir)
     await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s)

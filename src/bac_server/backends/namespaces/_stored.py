@@ -44,6 +44,14 @@ class Meta:
     template_id: str
     template_rootfs: str
     envd_bundle: str
+    # The template's layers, topmost first, rootfs last (empty in checkpoints taken
+    # before layered templates: ``template_rootfs`` alone).
+    layers: tuple[str, ...] = ()
+
+    @property
+    def lowers(self) -> tuple[Path, ...]:
+        """The built layers above ``template_rootfs`` (``TemplateImage.lowers``)."""
+        return tuple(Path(p) for p in self.layers[:-1])
 
     def info(self) -> CheckpointInfo:
         return CheckpointInfo(
@@ -88,7 +96,9 @@ class Stored:
             data = json.loads(self.meta_file.read_text())
         except FileNotFoundError as exc:
             raise CheckpointNotFound(f"checkpoint {self.path.name} not found") from exc
-        return Meta(**{f.name: data[f.name] for f in dataclasses.fields(Meta)})
+        known = {f.name for f in dataclasses.fields(Meta)}
+        meta = Meta(**{k: v for k, v in data.items() if k in known})
+        return dataclasses.replace(meta, layers=tuple(meta.layers))
 
     def oci_config(self) -> dict[str, Any]:
         data = json.loads(self.config.read_text())

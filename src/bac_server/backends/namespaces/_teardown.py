@@ -13,6 +13,7 @@ import logging
 import os
 import select
 import time
+from pathlib import Path
 
 from bac_server.host import remove_tree
 
@@ -79,8 +80,12 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
     remove_slot_state(paths)
-    for child in (paths.layer, paths.rootfs, paths.etc):
+    for child in (paths.layer, paths.rootfs, paths.etc, paths.binds):
         remove_tree(child)
+    if record.work_dir is not None:
+        # SECURITY: a build slot's upper layer (the step's result) is never removed here;
+        # only the overlay work directory made beside it.
+        remove_tree(Path(record.work_dir))
     for name in (paths.config, paths.envd_log, paths.runtime_log, paths.pid_file,
                  paths.state.with_suffix(".tmp")):
         name.unlink(missing_ok=True)
