@@ -128,11 +128,13 @@ def _ref_file(root: Path, ref: str) -> Path:
     return root / "refs" / (hashlib.sha256(ref.encode()).hexdigest()[:32] + ".json")
 
 
-def remember(root: Path, ref: str, digest: str) -> None:
-    path = _ref_file(root, ref)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    tmp.write_text(json.dumps({"ref": ref, "digest": digest}))
-    os.rename(tmp, path)
+def remember(root: Path, digest: str, *refs: str) -> None:
+    """Note that each of ``refs`` resolved to ``digest`` (written by rename: never torn)."""
+    for ref in refs:
+        path = _ref_file(root, ref)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        tmp.write_text(json.dumps({"ref": ref, "digest": digest}))
+        os.rename(tmp, path)
 
 
 def recall(root: Path, ref: str) -> str | None:

@@ -95,7 +95,8 @@ def _message(stderr: str) -> str:
     """The human part of a Go tool's last log line (``msg="..."``), else the last line."""
     found = re.findall(r'msg="((?:[^"\\]|\\.)*)"', stderr)
     text = found[-1].replace('\\"', '"') if found else (stderr.strip().splitlines() or [""])[-1]
-    return text.removeprefix("Error parsing image name ").strip()
+    text = text.removeprefix("Error parsing image name ")
+    return re.sub(r'^"[^"]*": ', "", text).strip()
 
 
 _K = ImageErrorKind

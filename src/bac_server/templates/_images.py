@@ -103,9 +103,13 @@ async def _resolve(ref: RegistryImage, source: FromImage, root: Path, scratch: P
         if exc.kind is ImageErrorKind.UNREACHABLE and cached and known is not None:
             progress(f"{exc}; using the image this reference was last resolved to, {known}")
             return src, known
+        if exc.kind is ImageErrorKind.UNREACHABLE and ref.host == "docker.io":
+            raise ImageError(f"{exc} (set BAC_REGISTRY_MIRROR=host:port to pull Docker Hub "
+                             "names from a mirror)", exc.kind) from exc
         raise
     if anonymous:
-        await off_loop(lambda: remember(root, str(ref), digest))
+        await off_loop(lambda: remember(root, digest, str(ref),
+                                        f"{ref.host}/{ref.repository}@{digest}"))
     return src.pinned(ref, digest), digest
 
 

@@ -1,0 +1,193 @@
+"""FROM an image in a registry: a real docker-registry on loopback, skopeo and umoci."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from image_fixtures import (
+    AUTH,
+    SampleImage,
+    arm_image,
+    auth_registry,
+    check_test_image,
+    data_dir,
+    images_dir,
+    leftovers,
+    registry,
+    session_dir,
+    test_image,
+    tool_children,
+)
+from registry_fixture import Registry, running_registry
+
+from bac_server.host import IdRange
+from bac_server.templates._image_refs import RegistryImage, parse_image_ref
+from bac_server.templates._images import (
+    ImageError,
+    ImageErrorKind,
+    ImportedImage,
+    materialize_image,
+)
+from bac_server.templates._steps import FromImage
+
+pytestmark = pytest.mark.root
+
+__all__ = ["arm_image", "auth_registry", "data_dir", "images_dir", "registry", "session_dir",
+           "test_image"]
+
+
+async def pull(ref: str, data_dir: Path, lines: list[str] | None = None,
+               username: str | None = None, password: str | None = None) -> ImportedImage:
+    sink = lines if lines is not None else []
+    return await materialize_image(FromImage(ref, username, password), data_dir=data_dir,
+                                   id_range=IdRange(), progress=sink.append)
+
+
+@pytest.fixture(scope="module")
+def pushed(registry: Registry, test_image: SampleImage, arm_image: SampleImage) -> dict[str, str]:
+    return {"app": registry.push(test_image.oci_ref, "team/app:1"),
+            "arm": registry.push(arm_image.oci_ref, "team/arm:1")}
+
+
+async def test_pull_from_registry(registry: Registry, pushed: dict[str, str],
+                                  test_image: SampleImage, data_dir: Path) -> None:
+    """A registry image arrives whole: layers in order with whiteouts, ids shifted into the
+    sandbox range, setuid kept, capabilities and devices dropped, its config read."""
+    image = await pull(f"{registry.host}/team/app:1", data_dir)
+    assert image.digest == pushed["app"]
+    check_test_image(image, test_image)
+    assert leftovers(data_dir) == []
+
+
+async def test_second_pull_is_cached(registry: Registry, pushed: dict[str, str],
+                                     test_image: SampleImage, data_dir: Path) -> None:
+    """A second materialize of an unchanged tag asks only for the manifest: no layer is
+    downloaded again and the same published rootfs is returned."""
+    first = await pull(f"{registry.host}/team/app:1", data_dir)
+    fetched = [registry.blob_fetches(d) for d in test_image.layer_digests]
+    again = await pull(f"{registry.host}/team/app:1", data_dir)
+    assert again == first
+    assert [registry.blob_fetches(d) for d in test_image.layer_digests] == fetched
+    assert again.rootfs.stat().st_ino == first.rootfs.stat().st_ino
+
+
+async def test_cached_image_survives_registry_outage(session_dir: Path, test_image: SampleImage,
+                                                     data_dir: Path) -> None:
+    """Once pulled anonymously, a tag (and its digest) still materializes from the cache
+    while its registry is down; a tag never pulled fails as unreachable."""
+    with running_registry(session_dir / "outage-registry") as reg:
+        digest = reg.push(test_image.oci_ref, "team/app:1")
+        first = await pull(f"{reg.host}/team/app:1", data_dir)
+        host = reg.host
+    lines: list[str] = []
+    again = await pull(f"{host}/team/app:1", data_dir, lines)
+    assert again == first and any("unreachable" in line for line in lines)
+    assert await pull(f"{host}/team/app@{digest}", data_dir) == first
+    with pytest.raises(ImageError) as caught:
+        await pull(f"{host}/team/app:2", data_dir)
+    assert caught.value.kind is ImageErrorKind.UNREACHABLE and host in str(caught.value)
+
+
+async def test_mirror_serves_hub_names(registry: Registry, pushed: dict[str, str],
+                                       data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With BAC_REGISTRY_MIRROR set, a name without a registry is pulled from the mirror."""
+    monkeypatch.setenv("BAC_REGISTRY_MIRROR", registry.host)
+    image = await pull("team/app:1", data_dir)
+    assert image.digest == pushed["app"]
+
+
+async def test_concurrent_pulls_import_once(registry: Registry, pushed: dict[str, str],
+                                            test_image: SampleImage, data_dir: Path) -> None:
+    """Two concurrent materializes of one image share one import (the per-digest lock):
+    each layer is downloaded once and both get the same complete rootfs."""
+    before = [registry.blob_fetches(d) for d in test_image.layer_digests]
+    first, second = await asyncio.gather(pull(f"{registry.host}/team/app:1", data_dir),
+                                         pull(f"{registry.host}/team/app:1", data_dir))
+    assert first == second
+    after = [registry.blob_fetches(d) for d in test_image.layer_digests]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1]
+    check_test_image(first, test_image)
+    assert leftovers(data_dir) == []
+
+
+async def test_cancelled_pull_leaves_nothing(registry: Registry, pushed: dict[str, str],
+                                             test_image: SampleImage, data_dir: Path) -> None:
+    """Cancelling a pull while skopeo downloads kills and reaps skopeo and removes every
+    temporary file; the next pull then works."""
+    task: asyncio.Task[object] | None = None
+
+    def cancel_on_download(line: str) -> None:
+        if line.startswith("Copying blob") and task is not None:
+            task.cancel()
+
+    task = asyncio.ensure_future(materialize_image(
+        FromImage(f"{registry.host}/team/app:1"), data_dir=data_dir, id_range=IdRange(),
+        progress=cancel_on_download))
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert tool_children() == []
+    assert leftovers(data_dir) == []
+    assert not list((data_dir / "images").glob("sha256-*"))
+    check_test_image(await pull(f"{registry.host}/team/app:1", data_dir), test_image)
+
+
+@pytest.mark.parametrize("ref", ["team/missing:1", "team/app:no-such-tag"])
+async def test_missing_image_is_not_found(registry: Registry, pushed: dict[str, str],
+                                          data_dir: Path, ref: str) -> None:
+    """A repository or tag the registry does not have (404) is 'not found', naming it."""
+    with pytest.raises(ImageError) as caught:
+        await pull(f"{registry.host}/{ref}", data_dir)
+    assert caught.value.kind is ImageErrorKind.NOT_FOUND
+    assert ref in str(caught.value) and leftovers(data_dir) == []
+
+
+async def test_credentials(auth_registry: Registry, test_image: SampleImage,
+                           data_dir: Path) -> None:
+    """A private registry refuses anonymous and wrong credentials ('unauthorized'), accepts
+    the right ones, never shows the password, and a cached private image is not handed to
+    a later request without credentials."""
+    digest = auth_registry.push(test_image.oci_ref, "private/app:1")
+    ref = f"{auth_registry.host}/private/app:1"
+    for username, password in ((None, None), (AUTH[0], "wrong")):
+        lines: list[str] = []
+        with pytest.raises(ImageError) as caught:
+            await pull(ref, data_dir, lines, username, password)
+        assert caught.value.kind is ImageErrorKind.UNAUTHORIZED, caught.value
+    lines = []
+    image = await pull(ref, data_dir, lines, *AUTH)
+    assert image.digest == digest
+    assert not any(AUTH[1] in line for line in lines)
+    for anonymous in (ref, f"{auth_registry.host}/private/app@{digest}"):
+        with pytest.raises(ImageError) as caught:
+            await pull(anonymous, data_dir)
+        assert caught.value.kind is ImageErrorKind.UNAUTHORIZED
+    assert leftovers(data_dir) == []
+
+
+async def test_unreachable_registry(data_dir: Path) -> None:
+    """Nothing listening on the port: 'unreachable', naming the registry."""
+    with pytest.raises(ImageError) as caught:
+        await pull("127.0.0.1:9/team/app:1", data_dir)
+    assert caught.value.kind is ImageErrorKind.UNREACHABLE and "127.0.0.1:9" in str(caught.value)
+
+
+async def test_wrong_architecture_refused_before_download(
+        registry: Registry, pushed: dict[str, str], arm_image: SampleImage,
+        data_dir: Path) -> None:
+    """An arm64 image is refused with a clear error before any layer is downloaded."""
+    with pytest.raises(ImageError) as caught:
+        await pull(f"{registry.host}/team/arm:1", data_dir)
+    assert caught.value.kind is ImageErrorKind.ARCHITECTURE and "arm64" in str(caught.value)
+    assert registry.blob_fetches(arm_image.layer_digests[0]) == 0
+
+
+@pytest.mark.parametrize(("host", "plain_http"), [
+    ("127.0.0.1:5000", True), ("127.9.9.9", True), ("[::1]:5000", True),
+    ("localhost:5000", True), ("10.0.0.1:5000", False), ("registry.example.com", False),
+    ("localhost.example.com:5000", False)])
+def test_plain_http_only_on_loopback(host: str, plain_http: bool) -> None:
+    """Only a loopback registry may be spoken to without TLS."""
+    ref = parse_image_ref(f"{host}/team/app:1")
+    assert isinstance(ref, RegistryImage) and ref.plain_http_allowed is plain_http
