@@ -7,20 +7,22 @@
    server has it; if not, a tar.gz of the files is ``PUT`` to the URL it answers (with the
    headers it gives, and nothing else: the URL may be another host's).
 4. ``POST /v2/templates/{id}/builds/{build}`` starts the build with the steps.
-5. ``GET .../status?logsOffset=N`` is polled until the build is ready or failed, handing
-   each new log line to ``on_log``; a failure raises :class:`TemplateBuildError` with the
-   failing step, the Dockerfile line it came from, and its last log lines.
+5. Its log lines go to ``on_log`` as the server writes them (:mod:`bac._template_logs`);
+   once it ends, a failure raises :class:`TemplateBuildError` with the failing step, the
+   Dockerfile line it came from, and its last log lines. Interrupted while waiting, the
+   build is cancelled on the server (``DELETE .../builds/{build}``, a Bac extension).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
-from urllib.parse import quote, urljoin
+from urllib.parse import urljoin
 
 import httpx
 
@@ -30,19 +32,13 @@ from bac._api import ApiClient, api_error
 from bac._dockerignore import IgnoreRules, read_patterns
 from bac._template import BaseRef, Template
 from bac._template_errors import TemplateBuildError
+from bac._template_logs import build_path, cancel, entries, path_part, status
 from bac._template_models import BuildInfo, BuildLogEntry, BuildState
 
 LogCallback = Callable[[BuildLogEntry], object]
 UPLOAD_TIMEOUT = 3600.0
 _CACHED = re.compile(r"\bcached\b", re.IGNORECASE)
-_FIRST_POLL, _MAX_POLL = 0.05, 0.5
 _TAIL = 40
-
-
-def path_part(value: str) -> str:
-    if not value:
-        raise e.InvalidArgumentError("a template name or id must not be empty")
-    return quote(value, safe="")
 
 
 def _note(on_log: LogCallback | None, message: str, step: str | None = None) -> None:
@@ -86,32 +82,6 @@ async def upload(url: str, headers: dict[str, str], selected: list[files.Selecte
         return size
     finally:
         spool.close()
-
-
-async def status(api: ApiClient, template_id: str, build_id: str,
-                 offset: int = 0) -> BuildState:
-    data = await api.json(
-        "GET", f"/templates/{path_part(template_id)}/builds/{path_part(build_id)}/status",
-        params={"logsOffset": str(offset), "limit": "100"})
-    return BuildState.from_api(data)
-
-
-async def follow(api: ApiClient, template_id: str, build_id: str, *, until_done: bool,
-                 offset: int = 0) -> AsyncIterator[BuildState]:
-    """Build states with the log lines after ``offset``; with ``until_done`` polls until
-    the build finishes (and its last lines are read), else stops at the first empty page."""
-    delay = _FIRST_POLL
-    while True:
-        state = await status(api, template_id, build_id, offset)
-        offset += len(state.logs)
-        yield state
-        if state.logs:
-            delay = _FIRST_POLL
-            continue
-        if state.status.finished or not until_done:
-            return
-        await asyncio.sleep(delay)
-        delay = min(delay * 1.5, _MAX_POLL)
 
 
 def _failure(template: Template, state: BuildState,
@@ -182,21 +152,33 @@ async def build(api: ApiClient, template: Template, name: str, *, tags: Sequence
         size = await upload(url, dict(link.get("headers") or {}), selected)
         _note(on_log, f"uploaded {source!r}: {len(selected)} entries, {size} bytes", step)
     body = template.to_wire({i: c[0] for i, c in copies.items()}, base, skip_cache)
-    await api.request("POST", f"/v2/templates/{path_part(template_id)}/builds/"
-                      f"{path_part(build_id)}", json=body, ok=(200, 201, 202, 204))
-    seen: list[BuildLogEntry] = []
-    cached: set[str] = set()
-    state: BuildState | None = None
-    async for state in follow(api, template_id, build_id, until_done=True):
-        for entry in state.logs:
-            seen.append(entry)
-            if entry.step and entry.step.isdigit() and _CACHED.search(entry.message):
-                cached.add(entry.step)
-            if on_log is not None:
-                on_log(entry)
-        del seen[:-1000]
-    assert state is not None
+    await api.request("POST", "/v2" + build_path(template_id, build_id), json=body,
+                      ok=(200, 201, 202, 204))
+    try:
+        state, cached, seen = await _watch(api, template_id, build_id, on_log)
+    except BaseException:
+        # Interrupted (Ctrl-C, a cancelled task): the build must not run on unwatched.
+        with contextlib.suppress(Exception):
+            await asyncio.shield(asyncio.wait_for(cancel(api, template_id, build_id), 10))
+        raise
     if state.status.value != "ready":
         raise _failure(template, state, seen)
     return BuildInfo(template_id, build_id, name, [str(t) for t in created.get("tags") or []],
-                     time.monotonic() - started, len(template.steps), len(cached))
+                     time.monotonic() - started, len(template.steps), cached)
+
+
+async def _watch(api: ApiClient, template_id: str, build_id: str, on_log: LogCallback | None
+                 ) -> tuple[BuildState, int, list[BuildLogEntry]]:
+    """Hand every log line to ``on_log`` until the build ends; its final state, how many
+    steps came from the cache, and the last lines."""
+    seen: list[BuildLogEntry] = []
+    cached: set[str] = set()
+    async for entry in entries(api, template_id, build_id, follow=True):
+        seen.append(entry)
+        if entry.step and entry.step.isdigit() and _CACHED.search(entry.message):
+            cached.add(entry.step)
+        if on_log is not None:
+            on_log(entry)
+        del seen[:-1000]
+    state = await status(api, template_id, build_id, offset=1 << 30)
+    return state, len(cached), seen

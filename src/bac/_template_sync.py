@@ -82,6 +82,9 @@ class Templates:
         finally:
             PORTAL.run(_close(stream))
 
+    def cancel(self, template: str, build_id: str) -> bool:
+        return PORTAL.run(self._inner.cancel(template, build_id))
+
     def list(self) -> builtins.list[TemplateInfo]:
         return PORTAL.run(self._inner.list())
 

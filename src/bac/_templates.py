@@ -20,11 +20,13 @@ from typing import Any, Unpack
 
 from bac import _errors as e
 from bac import _template_build as builds
+from bac import _template_logs as build_logs
 from bac._api import ApiClient
 from bac._config import ConnectionConfig
 from bac._sandbox import ConnectionOpts
 from bac._template import Template
-from bac._template_build import LogCallback, path_part
+from bac._template_build import LogCallback
+from bac._template_logs import path_part
 from bac._template_models import (
     BuildInfo,
     BuildLogEntry,
@@ -69,15 +71,19 @@ class AsyncTemplates:
                            logs_offset: int = 0) -> BuildState:
         """Where build ``build_id`` of ``template`` (name or id) is, and its log lines
         from ``logs_offset`` on (at most 100)."""
-        return await builds.status(self._api, template, build_id, logs_offset)
+        return await build_logs.status(self._api, template, build_id, logs_offset)
 
     async def logs(self, template: str, build_id: str, *, follow: bool = False,
                    offset: int = 0) -> AsyncIterator[BuildLogEntry]:
-        """The log lines of a build; with ``follow``, keep reading until it finishes."""
-        async for state in builds.follow(self._api, template, build_id, until_done=follow,
-                                         offset=offset):
-            for entry in state.logs:
-                yield entry
+        """The log lines of a build after the first ``offset``; with ``follow``, live
+        until the build ends."""
+        async for entry in build_logs.entries(self._api, template, build_id, follow=follow,
+                                              offset=offset):
+            yield entry
+
+    async def cancel(self, template: str, build_id: str) -> bool:
+        """Stop a build (it ends in error, "cancelled"); False if it had already ended."""
+        return await build_logs.cancel(self._api, template, build_id)
 
     async def list(self) -> builtins.list[TemplateInfo]:
         """This team's templates and the public ones."""

@@ -19,6 +19,7 @@ from bac import (
     BuildInfo,
     BuildLogEntry,
     FromKind,
+    NotFoundError,
     Template,
     TemplateBuildError,
     TemplateInfo,
@@ -185,9 +186,12 @@ def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
         async with AsyncTemplates(**connection(ctx)) as templates:
             for name in names:
                 base, _, tag = name.partition(":")
-                if tag:
-                    await templates.remove_tags(base, [tag])
-                elif not await templates.delete(name):
+                try:
+                    if tag:
+                        await templates.remove_tags(base, [tag])
+                    elif not await templates.delete(name):
+                        raise NotFoundError(name)
+                except NotFoundError:
                     missing.append(name)
                     continue
                 stdout.print(f"deleted {name}", highlight=False)
