@@ -61,6 +61,19 @@ def unpack(archive: Path, into: Path, owner: int, src: str) -> None:
             raise DiskFullError(f"COPY {src}: no space left on the device holding "
                                 f"{into.parent} while unpacking its files") from exc
         raise
+    _own(into, owner)
+
+
+def _own(root: Path, owner: int) -> None:
+    """Give the tree to sandbox root: the directories tarfile made for names without an
+    entry of their own belong to host root, which the sandbox cannot enter (the tree's
+    root is what the sandbox sees of the bind)."""
+    os.chmod(root, 0o755)  # noqa: S103 - bound read-only into the build sandbox only
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (".", *dirnames, *filenames):
+            # SECURITY: a private tree just unpacked by the server (no links leading out,
+            # none followed here): ownership moves to the sandbox id range only.
+            os.lchown(os.path.join(dirpath, name), owner, owner)
 
 
 def match(context: Path, src: str) -> list[str]:

@@ -55,6 +55,7 @@ from ._steps import (
 from ._store import TemplateStore
 
 FINALIZE_VERSION = 1
+DEFAULT_HOST_CA = Path("/etc/ssl/certs")
 FilesLookup = Callable[[str], Path]
 Make = Callable[[LayerWork], Awaitable[dict[str, str]]]
 _ENV_NAME = re.compile(r"[^=\0]+")
@@ -64,13 +65,16 @@ class BuildEngine:
     """Builds recipes into layered templates under the store's data directory."""
 
     def __init__(self, store: TemplateStore, builder: Builder, *,
-                 max_depth: int = MAX_DEPTH, keep: int = KEEP) -> None:
+                 max_depth: int = MAX_DEPTH, keep: int = KEEP,
+                 host_ca: Path | None = DEFAULT_HOST_CA) -> None:
         if not 1 <= keep < max_depth:
             raise ValueError(f"keep must be 1..{max_depth - 1}, got {keep}")
         self.store = store
         self.builder = builder
         self.layers = LayerStore(store.data_dir / "layers")
         self.max_depth, self.keep = max_depth, keep
+        usable = host_ca is not None and (host_ca / "ca-certificates.crt").is_file()
+        self.host_ca = host_ca if usable else None
         self._swept = False
 
     def _setup(self) -> None:
@@ -85,7 +89,7 @@ class BuildEngine:
         """Build ``recipe``; its manifest is on disk when this returns."""
         validate(recipe)
         await asyncio.to_thread(self._setup)
-        runner = StepRunner(self.builder, self.layers, log, vcpus, memory_mb)
+        runner = StepRunner(self.builder, self.layers, log, vcpus, memory_mb, self.host_ca)
         build = _Build(self, recipe, files, runner)
         try:
             return await build.run(resolve_template)
@@ -195,7 +199,7 @@ class _Build:
             return await self.runner.command(
                 number, f"Step {number} (RUN {step.command})", self.lowers, work.upper,
                 ("/bin/sh", "-c", step.command), env=self.state.step_env(),
-                user=step.user or self.state.user, cwd=self.state.cwd)
+                user=step.user or self.state.user, cwd=self.state.cwd, network=True)
         return make
 
     def _copy(self, number: str, step: CopyStep) -> Make:

@@ -29,6 +29,11 @@ from ._steps import LogEntry, LogLevel
 
 LogCallback = Callable[[LogEntry], None]
 TAIL_LINES = 20
+HOST_CA_MOUNT = "/.bac-host-ca"
+# Where common tools look for a CA bundle named by the environment (OpenSSL/Python,
+# requests, pip, curl, git, node).
+_CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE",
+                 "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS")
 _LOW_SPACE = 64 << 20  # below this much free space a failed step is blamed on the disk
 
 
@@ -43,6 +48,10 @@ class StepRunner:
     log: LogCallback
     vcpus: int
     memory_mb: int
+    # The host's CA store (a directory holding ca-certificates.crt), bound into RUN steps
+    # and named by the usual variables: downloads during a build trust what the host
+    # trusts (a TLS-inspecting proxy's CA included), and the template keeps its own store.
+    host_ca: Path | None = None
 
     def say(self, step: str, message: str, level: LogLevel = LogLevel.INFO) -> None:
         self.log(LogEntry(timestamp=time.time(), level=level, message=message, step=step))
@@ -79,8 +88,10 @@ class StepRunner:
     async def command(self, step_no: str, what: str, lowers: tuple[Path, ...], upper: Path,
                       argv: tuple[str, ...], *, env: tuple[tuple[str, str], ...] = (),
                       user: str = "root", cwd: str = "/",
-                      binds: tuple[tuple[Path, str], ...] = ()) -> dict[str, str]:
-        """Run one command of step ``step_no`` (``what`` names it in errors); its facts."""
+                      binds: tuple[tuple[Path, str], ...] = (),
+                      network: bool = False) -> dict[str, str]:
+        """Run one command of step ``step_no`` (``what`` names it in errors); its facts.
+        ``network``: the command downloads (RUN), so it gets the host's CA store."""
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         facts: dict[str, str] = {}
 
@@ -90,6 +101,11 @@ class StepRunner:
             tail.append(line)
             self.say(step_no, line)
 
+        if network and self.host_ca is not None:
+            bundle = f"{HOST_CA_MOUNT}/ca-certificates.crt"
+            # The recipe's own values come later and win.
+            env = (*((name, bundle) for name in _CA_VARIABLES), *env)
+            binds = ((self.host_ca, HOST_CA_MOUNT), *binds)
         step = BuildStep(lowers=lowers, upper=upper, argv=argv, env=env, user=user, cwd=cwd,
                          binds=binds, vcpus=self.vcpus, memory_mb=self.memory_mb)
         try:
