@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,8 @@ def write_manifest(built: BuiltTemplate, data_dir: Path) -> Path:
             **_body(built.config, built.rootfs, built.layers, built.allow_setuid, data_dir),
             "created": time.time()}
     target = folder / f"{built.digest}.json"
-    temp = folder / f".{built.digest}.{os.getpid()}.tmp"
+    # Unique per writer: concurrent builds of one recipe write the same manifest.
+    temp = folder / f".{built.digest}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         with open(temp, "w", encoding="utf-8") as handle:
             json.dump(body, handle, indent=2)
