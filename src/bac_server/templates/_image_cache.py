@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bac_server.host import IdRange, remove_tree
 
-from ._image_model import ImageConfig, ImportedImage
+from ._image_model import ImageConfig, ImageError, ImportedImage
 from ._image_tools import off_loop
 
 METADATA = "image.json"
@@ -56,10 +56,12 @@ def load(entry: Path) -> ImportedImage | None:
     """The published image in ``entry``, or None when there is none (yet)."""
     try:
         meta = json.loads((entry / METADATA).read_text())
+        return ImportedImage(digest=str(meta["digest"]), rootfs=entry / "rootfs",
+                             config=ImageConfig.from_json(meta["config"]))
     except FileNotFoundError:
         return None
-    return ImportedImage(digest=str(meta["digest"]), rootfs=entry / "rootfs",
-                         config=ImageConfig.from_json(meta["config"]))
+    except (ValueError, KeyError, TypeError):
+        return None  # damaged by hand: publishing writes it by rename, never torn
 
 
 def publish(out: Path, entry: Path, meta: dict[str, object]) -> None:
@@ -67,8 +69,11 @@ def publish(out: Path, entry: Path, meta: dict[str, object]) -> None:
     tmp = out / f".{METADATA}.tmp"
     tmp.write_text(json.dumps(meta, indent=2))
     os.rename(tmp, out / METADATA)
-    if entry.exists():  # an entry without metadata: never published, safe to replace
-        remove_tree(entry)
+    if entry.exists():
+        # Publishing never leaves an entry without valid metadata, so this one was damaged
+        # by hand; sandboxes may still use its rootfs, so it is not deleted here.
+        raise ImageError(f"the image cache entry {entry} is damaged (no valid {METADATA}); "
+                         "remove it to import the image again")
     os.rename(out, entry)
 
 

@@ -68,6 +68,17 @@ __all__ = ["ImageConfig", "ImageError", "ImageErrorKind", "ImportedImage", "imag
 async def materialize_image(source: FromImage, *, data_dir: Path, id_range: IdRange,
                             progress: Progress) -> ImportedImage:
     """The image ``source`` names, imported (or found in the cache). Raises ImageError."""
+    try:
+        return await _materialize(source, data_dir, id_range, progress)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise ImageError(f"{source.ref}: disk full while importing it into {data_dir}",
+                             ImageErrorKind.DISK_FULL) from exc
+        raise ImageError(f"{source.ref}: importing it failed: {exc}") from exc
+
+
+async def _materialize(source: FromImage, data_dir: Path, id_range: IdRange,
+                       progress: Progress) -> ImportedImage:
     ref = parse_image_ref(source.ref, os.environ.get("BAC_REGISTRY_MIRROR") or None)
     root = await off_loop(lambda: images_root(data_dir))
     if isinstance(ref, DebianSuite):
@@ -132,13 +143,7 @@ async def _published(root: Path, name: str, what: str, digest: str,
         async with entry_lock(root, name):
             found = load(root / name)  # another import may have finished meanwhile
             if found is None:
-                try:
-                    await build()
-                except OSError as exc:
-                    if exc.errno == errno.ENOSPC:
-                        raise ImageError(f"{what}: disk full while importing it into {root}",
-                                         ImageErrorKind.DISK_FULL) from exc
-                    raise
+                await build()
                 found = load(root / name)
     if found is None:
         raise ImageError(f"{what}: the import of {digest} did not publish an image")
