@@ -82,14 +82,18 @@ async def test_docker_archive(test_image: SampleImage, images_dir: Path,
     assert await load(f"docker-archive:{archive}", data_dir) == image
 
 
+def exited_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
 async def test_crashed_import_is_cleaned_up(test_image: SampleImage, data_dir: Path) -> None:
     """The scratch directory of an import whose process died is removed by the next import;
     one of a live process is left alone."""
-    dead = subprocess.Popen(["true"])
-    dead.wait()
     scratch = data_dir / "images" / ".tmp"
     scratch.mkdir(parents=True)
-    (scratch / f"{dead.pid}-deadbeef" / "layout").mkdir(parents=True)
+    (scratch / f"{exited_pid()}-deadbeef" / "layout").mkdir(parents=True)
     (scratch / "1-alive").mkdir()  # pid 1 never goes away
     await load(test_image.oci_ref, data_dir)
     assert sorted(p.name for p in scratch.iterdir()) == ["1-alive"]
