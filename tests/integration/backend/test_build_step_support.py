@@ -8,9 +8,13 @@ that none is left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import secrets
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,3 +148,83 @@ class BuildWatch:
         if f'"{self.veth}"' in nft("list map inet bac egress"):
             found.append(f"egress rules of {self.veth}")
         return found
+
+
+# -- a fake outside target, and a probe run inside a step ------------------------------
+
+_SERVERS = Path(__file__).resolve().parents[1] / "network" / "fake_servers.py"
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+@contextlib.contextmanager
+def fake_target() -> Iterator[str]:
+    """A web server (ports 80 and 8080) at a public-looking address, in a network
+    namespace of this test session routed from the host; yields its address."""
+    n = os.getpid() % 250 + 1
+    namespace, host_if = f"bacbs-{os.getpid()}", f"bacbs{os.getpid()}"[:15]
+    host_side, peer_side, target = f"10.204.{n}.1", f"10.204.{n}.2", f"203.0.113.{n}"
+    server: subprocess.Popen[bytes] | None = None
+    try:
+        _ip("netns", "add", namespace)
+        _ip("link", "add", host_if, "type", "veth", "peer", "name", "uplink", "netns",
+            namespace)
+        _ip("addr", "add", f"{host_side}/30", "dev", host_if)
+        _ip("link", "set", host_if, "up")
+        inside = ["-n", namespace]
+        _ip(*inside, "addr", "add", f"{peer_side}/30", "dev", "uplink")
+        _ip(*inside, "link", "set", "uplink", "up")
+        _ip(*inside, "link", "set", "lo", "up")
+        _ip(*inside, "addr", "add", f"{target}/32", "dev", "lo")
+        _ip(*inside, "route", "add", "default", "via", host_side)
+        _ip("route", "replace", f"{target}/32", "via", peer_side)
+        server = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable,
+                                   str(_SERVERS), "web"], stdout=subprocess.PIPE)
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == b"ready"
+        yield target
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "route", "del", f"{target}/32"], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+
+
+_PROBE = """
+import json, socket, struct, sys
+def gateway():
+    for line in open("/proc/net/route").read().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == "00000000":
+            return socket.inet_ntoa(struct.pack("<L", int(fields[2], 16)))
+out = {}
+for target in sys.argv[1:]:
+    host, port = target.rsplit(":", 1)
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((gateway() if host == "gateway" else host, int(port)))
+        out[target] = "ok"
+    except OSError as exc:
+        out[target] = type(exc).__name__
+    finally:
+        s.close()
+print(json.dumps(out))
+"""
+
+
+async def probe(backend: NamespaceBackend, lowers: tuple[Path, ...], *targets: str,
+                **fields: object) -> dict[str, str]:
+    """``{"host:port": "ok" | <error>}`` as seen from inside a build step ("gateway" is
+    the step's default gateway, the host's end of its veth)."""
+    output = Output()
+    step = BuildStep(lowers=lowers, upper=layers_dir(backend) / "layer",
+                     argv=("python3", "-c", _PROBE, *targets), **fields)  # type: ignore[arg-type]
+    code = await backend.run_build_step(step, output)
+    assert code == 0, output.lines
+    found: dict[str, str] = json.loads(output.stdout[-1])
+    return found
