@@ -3,6 +3,7 @@
 Accepted forms::
 
     debian:<suite>[-slim]                  built from Debian's archive with mmdebstrap
+                                           (``debian:12`` is ``debian:bookworm``)
     oci:<dir>[:<tag>]                      an OCI image layout on disk
     oci-archive:<file>[:<tag>]             a tar of an OCI image layout
     docker-archive:<file>[:<name:tag>]     a ``docker save`` tar
@@ -36,6 +37,8 @@ _HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9]
 _TAG = re.compile(r"[\w][\w.-]{0,127}")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _SUITE = re.compile(r"[a-z][a-z0-9]*")
+# Release numbers, as Docker Hub's debian tags use them, to the suites they name.
+_RELEASES = {"11": "bullseye", "12": "bookworm", "13": "trixie", "14": "forky"}
 # Suites without -updates and -security companions, which every build adds.
 _UNSUPPORTED_SUITES = frozenset({"sid", "unstable", "experimental", "rc-buggy"})
 _SYNTAX = ImageErrorKind.SYNTAX
@@ -121,6 +124,7 @@ def parse_image_ref(ref: str, mirror: str | None = None) -> ImageRef:
 
 def _debian(ref: str, rest: str) -> DebianSuite:
     suite, slim = (rest[:-5], True) if rest.endswith("-slim") else (rest, False)
+    suite = _RELEASES.get(suite, suite)
     if not _SUITE.fullmatch(suite):
         raise ImageError(f"unknown image reference {ref!r}: a Debian suite is a name such as "
                          "bookworm, trixie or stable", _SYNTAX)

@@ -102,16 +102,18 @@ async def _resolve(ref: RegistryImage, source: FromImage, root: Path, scratch: P
     is then reused without asking the registry, and a tag still imports from the cache
     while the registry is unreachable. SECURITY: an image pulled with credentials is
     never reused without the registry accepting the requester's own credentials again."""
-    src = registry_source(ref, source.ref, scratch, source.username, source.password)
-    anonymous = source.username is None
+    username, password = source.username or None, source.password or None
+    src = registry_source(ref, source.ref, scratch, username, password)
+    anonymous = username is None
     known = recall(root, str(ref)) if anonymous else None
-    cached = known is not None and load(root / entry_name(known, id_range)) is not None
-    if ref.digest is not None and cached and known is not None:
+    if known is not None and load(root / entry_name(known, id_range)) is None:
+        known = None
+    if ref.digest is not None and known is not None:
         return src, known
     try:
         digest = manifest_digest(await inspect(src, scratch), source.ref)
     except ImageError as exc:
-        if exc.kind is ImageErrorKind.UNREACHABLE and cached and known is not None:
+        if exc.kind is ImageErrorKind.UNREACHABLE and known is not None:
             progress(f"{exc}; using the image this reference was last resolved to, {known}")
             return src, known
         if exc.kind is ImageErrorKind.UNREACHABLE and ref.host == "docker.io":

@@ -23,6 +23,12 @@ from image_fixtures import (
 from registry_fixture import Entry
 
 from bac_server.host import IdRange
+from bac_server.templates._image_refs import (
+    DebianSuite,
+    LocalImage,
+    RegistryImage,
+    parse_image_ref,
+)
 from bac_server.templates._images import (
     ImageError,
     ImageErrorKind,
@@ -32,6 +38,8 @@ from bac_server.templates._images import (
 from bac_server.templates._steps import FromImage
 
 pytestmark = pytest.mark.root
+
+DIGEST = "sha256:" + "a" * 64
 
 __all__ = ["arm_image", "data_dir", "images_dir", "session_dir", "test_image"]
 
@@ -145,6 +153,22 @@ async def test_owner_outside_id_range(session_dir: Path, images_dir: Path,
                        [[Entry("far-away", data=b"x", uid=70000, gid=70000)]])
     message = await refused(image.oci_ref, data_dir, ImageErrorKind.FAILED)
     assert "far-away" in message and "outside the mapped range" in message
+
+
+@pytest.mark.parametrize(("ref", "parsed"), [
+    ("debian:bookworm", DebianSuite("bookworm", slim=False)),
+    ("debian:12-slim", DebianSuite("bookworm", slim=True)),
+    ("python", RegistryImage("docker.io", "library/python", None, None)),
+    ("docker.io/team/app:1", RegistryImage("docker.io", "team/app", "1", None)),
+    ("localhost:5000/a/b", RegistryImage("localhost:5000", "a/b", None, None)),
+    (f"[::1]:5000/a@{DIGEST}", RegistryImage("[::1]:5000", "a", None, DIGEST)),
+    ("ghcr.io/x/y:1.2", RegistryImage("ghcr.io", "x/y", "1.2", None)),
+    ("oci:dir", LocalImage("oci", "dir", None)),
+    ("oci-archive:/x.tar:t", LocalImage("oci-archive", "/x.tar", "t")),
+    ("docker-archive:d.tar:a/b:1", LocalImage("docker-archive", "d.tar", "a/b:1"))])
+def test_reference_forms(ref: str, parsed: object) -> None:
+    """Each accepted reference form parses to the source it names (Docker's naming rules)."""
+    assert parse_image_ref(ref) == parsed
 
 
 @pytest.mark.parametrize(("ref", "kind"), [
