@@ -7,8 +7,22 @@ import time
 from pathlib import Path
 
 import pytest
-from backend_harness import SandboxFactory
-from conftest import Log, Uploads, no_templates, unique
+from engine_fixtures import (
+    Log,
+    SandboxFactory,
+    Uploads,
+    backend,
+    backend_factory,
+    data_dir,
+    engine,
+    log,
+    make_sandbox,
+    no_templates,
+    store,
+    template,
+    unique,
+    uploads,
+)
 
 from bac_server.templates import (
     BuildEngine,
@@ -23,6 +37,9 @@ from bac_server.templates import (
 )
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
+# Fixtures, visible to pytest through this module.
+__all__ = ["backend", "backend_factory", "data_dir", "engine", "log", "make_sandbox", "store",
+           "template", "uploads"]
 
 APT = ("apt-get update -q && apt-get install -y -q --no-install-recommends tree "
        "&& rm -rf /var/lib/apt/lists/*")

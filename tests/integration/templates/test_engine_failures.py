@@ -12,8 +12,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from backend_harness import data_dir_leftovers
-from conftest import Log, Uploads, no_templates, shared_base, unique
+from engine_fixtures import (
+    Log,
+    Uploads,
+    backend,
+    backend_factory,
+    data_dir,
+    data_dir_leftovers,
+    engine,
+    no_templates,
+    shared_base,
+    store,
+    template,
+    unique,
+    uploads,
+)
 
 from bac_server.backends.base import TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
@@ -33,6 +46,8 @@ from bac_server.templates import (
 )
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
+# Fixtures, visible to pytest through this module.
+__all__ = ["backend", "backend_factory", "data_dir", "engine", "store", "template", "uploads"]
 
 
 def state(store: TemplateStore) -> tuple[set[str], set[str], list[str]]:

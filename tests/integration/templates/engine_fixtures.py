@@ -1,6 +1,7 @@
-"""Fixtures for build engine tests: a real NamespaceBackend (the Builder), a template
-store in the session's private data dir whose ``base`` is the machine's built one, and
-COPY uploads made by the official e2b SDK's own functions (tar and files hash)."""
+"""Fixtures for build engine tests, imported by each test_engine_* module: a real
+NamespaceBackend (the Builder), a template store in the session's private data dir whose
+``base`` is the machine's built one, and COPY uploads made by the official e2b SDK's own
+functions (tar and files hash)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from e2b.template.utils import calculate_files_hash, tar_file_stream
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "backend"))
 
 from backend_fixtures import backend, backend_factory, data_dir, make_sandbox, template
+from backend_harness import SandboxFactory, data_dir_leftovers
 
 from bac_server.backends.base import TemplateImage, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.templates import BuildEngine, CopyStep, LogEntry, TemplateStore
 
-__all__ = ["backend", "backend_factory", "data_dir", "make_sandbox", "template"]
+__all__ = ["SandboxFactory", "backend", "backend_factory", "data_dir", "data_dir_leftovers",
+           "make_sandbox", "template"]
 
 
 def shared_base(data_dir: Path, template: TemplateImage) -> None:
