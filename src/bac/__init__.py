@@ -71,7 +71,7 @@ from bac._sync import (
     SandboxPaginator,
     WatchHandle,
 )
-from bac._template import BaseRef, FromKind, Template, TemplateStep, classify_from
+from bac._template import Template
 from bac._template_errors import DockerfileError, DockerfileWarning, TemplateBuildError
 from bac._template_models import (
     BuildInfo,
@@ -82,6 +82,7 @@ from bac._template_models import (
     TemplateInfo,
     TemplateTag,
 )
+from bac._template_steps import BaseRef, FromKind, TemplateStep, classify_from
 from bac._template_sync import Templates
 from bac._templates import AsyncTemplates
 from bac._transfer import AsyncFileStream, WriteData, WriteEntry

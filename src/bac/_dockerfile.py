@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bac import _dockerfile_copy as copying
+from bac import _dockerfile_start as starting
 from bac._dockerfile_lines import RawInstruction, read_dockerfile
-from bac._dockerfile_words import WordError, json_array, process_word, process_words
-from bac._template import BaseRef, FromKind, StrPath, Template, classify_from
+from bac._dockerfile_words import WordError, process_word, process_words
+from bac._template import StrPath, Template
 from bac._template_errors import DockerfileError, DockerfileWarning, Origin
+from bac._template_steps import BaseRef, FromKind, StepType, classify_from
 
 _IGNORED = {
     "EXPOSE": "ports of a sandbox are all reachable through the gateway",
@@ -59,8 +60,8 @@ class _Converter:
         self.workdir = "/"
         self.user_set = self.workdir_set = False
         self.seen_from = False
-        self.cmd: tuple[bool, list[str]] | None = None
-        self.entrypoint: tuple[bool, list[str]] | None = None
+        self.cmd: starting.Command | None = None
+        self.entrypoint: starting.Command | None = None
         self.ready: str | None = None
         self.ins: RawInstruction | None = None
 
@@ -92,10 +93,9 @@ class _Converter:
         except WordError as exc:
             raise self.fail(str(exc)) from exc
 
-    def add(self, kind: str, args: Sequence[str]) -> None:
-        assert self.ins is not None
-        text = self.ins.text
-        self.template._add(kind, tuple(args), self.origin,  # type: ignore[arg-type]
+    def add(self, kind: StepType, args: Sequence[str]) -> None:
+        text = self.ins.text if self.ins is not None else ""
+        self.template._add(kind, tuple(args), self.origin,
                            text if len(text) <= 100 else text[:97] + "...")
 
     def one_word(self, ins: RawInstruction) -> str:
@@ -103,13 +103,6 @@ class _Converter:
         if len(words) != 1:
             raise self.fail(f"{ins.name} needs exactly one argument, got {len(words)}")
         return words[0]
-
-    def command(self, ins: RawInstruction) -> tuple[bool, list[str]]:
-        """The exec form (True, argv) or the shell form (False, [text])."""
-        argv = json_array(ins.rest)
-        if argv is not None:
-            return True, argv
-        return False, [ins.rest] if ins.rest else []
 
     # -- instructions ----------------------------------------------------------------------
 
@@ -210,47 +203,21 @@ class _Converter:
         copying.copy(self, ins, add=True)
 
     def do_cmd(self, ins: RawInstruction) -> None:
-        self.cmd = self.command(ins)
+        self.cmd = starting.command(ins.rest)
 
     def do_entrypoint(self, ins: RawInstruction) -> None:
-        self.entrypoint = self.command(ins)
+        self.entrypoint = starting.command(ins.rest)
 
     def do_healthcheck(self, ins: RawInstruction) -> None:
-        flags, rest = copying.flags(
-            self, ins, {"interval", "timeout", "start-period", "start-interval", "retries"})
-        if rest.strip().upper() == "NONE":
-            self.ready = None
-            return
-        keyword, _, command = rest.partition(" ")
-        if keyword.upper() != "CMD" or not command.strip():
-            raise self.fail("HEALTHCHECK needs CMD <command> or NONE")
-        if flags:
-            self.warn("HEALTHCHECK options are ignored: the ready command is retried "
-                      "until it exits 0")
-        argv = json_array(command.strip())
-        self.ready = shlex.join(argv) if argv is not None else command.strip()
+        self.ready = starting.healthcheck(self, ins)
 
     # -- the end ---------------------------------------------------------------------------
-
-    def start_command(self) -> str | None:
-        """ENTRYPOINT and CMD combined as Docker does."""
-        cmd, entry = self.cmd, self.entrypoint
-        if entry is not None and entry[0]:
-            words = list(entry[1])
-            if cmd is not None and cmd[1]:
-                words += cmd[1] if cmd[0] else ["/bin/sh", "-c", cmd[1][0]]
-            return shlex.join(words) if words else None
-        if entry is not None:
-            return entry[1][0] if entry[1] else None
-        if cmd is not None and cmd[1]:
-            return shlex.join(cmd[1]) if cmd[0] else cmd[1][0]
-        return None
 
     def finish(self, file: str) -> None:
         if not self.seen_from:
             raise DockerfileError("no FROM instruction", file=file)
         self.ins = None
-        start = self.start_command()
+        start = starting.start_command(self.cmd, self.entrypoint)
         if start:
             self.template.start_cmd(start)
         if self.ready:

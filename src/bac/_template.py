@@ -19,64 +19,22 @@ steps are the E2B template API's (``RUN``, ``COPY``, ``ENV``, ``WORKDIR``, ``USE
 from __future__ import annotations
 
 import os
-import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from bac._errors import InvalidArgumentError
-from bac._template_errors import DockerfileError, DockerfileWarning, Origin
+from bac._template_errors import DockerfileWarning, Origin
+from bac._template_steps import (
+    DEFAULT_BASE,
+    BaseRef,
+    FromKind,
+    StepType,
+    TemplateStep,
+    check_source,
+)
 
-FromKind = Literal["template", "image", "auto"]
-DEFAULT_BASE = "base"
-BUILTIN_TEMPLATES = frozenset({"base", "code-interpreter", "code-interpreter-v1"})
-IMAGE_PREFIXES = ("oci:", "oci-archive:", "docker-archive:", "docker://", "debian:")
 StrPath = str | os.PathLike[str]
-
-
-def classify_from(ref: str) -> FromKind:
-    """What a ``FROM`` value names: ``image`` (a scheme prefix such as ``debian:`` or
-    ``oci-archive:``, a ``/`` or an ``@`` in it, or ``scratch``), ``template`` (a built-in
-    template), or ``auto`` (a bare ``name[:tag]``: a template if the server has one by that
-    name, else an image)."""
-    if ref.startswith(IMAGE_PREFIXES) or "/" in ref or "@" in ref or ref == "scratch":
-        return "image"
-    if ref.partition(":")[0] in BUILTIN_TEMPLATES:
-        return "template"
-    return "auto"
-
-
-@dataclass(frozen=True)
-class BaseRef:
-    """Where a template starts: another template, or an image."""
-
-    ref: str
-    kind: FromKind
-    username: str | None = None
-    password: str | None = None
-
-
-@dataclass(frozen=True)
-class TemplateStep:
-    """One step of the E2B build API, and where it was written."""
-
-    type: Literal["RUN", "COPY", "ENV", "WORKDIR", "USER"]
-    args: tuple[str, ...]
-    force: bool = False
-    origin: Origin | None = None
-    instruction: str | None = None  # the Dockerfile instruction it came from
-
-    def describe(self) -> str:
-        return self.instruction or f"{self.type} {' '.join(a for a in self.args if a)}"
-
-
-def check_source(src: str, origin: Origin | None = None) -> str:
-    """A COPY source as a path relative to the context; reject ones that leave it."""
-    clean = posixpath.normpath(src.replace(os.sep, "/"))
-    if not src or clean == ".." or clean.startswith("../"):
-        raise DockerfileError(f"COPY source {src!r} is outside the build context", origin)
-    return clean
 
 
 class Template:
@@ -237,8 +195,7 @@ class Template:
     def force(self) -> bool:
         return self._force
 
-    def _add(self, kind: Literal["RUN", "COPY", "ENV", "WORKDIR", "USER"],
-             args: tuple[str, ...], origin: Origin | None = None,
+    def _add(self, kind: StepType, args: tuple[str, ...], origin: Origin | None = None,
              instruction: str | None = None) -> Self:
         self._steps.append(TemplateStep(kind, args, self._force_next, origin, instruction))
         return self

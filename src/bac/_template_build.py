@@ -30,10 +30,11 @@ from bac import _errors as e
 from bac import _template_files as files
 from bac._api import ApiClient, api_error
 from bac._dockerignore import IgnoreRules, read_patterns
-from bac._template import BaseRef, Template
+from bac._template import Template
 from bac._template_errors import TemplateBuildError
 from bac._template_logs import build_path, cancel, entries, path_part, status
 from bac._template_models import BuildInfo, BuildLogEntry, BuildState
+from bac._template_steps import BaseRef
 
 LogCallback = Callable[[BuildLogEntry], object]
 UPLOAD_TIMEOUT = 3600.0
