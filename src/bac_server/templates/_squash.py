@@ -43,7 +43,7 @@ async def squash(runner: StepRunner, step: str, rootfs: Path, layers: list[Path]
     merged, kept = layers[:len(layers) - keep], layers[len(layers) - keep:]
     key = digest("squash", str(rootfs), [str(p) for p in merged])
     runner.say(step, f"squashing the base and {len(merged)} layers into one "
-                     f"(more than {len(layers) + 1 - keep} layers deep)")
+                     f"({len(layers)} layers were stacked on it)")
 
     async def make(work: LayerWork) -> dict[str, str]:
         await _merge(work, rootfs, merged)
