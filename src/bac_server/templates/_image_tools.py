@@ -110,7 +110,8 @@ _KINDS: tuple[tuple[tuple[str, ...], ImageErrorKind, str], ...] = (
      "registry {where} unreachable: TLS verification failed: {detail}"),
     (("unauthorized", "authentication required", "requested access to the resource is denied"),
      _K.UNAUTHORIZED,
-     "unauthorized: registry {where} refused access (check the username and password)"),
+     "unauthorized: registry {where} refused access (credentials missing or wrong, or "
+     "the image is not visible to them)"),
     (("manifest unknown", "name unknown", "no descriptor found", "not found"), _K.NOT_FOUND,
      "image not found: {detail}"),
     (("connection refused", "no such host", "i/o timeout", "network is unreachable",
