@@ -179,17 +179,22 @@ async def run_build_step(ctx: Context, step: BuildStep, output: OutputCallback) 
     try:
         pidfd = await _start(ctx, record, step, limits, out, pumps)
     except BaseException as exc:
+        await undo_after_failure(ctx, record)
+        # Every writer is gone now: what the runtime printed is read to its end.
+        if pumps:
+            await asyncio.wait(pumps, timeout=_DRAIN_TIMEOUT_S)
         for task in pumps:
             task.cancel()
         await asyncio.gather(*pumps, return_exceptions=True)
-        await undo_after_failure(ctx, record)
         if not isinstance(exc, Exception):
             raise
         if isinstance(exc, UserLookupError):
             raise SandboxSetupError(f"build step not run: {exc}") from exc
+        message = f"build step setup failed: {exc}"
         held = out.held_text()
-        raise SandboxSetupError(f"build step setup failed: {exc}"
-                                + (f"\nruntime output:\n{held}" if held else "")) from exc
+        if held and held not in message:
+            message += f"\nruntime output:\n{held}"
+        raise SandboxSetupError(message) from exc
     try:
         out.release()
         code, note = await _wait(ctx, record, pidfd, step.timeout_s)
