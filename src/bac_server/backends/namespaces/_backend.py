@@ -8,7 +8,8 @@ Errors are those of ``backends.base``; internal failures (runtime, envd, netlink
 reach callers only as ``SandboxSetupError`` after everything made was torn down::
 
     ResourceLimitError    vcpus / memory_mb / pids_max beyond the maxima, address pool full
-    SandboxSetupError     bad id or env, id in use, runtime/envd/network failure (fail closed)
+    SandboxSetupError     bad id or env, id in use, runtime/envd/network failure (fail closed);
+                          for a build step also: bad step, unknown user, command not startable
     SandboxNotFound       status / endpoint / usage / pause / resume of an unknown id
 """
 
