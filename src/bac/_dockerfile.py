@@ -10,7 +10,7 @@ are ignored with a warning; anything else is an error naming the file and line.
 As in Docker, steps run as ``root`` in ``/`` until ``USER``/``WORKDIR`` say otherwise; like
 E2B's conversion, the template's sandboxes then default to ``user`` in ``/home/user``
 unless the Dockerfile set them. ARG values reach ``RUN`` commands as exported variables
-(``export NAME='value'`` before the command), which also keys the step's cache on them.
+(``export NAME='value';`` before the command), which also keys the step's cache on them.
 """
 
 from __future__ import annotations

@@ -76,9 +76,9 @@ def run(conv: _Converter, ins: RawInstruction) -> None:
         command = shlex.join(argv) if argv is not None else rest
     if not command.strip():
         raise conv.fail("RUN needs a command")
-    exports = [f"export {name}={shlex.quote(value)}"
-               for name, value in conv.args.items() if name not in conv.env]
-    conv.add("RUN", ["\n".join([*exports, command]) if exports else command])
+    exports = " ".join(f"{name}={shlex.quote(value)}"
+                       for name, value in conv.args.items() if name not in conv.env)
+    conv.add("RUN", [f"export {exports}; {command}" if exports else command])
 
 
 def _destination(dest: str, workdir: str) -> str:

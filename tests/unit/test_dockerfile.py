@@ -249,8 +249,7 @@ def test_substitution_modifiers() -> None:
     template = parse("FROM base\nARG SET=v\nARG EMPTY=\n"
                      "ARG A=${SET:-d}.${EMPTY:-d}.${NONE:-d} B=${SET-d}.${EMPTY-d}.${NONE-d}\n"
                      "ARG C=${SET:+a}.${EMPTY:+a}.${EMPTY+a}.${NONE+a}\nRUN x\n")
-    assert body(template) == [("RUN", "export SET=v\nexport EMPTY=''\nexport A=v.d.d\n"
-                                      "export B=v..d\nexport C=a..a.\nx")]
+    assert body(template) == [("RUN", "export SET=v EMPTY='' A=v.d.d B=v..d C=a..a.; x")]
     assert error("FROM base\nARG E=\nWORKDIR ${E:?must be set}\n") == (
         "Dockerfile:3: E: must be set")
 
@@ -264,11 +263,11 @@ def test_arg_scope_and_build_args() -> None:
     assert template.base.ref == "base"
     assert body(template)[:4] == [
         ("RUN", "echo $VER"), ("WORKDIR", "/v"), ("WORKDIR", "/v1"),
-        ("RUN", "export VER=1\nexport MODE=dev\nmake $MODE")]
+        ("RUN", "export VER=1 MODE=dev; make $MODE")]
     overridden = parse(text, build_args={"BASE": "code-interpreter", "MODE": "prod",
                                          "UNUSED": "1", "HTTP_PROXY": "http://p"})
     assert overridden.base.ref == "code-interpreter"
-    assert body(overridden)[3] == ("RUN", "export VER=1\nexport MODE=prod\nmake $MODE")
+    assert body(overridden)[3] == ("RUN", "export VER=1 MODE=prod; make $MODE")
     assert [str(w) for w in overridden.warnings] == [
         "build args not consumed by any ARG: UNUSED"]
 

@@ -3,7 +3,8 @@
 Both views are fed the build's log lines (``on_log``). The live view lists every step
 (from the recipe, so steps not reached yet show too) with its state (waiting, running,
 cached, done, failed) and time, the total time, and the last lines of the running step.
-The plain view (not a terminal, or ``--plain``) prints each line as ``[step] message``.
+The plain view (not a terminal, or ``--plain``) prints each line as ``[step] message``
+(every line of a multi-line message carries the step).
 Both write to stderr; stdout is kept for the result.
 """
 
@@ -77,7 +78,8 @@ class BuildView:
         if self._live is None:
             where = f"[{entry.step}] " if entry.step else ""
             style = "red" if entry.level == "error" else "yellow" if entry.level == "warn" else ""
-            self.console.print(Text(f"{where}{entry.message}", style=style), highlight=False)
+            for line in entry.message.splitlines() or [""]:
+                self.console.print(Text(f"{where}{line}", style=style), highlight=False)
         step = self._by_name.get(entry.step or "")
         if step is None:
             return

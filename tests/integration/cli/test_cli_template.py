@@ -72,14 +72,15 @@ def built(bac_server: BacServer, tmp_path_factory: pytest.TempPathFactory
 
 
 def test_build_output_and_warnings(built: Built) -> None:
-    """The build prints its steps as they run, warns about EXPOSE and HEALTHCHECK options,
-    and prints the template's name on stdout."""
+    """The build prints its steps as they run (ARGs exported to RUN), warns about EXPOSE
+    and HEALTHCHECK options, and prints the template's name on stdout."""
     assert built.first.stdout == f"{built.name}\n"
     err = built.first.stderr
     assert f"warning: {built.context}/Dockerfile:13: EXPOSE is ignored" in err
     assert "HEALTHCHECK options are ignored" in err
-    assert "[3] Setting up tree" in err
-    assert re.search(r"\[4\] Successfully installed six", err)
+    # Layers are shared machine-wide, so the installs may come from an earlier run's cache.
+    assert "[3] Step 3/9: RUN export PYPKG=six; apt-get update -qq" in err
+    assert "[4] Step 4/9: RUN export PYPKG=six; pip install" in err
     assert f"built {built.name} in" in err
 
 
