@@ -25,6 +25,7 @@ from bac_server.api.query import int_param
 from bac_server.api.templates_context import template_ref, templates
 from bac_server.api.templates_models import TemplateBuildRequest, TemplateUpdate
 from bac_server.control import InvalidRequest
+from bac_server.control.templates import builtin_name
 
 
 async def request_build(request: Request) -> Response:
@@ -81,6 +82,12 @@ async def get_template(request: Request) -> Response:
     limits = plane(request).limits
     query = request.query_params
     limit = int_param(query, "limit", default=100, low=1, high=100) or 100
+    builtin = builtin_name(template_ref(request))
+    for known in await services.resolver.builtins() if builtin is not None else []:
+        if known.name == builtin:
+            return JSONResponse({**views.builtin(known, limits=limits,
+                                                 envd_version=conf.envd_version),
+                                 "builds": []})
     found = await services.catalog.visible(caller, template_ref(request))
     body = views.template(await services.catalog.summary(found), limits=limits,
                           envd_version=conf.envd_version)

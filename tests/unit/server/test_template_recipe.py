@@ -1,0 +1,111 @@
+"""Build bodies as the official SDK serialises them become the right recipe; what is stored
+of a recipe and its log never holds the registry password; the log is bounded."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from e2b import Template
+
+from bac_server.api.templates_models import TemplateBuildStart
+from bac_server.api.templates_recipe import to_recipe
+from bac_server.control.template_builds_log import MAX_LINES, BuildLog
+from bac_server.control.template_builds_recipe import recipe_record
+from bac_server.store.sql import SqlStore
+from bac_server.templates import (
+    CopyStep,
+    EnvStep,
+    FromImage,
+    FromTemplate,
+    LogEntry,
+    LogLevel,
+    RunStep,
+    UserStep,
+    WorkdirStep,
+)
+
+
+def _wire(template: object) -> TemplateBuildStart:
+    """The body ``Template.build`` sends, without talking to a server."""
+    inner = template._template  # type: ignore[attr-defined]
+    return TemplateBuildStart.model_validate(inner._serialize(inner._instructions_with_hashes()))
+
+
+def test_sdk_steps_become_the_recipe(tmp_path: Path) -> None:
+    """RUN (with a user), COPY (owner, octal mode, files hash), ENV pairs, WORKDIR, USER,
+    start and ready commands and skip_cache arrive as the SDK meant them."""
+    (tmp_path / "app.py").write_text("print(1)\n")
+    template = (Template(file_context_path=tmp_path).from_template("my-base:v2")
+                .run_cmd(["apt-get update", "apt-get install -y jq"], user="root")
+                .copy("app.py", "/app/", user="user", mode=0o755)
+                .set_envs({"A": "1", "B": "two words"})
+                .set_workdir("/app")
+                .skip_cache()
+                .set_user("user")
+                .set_start_cmd("python3 app.py", "true"))
+    recipe = to_recipe(_wire(template))
+    assert recipe.source == FromTemplate("my-base:v2")
+    run, copy, env, workdir, user = recipe.steps
+    assert run == RunStep("apt-get update && apt-get install -y jq", user="root")
+    assert isinstance(copy, CopyStep) and (copy.src, copy.dest, copy.user, copy.mode) == (
+        "app.py", "/app/", "user", 0o755)
+    assert len(copy.files_hash) == 64
+    assert env == EnvStep((("A", "1"), ("B", "two words")))
+    assert workdir == WorkdirStep("/app")
+    assert user == UserStep("user", force=True)
+    assert (recipe.start_cmd, recipe.ready_cmd) == ("python3 app.py", "true")
+
+
+def test_registry_password_is_never_stored() -> None:
+    """from_image with credentials keeps them for the pull only: the stored recipe has the
+    user name, not the password."""
+    recipe = to_recipe(_wire(Template().from_image("registry.local/app:1", username="bob",
+                                                   password="s3cret-pw").run_cmd("true")))
+    assert recipe.source == FromImage("registry.local/app:1", "bob", "s3cret-pw")
+    stored = recipe_record(recipe)
+    assert stored["fromImage"] == "registry.local/app:1" and stored["registryUser"] == "bob"
+    assert "s3cret-pw" not in repr(stored)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    opened = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_log_is_bounded_redacted_and_thread_safe(store: SqlStore) -> None:
+    """Lines from the loop and from a thread are numbered in order; the password never
+    reaches the store; past the bound, lines are counted and one final line says so."""
+    writes = 0
+
+    def wrote() -> None:
+        nonlocal writes
+        writes += 1
+
+    log = BuildLog(store, "b1", on_write=wrote, secrets=["s3cret-pw"])
+    log.line(LogLevel.INFO, "pulling with s3cret-pw", "base")
+
+    def from_thread() -> None:
+        log.add(LogEntry(datetime.now(UTC).timestamp(), LogLevel.WARN, "from a thread", "1"))
+
+    worker = threading.Thread(target=from_thread)
+    worker.start()
+    worker.join()
+    await log.flush()
+    for n in range(MAX_LINES + 5):  # with the 2 above: 9999 kept, 8 dropped, 1 notice
+        log.line(LogLevel.INFO, f"line {n}", "2")
+    await log.close()
+    stored = await store.build_logs("b1", limit=MAX_LINES + 100)
+    assert len(stored) == MAX_LINES and [e.seq for e in stored] == list(range(MAX_LINES))
+    assert stored[0].message == "pulling with ***"
+    assert (stored[1].message, stored[1].level, stored[1].step) == ("from a thread", "warn",
+                                                                    "1")
+    assert stored[-1].message == f"8 more log lines were not kept (at most {MAX_LINES} per build)"
+    assert log.last_step == "2" and writes >= 2
