@@ -47,12 +47,19 @@ async def run_step(argv: list[str], progress: ProgressCallback, step: str,
     )
     assert proc.stdout is not None
     tail: list[str] = []
-    async for raw in proc.stdout:
-        line = raw.decode(errors="replace").rstrip()
-        if line:
-            tail = [*tail[-19:], line]
-            progress(line)
-    code = await proc.wait()
+    try:
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if line:
+                tail = [*tail[-19:], line]
+                progress(line)
+        code = await proc.wait()
+    except BaseException:
+        # A cancelled build must not leave mmdebstrap or apt running on its tree.
+        if proc.returncode is None:
+            proc.kill()
+            await asyncio.shield(proc.wait())
+        raise
     if code != 0:
         raise TemplateBuildError(f"{step} failed (exit {code}):\n" + "\n".join(tail))
 
