@@ -24,18 +24,17 @@ Error tree (template layer, builds)::
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from bac_server.backends.base import Builder
+from bac_server.backends.base import BackendError, Builder
 
 from ._build_state import BuildState, describe, digest, step_key
 from ._copy_step import CONTEXT_MOUNT, copy_argv, destination, match, unpack
-from ._errors import TemplateBuildError
-from ._finalize import check_user, ensure_user_argv, finalize_argv, needs_account
+from ._errors import TemplateBuildError, TemplateError
+from ._finalize import ensure_user_argv, finalize_argv, needs_account
 from ._layer_step import LogCallback, StepRunner
 from ._layer_store import LayerInfo, LayerStore, LayerWork
 from ._manifest import BuiltTemplate, config_json, make_built, write_manifest
@@ -53,12 +52,12 @@ from ._steps import (
     WorkdirStep,
 )
 from ._store import TemplateStore
+from ._validate import validate
 
 FINALIZE_VERSION = 1
 DEFAULT_HOST_CA = Path("/etc/ssl/certs")
 FilesLookup = Callable[[str], Path]
 Make = Callable[[LayerWork], Awaitable[dict[str, str]]]
-_ENV_NAME = re.compile(r"[^=\0]+")
 
 
 class BuildEngine:
@@ -93,7 +92,7 @@ class BuildEngine:
         build = _Build(self, recipe, files, runner)
         try:
             return await build.run(resolve_template)
-        except TemplateBuildError as exc:
+        except (TemplateError, BackendError) as exc:  # FROM not found, image import failed
             runner.say(build.current, str(exc), LogLevel.ERROR)
             raise
 
@@ -250,30 +249,3 @@ class _Build:
                      self.nonce if self.forcing else None)
         info = await self._layer("finalize", "finalize", None, make, key)
         return config, info.facts.get("sudo") == "yes"
-
-
-def validate(recipe: BuildRecipe) -> None:
-    """Refuse a recipe that cannot build, before anything runs (the message names the step)."""
-    for index, step in enumerate(recipe.steps, 1):
-        where = f"step {index} ({describe(step)})"
-        if isinstance(step, RunStep) and not step.command.strip():
-            raise TemplateBuildError(f"{where}: the command is empty")
-        if isinstance(step, (RunStep, CopyStep)) and step.user:
-            check_user(step.user, where)
-        if isinstance(step, UserStep):
-            check_user(step.user, where)
-        if isinstance(step, CopyStep):
-            if not step.src.strip() or not step.dest.strip():
-                raise TemplateBuildError(f"{where}: source and destination are required")
-            if step.mode is not None and not 0 <= step.mode <= 0o7777:
-                raise TemplateBuildError(f"{where}: mode {step.mode:o} is not a permission mode")
-        if isinstance(step, WorkdirStep) and not step.path.strip():
-            raise TemplateBuildError(f"{where}: the path is empty")
-        if isinstance(step, EnvStep):
-            bad = [name for name, value in step.values
-                   if not _ENV_NAME.fullmatch(name) or "\0" in value]
-            if bad:
-                raise TemplateBuildError(f"{where}: invalid variable names {bad}")
-    for name, command in (("start", recipe.start_cmd), ("ready", recipe.ready_cmd)):
-        if command is not None and not command.strip():
-            raise TemplateBuildError(f"the {name} command is empty")

@@ -4,7 +4,6 @@ seen from a sandbox, the layer cache on rebuilds, and what a changed COPY rebuil
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from engine_fixtures import (
@@ -24,6 +23,7 @@ from engine_fixtures import (
     uploads,
 )
 
+from bac_server.backends.base import TemplateImage
 from bac_server.templates import (
     BuildEngine,
     BuildRecipe,
@@ -162,4 +162,28 @@ def test_layers_are_stored_once(store: TemplateStore) -> None:
     for layer in published:
         assert sorted(x.name for x in layer.iterdir()) == ["diff", "layer.json"]
     assert list((root / ".tmp").iterdir()) == []
-    assert not any(p.name.startswith(".") for p in Path(root).glob("*/diff/.bac-copy"))
+    stubs = [*root.glob("*/diff/.bac-copy"), *root.glob("*/diff/.bac-host-ca")]
+    assert stubs == [], "a build step's mount point stayed in its layer"
+
+
+async def test_from_a_built_template(engine: BuildEngine, store: TemplateStore,
+                                     uploads: Uploads, make_sandbox: SandboxFactory) -> None:
+    """A recipe FROM a template built here starts on its layers, user and env."""
+    token = unique()
+    parent = await engine.build(
+        BuildRecipe(source=FromTemplate("base"), steps=(
+            EnvStep((("FROM_PARENT", token),)), RunStep("echo parent > ~/parent.txt"))),
+        files=uploads, resolve_template=no_templates, log=Log())
+
+    async def resolve(ref: str) -> TemplateImage:
+        assert ref == "team/parent:v1"
+        return await store.built(parent.digest, ref)
+
+    child = await engine.build(
+        BuildRecipe(source=FromTemplate("team/parent:v1"), steps=(
+            RunStep('echo "child of $FROM_PARENT" > ~/child.txt'),)),
+        files=uploads, resolve_template=resolve, log=Log())
+    assert child.layers[:len(parent.layers) - 1] == parent.layers[:-1]
+    box = await make_sandbox(template=await store.built(child.digest, "child"))
+    result = await box.run("cat ~/parent.txt ~/child.txt; whoami", user="user")
+    assert result.stdout.split("\n")[:3] == ["parent", f"child of {token}", "user"]
