@@ -21,6 +21,7 @@ from bac_server.api.errors import error_response
 from bac_server.api.templates_context import template_ref, templates
 from bac_server.api.templates_models import AssignTags, DeleteTags
 from bac_server.control.templates import builtin_name
+from bac_server.control.templates_refs import split_ref
 
 
 async def alias(request: Request) -> Response:
@@ -30,7 +31,8 @@ async def alias(request: Request) -> Response:
     if builtin is not None and any(b.name == builtin
                                    for b in await templates(request).resolver.builtins()):
         return JSONResponse({"templateID": builtin, "public": True})
-    found = await templates(request).catalog.find(caller, name)
+    # A tag is not part of the name: ``exists("app:v1")`` asks whether ``app`` is there.
+    found = await templates(request).catalog.find(caller, split_ref(name)[0])
     if found is None:
         return error_response(404, f"template {name!r} not found")
     return JSONResponse({"templateID": found.template_id, "public": found.public})
