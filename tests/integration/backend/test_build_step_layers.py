@@ -11,11 +11,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from backend_harness import SandboxFactory, footprint
+from backend_harness import SandboxFactory, footprint, new_id
 from test_build_step_support import BuildWatch, Output, layers_dir, run_step
 
-from bac_server.backends.base import TemplateImage
+from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.host._syscalls import umount
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -81,6 +82,7 @@ _CRASHING_SERVER = textwrap.dedent("""
     from pathlib import Path
     from bac_server.backends.base import BuildStep
     from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.host._syscalls import umount
 
     async def main():
         backend = NamespaceBackend(NamespaceConfig(data_dir=Path(sys.argv[1])))
@@ -144,3 +146,30 @@ async def test_runc_runs_steps_too(template: TemplateImage, data_dir: Path) -> N
         assert watch.leftovers() == []
     finally:
         await backend.close()
+
+
+async def test_layered_sandbox_checkpoints_copies_and_wakes(
+        backend: NamespaceBackend, template: TemplateImage,
+        make_sandbox: SandboxFactory) -> None:
+    """A sandbox on a step layer keeps its layers through a files-only checkpoint and a
+    copy made from it, and through a suspend whose overlay is gone before the wake (a
+    reboot): each time it sees the layer's file and its own."""
+    layer = await run_step(backend, (template.rootfs,), "echo from-layer >/layer-file")
+    image = TemplateImage("one-layer", template.rootfs, lowers=(layer.upper,),
+                          env=(("FROM_TEMPLATE", "yes"),))
+    sbx = await make_sandbox(template=image)
+    await sbx.run("echo mine >/tmp/own", user="root")
+    info = await backend.checkpoint(sbx.id, new_id("c"), memory=False)
+    copy_spec = SandboxSpec(sandbox_id=new_id(), template=image)
+    make_sandbox.created.append(copy_spec.sandbox_id)
+    copy = await make_sandbox.attach(
+        copy_spec, await backend.create_from(copy_spec, info.checkpoint_id, source_token=None))
+    check = "cat /layer-file /tmp/own; echo $FROM_TEMPLATE"
+    assert (await copy.run(check)).stdout.split() == ["from-layer", "mine", "yes"]
+    await backend.delete_checkpoint(info.checkpoint_id)
+
+    rootfs = footprint(backend, sbx.id).slot_dir / "rootfs"
+    await backend.suspend(sbx.id, memory=False)
+    umount(str(rootfs))  # what a reboot does to the overlay
+    await backend.wake(sbx.spec, memory=False)
+    assert (await sbx.run(check)).stdout.split() == ["from-layer", "mine", "yes"]
