@@ -21,6 +21,7 @@ from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ServerConfig
 from bac_server.control import ControlPlane, Limits
+from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates_services import TemplateServices
 from bac_server.gateway import Dispatcher, Gateway
 from bac_server.host import prepare_host
@@ -89,11 +90,16 @@ def create_app(config: ServerConfig) -> ASGIApp:
         store = await SqlStore.open(config.store_url)
         backend = build_backend(config)
         templates = build_templates(config)
+        start_snapshots = StartSnapshots(
+            backend=backend, images=templates, store=store,
+            root=config.data_dir / "start-snapshots", enabled=config.start_snapshots,
+            ready_bound_s=config.start_snapshot_ready_s)
         template_services = TemplateServices.create(
             store=store, images=templates, limits=limits_of(config),
             engine=BuildEngine(templates, backend) if isinstance(backend, Builder) else None,
             uploads_dir=config.data_dir / "template-uploads",
-            max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds)
+            max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds,
+            start_snapshots=start_snapshots)
         ended = await template_services.start(store)
         if ended:
             log.warning("%d template builds were interrupted by the restart", len(ended))
@@ -104,6 +110,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,
+            start_snapshots=start_snapshots,
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))

@@ -66,6 +66,11 @@ class ServerConfig:
     egress_exempt: str = ""
     # Template builds run at once (each step is a sandbox); the others wait in a queue.
     template_builds: int = 1
+    # Keep built templates that have a start or ready command as a checkpoint of a started,
+    # ready sandbox, so their sandboxes are restored instead of booted (docs/templates.md).
+    start_snapshots: bool = True
+    # How long a start snapshot waits for the template's ready command to succeed, seconds.
+    start_snapshot_ready_s: float = 60.0
     # Largest build context (a COPY's uploaded tar) the server accepts, MiB.
     max_upload_mb: int = 2048
     # Prepare the host (cgroups, firewall) at start-up; tests that share a prepared host

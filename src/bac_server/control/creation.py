@@ -38,6 +38,7 @@ from bac_server.control.limits import Limits
 from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.specs import template_image
 from bac_server.control.states import SandboxState, check_transition
+from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates_resolve import Resolved, TeamTemplates
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 from bac_server.store import CheckpointRecord, Store
@@ -79,8 +80,10 @@ class Creator:
         registry: Registry,
         lifecycle: Lifecycle,
         limits: Limits,
+        start_snapshots: StartSnapshots | None = None,
     ) -> None:
         self._backend = backend
+        self._start_snapshots = start_snapshots
         self._templates = templates
         self._store = store
         self._registry = registry
@@ -215,12 +218,14 @@ class Creator:
         )
         # Reserve the slot before the first await so concurrent creates see it.
         self._registry.add(sbx)
-        task = asyncio.create_task(self._make(sbx, image, req.egress, source=source))
+        task = asyncio.create_task(self._make(sbx, image, req.egress, source=source,
+                                              resolved=resolved))
         return await asyncio.shield(task)
 
     async def _make(self, sbx: LiveSandbox, image: TemplateImage,
                     egress: EgressPolicy, *,
-                    source: CheckpointRecord | None = None) -> LiveSandbox:
+                    source: CheckpointRecord | None = None,
+                    resolved: Resolved | None = None) -> LiveSandbox:
         spec = SandboxSpec(
             sandbox_id=sbx.sandbox_id,
             template=image,
@@ -241,7 +246,7 @@ class Creator:
         started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
         stored, made = await asyncio.gather(
             self._store.insert_sandbox(row, created, started),
-            self._start(spec, source),
+            self._start(spec, source, resolved),
             return_exceptions=True,
         )
         if isinstance(made, BaseException):
@@ -258,8 +263,11 @@ class Creator:
             self._lifecycle.arm(sbx)
         return sbx
 
-    async def _start(self, spec: SandboxSpec, source: CheckpointRecord | None
-                     ) -> SandboxEndpoint:
+    async def _start(self, spec: SandboxSpec, source: CheckpointRecord | None,
+                     resolved: Resolved | None = None) -> SandboxEndpoint:
+        if source is None and resolved is not None and self._start_snapshots is not None:
+            # Restored from the template's start snapshot when it has one, else booted.
+            return await self._start_snapshots.start(spec, resolved)
         if source is None:
             return await self._backend.create(spec)
         assert isinstance(self._backend, Checkpointable)

@@ -17,6 +17,7 @@ from bac_server.control.reconcile import ReconcileReport, reconcile
 from bac_server.control.registry import Registry, Team
 from bac_server.control.sampler import MetricsSampler
 from bac_server.control.snapshots import Snapshots
+from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.store import Store
 
 
@@ -30,6 +31,7 @@ class ControlPlane:
         limits: Limits,
         metrics_interval_s: float = 5.0,
         metrics_retention_s: float = 86_400,
+        start_snapshots: StartSnapshots | None = None,
     ) -> None:
         self.backend = backend
         self.store = store
@@ -47,6 +49,7 @@ class ControlPlane:
             registry=self.registry,
             lifecycle=self.lifecycle,
             limits=limits,
+            start_snapshots=start_snapshots,
         )
         self.history = History(store=store, registry=self.registry)
         self.checkpoints = Checkpoints(

@@ -28,6 +28,7 @@ from bac_server.control.registry import Team
 from bac_server.control.template_builds_log import BuildLog
 from bac_server.control.template_builds_recipe import recipe_record, secrets_of
 from bac_server.control.template_builds_states import BuildStatus, is_finished, sources_of
+from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates import TemplateCatalog
 from bac_server.control.templates_resolve import TemplateResolver
 from bac_server.control.templates_uploads import Uploads
@@ -61,13 +62,14 @@ class _StepRefused(Exception):
 class TemplateBuilds:
     def __init__(self, *, store: Store, engine: BuildEngine | None, catalog: TemplateCatalog,
                  resolver: TemplateResolver, uploads: Uploads, limits: Limits,
-                 concurrency: int = 1) -> None:
+                 concurrency: int = 1, start_snapshots: StartSnapshots | None = None) -> None:
         self._store = store
         self._engine = engine
         self._catalog = catalog
         self._resolver = resolver
         self._uploads = uploads
         self._limits = limits
+        self._start_snapshots = start_snapshots
         self._slots = asyncio.Semaphore(max(1, concurrency))
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stop_reason: dict[str, str] = {}
@@ -151,9 +153,15 @@ class TemplateBuilds:
         async def resolve(ref: str) -> TemplateImage:
             return await self._resolver.for_build(build.team_id, ref)
 
-        return await self._engine.build(recipe, files=files.__getitem__,
-                                        resolve_template=resolve, log=writer.add, vcpus=vcpus,
-                                        memory_mb=memory)
+        built = await self._engine.build(recipe, files=files.__getitem__,
+                                         resolve_template=resolve, log=writer.add, vcpus=vcpus,
+                                         memory_mb=memory)
+        if self._start_snapshots is not None:
+            await self._start_snapshots.take(
+                template.template_id, built, vcpus=vcpus,
+                memory_mb=build.memory_mb or self._limits.default_memory_mb,
+                say=lambda level, message: writer.line(level, message, "finalize"))
+        return built
 
     async def _files(self, team_id: str, recipe: BuildRecipe) -> dict[str, Path]:
         """The uploaded context of every COPY step; a missing one fails its step."""

@@ -15,6 +15,7 @@ from bac_server.control.registry import Team
 from bac_server.control.states import LIVE_STATES
 from bac_server.control.template_builds import TemplateBuilds
 from bac_server.control.template_builds_states import is_finished
+from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates import TemplateCatalog
 from bac_server.control.templates_refs import split_ref
 from bac_server.control.templates_resolve import BuiltImages, TemplateResolver
@@ -29,17 +30,20 @@ class TemplateServices:
     resolver: TemplateResolver
     uploads: Uploads
     builds: TemplateBuilds
+    start_snapshots: StartSnapshots | None = None
 
     @classmethod
     def create(cls, *, store: Store, images: BuiltImages, engine: BuildEngine | None,
                limits: Limits, uploads_dir: Path, max_upload_bytes: int,
-               concurrency: int) -> TemplateServices:
+               concurrency: int, start_snapshots: StartSnapshots | None = None
+               ) -> TemplateServices:
         catalog = TemplateCatalog(store=store, limits=limits)
         resolver = TemplateResolver(images=images, store=store, catalog=catalog)
         uploads = Uploads(uploads_dir, store, max_bytes=max_upload_bytes)
         builds = TemplateBuilds(store=store, engine=engine, catalog=catalog, resolver=resolver,
-                                uploads=uploads, limits=limits, concurrency=concurrency)
-        return cls(catalog, resolver, uploads, builds)
+                                uploads=uploads, limits=limits, concurrency=concurrency,
+                                start_snapshots=start_snapshots)
+        return cls(catalog, resolver, uploads, builds, start_snapshots)
 
     async def start(self, store: Store) -> list[str]:
         """End builds a previous process left unfinished; forget pins of gone sandboxes.
@@ -60,4 +64,7 @@ class TemplateServices:
                       if not is_finished(b.status)]
         await asyncio.gather(*(self.builds.cancel(team, template.template_id, b.build_id)
                                for b in unfinished), return_exceptions=True)
-        return await self.catalog.delete(team, template.template_id)
+        deleted = await self.catalog.delete(team, template.template_id)
+        if self.start_snapshots is not None:
+            await self.start_snapshots.forget(template.template_id)
+        return deleted

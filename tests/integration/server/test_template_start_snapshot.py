@@ -1,0 +1,218 @@
+"""Start snapshots on a real server: a template with a start command is kept as a checkpoint
+of its started service, and sandboxes created from it are restored from that checkpoint
+(real CRIU restores, the official e2b SDK as the client)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from bac_process import ServerProcess, running
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+PORT = 8123
+READY_BOUND_S = 6
+# Counts GET /count since its start; /state answers without counting (the ready check).
+COUNTER = f"""
+import http.server, json, os, secrets, time
+STARTED = time.time()
+DRAWN = secrets.token_hex(8)
+count = 0
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        global count
+        if self.path == "/count":
+            count += 1
+        body = json.dumps({{"count": count, "pid": os.getpid(), "started": STARTED,
+                           "drawn": DRAWN, "env": os.environ.get("SNAP_ENV")}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", {PORT}), Handler).serve_forever()
+"""
+READY = f"curl -sf http://127.0.0.1:{PORT}/state"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    with running("start-snapshot", BAC_START_SNAPSHOT_READY_S=str(READY_BOUND_S)) as srv:
+        srv.create_key("snap")
+        yield srv
+
+
+@pytest.fixture(scope="module", autouse=True)
+def e2b_env(server: ServerProcess) -> Iterator[None]:
+    """The official SDK pointed at the server through the environment only."""
+    names = ("E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY")
+    saved = {k: os.environ.get(k) for k in names}
+    os.environ.update(E2B_API_URL=server.url, E2B_SANDBOX_URL=server.url,
+                      E2B_API_KEY=server.keys[0])
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _counter_template(ready_cmd: str = READY) -> Any:
+    from e2b import Template
+
+    script = base64.b64encode(COUNTER.encode()).decode()
+    return (Template().from_template("base").set_user("root")
+            .run_cmd(f"mkdir -p /srv && echo {script} | base64 -d > /srv/counter.py")
+            .set_user("user")
+            .set_start_cmd("python3 /srv/counter.py", ready_cmd))
+
+
+def _build(template: Any, name: str) -> tuple[Any, list[str]]:
+    from e2b import LogEntry, Template
+
+    logs: list[LogEntry] = []
+    info = Template.build(template, name, on_build_logs=logs.append)
+    return info, [f"{e.level} {e.message}" for e in logs]
+
+
+def _service(server: ServerProcess, sandbox_id: str, path: str) -> dict[str, Any]:
+    """The template's service in the sandbox, reached through the gateway."""
+    response = httpx.get(server.url + path, timeout=30,
+                         headers={"E2b-Sandbox-Id": sandbox_id, "E2b-Sandbox-Port": str(PORT)})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _snapshot_records(server: ServerProcess) -> list[dict[str, Any]]:
+    root = server.data_dir / "start-snapshots"
+    return [json.loads(p.read_text()) for p in sorted(root.glob("*.json"))]
+
+
+@pytest.fixture(scope="module")
+def counter(server: ServerProcess) -> Iterator[tuple[Any, list[str]]]:
+    """A built template whose start command is the counter, with its start snapshot."""
+    yield _build(_counter_template(), f"snap-{uuid.uuid4().hex[:8]}")
+
+
+def test_build_takes_a_start_snapshot_and_reports_its_size(
+        server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
+    """The build log says the snapshot was taken and how much disk it uses; its record
+    names a checkpoint that exists on disk."""
+    info, logs = counter
+    assert any("info taking start snapshot" in m for m in logs), logs
+    taken = [m for m in logs if "start snapshot taken in" in m]
+    assert taken and "MiB on disk" in taken[0], logs
+    [record] = [r for r in _snapshot_records(server) if r["template_id"] == info.template_id]
+    assert record["complete"] and record["size_bytes"] > 0
+    assert (server.data_dir / "checkpoints" / record["checkpoint_id"] / "meta.json").is_file()
+
+
+def test_sandboxes_are_restored_from_the_snapshot_and_diverge(
+        server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
+    """Two sandboxes continue the service from the snapshot: it started before they were
+    created (a restore, not a boot), both hold the value it drew at start, and their
+    counters start at the snapshot's and move independently; files, env vars given at
+    create and tokens work as in any sandbox."""
+    from e2b import Sandbox
+
+    info, _logs = counter
+    asked = time.time()
+    first = Sandbox.create(info.name, envs={"SNAP_ENV": "one"}, timeout=120)
+    second = Sandbox.create(info.name, envs={"SNAP_ENV": "two"}, timeout=120)
+    try:
+        a = [_service(server, first.sandbox_id, "/count") for _ in range(3)]
+        b = _service(server, second.sandbox_id, "/count")
+        assert [s["count"] for s in a] == [1, 2, 3] and b["count"] == 1
+        assert a[0]["started"] < asked and b["started"] < asked, (a[0], b, asked)
+        assert a[0]["drawn"] == b["drawn"] and a[0]["pid"] == b["pid"]
+        # The service keeps the environment it was started with (the template's).
+        assert a[0]["env"] is None and b["env"] is None
+        run = first.commands.run("echo $SNAP_ENV; test -f /srv/counter.py && echo file")
+        assert run.stdout.split() == ["one", "file"]
+        assert second.commands.run("echo $SNAP_ENV").stdout.strip() == "two"
+        assert first.commands.run("whoami").stdout.strip() == "user"
+    finally:
+        first.kill()
+        second.kill()
+
+
+def test_the_snapshot_token_does_not_open_a_restored_sandbox(
+        server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
+    """A restored sandbox's envd answers its own token only: the token in force when the
+    snapshot was taken is refused."""
+    from e2b import Sandbox
+
+    info, _logs = counter
+    [record] = [r for r in _snapshot_records(server) if r["template_id"] == info.template_id]
+    sbx = Sandbox.create(info.name, timeout=120)
+    try:
+        url = server.url + "/files?path=/etc/hostname"
+        routing = {"E2b-Sandbox-Id": sbx.sandbox_id, "E2b-Sandbox-Port": "49983"}
+        own = sbx._envd_access_token  # what the API gave the SDK
+        assert own and own != record["token"]
+        refused = httpx.get(url, headers={**routing, "X-Access-Token": record["token"]})
+        assert refused.status_code == 401, refused.text
+        allowed = httpx.get(url, headers={**routing, "X-Access-Token": own})
+        assert allowed.status_code == 200 and allowed.text.strip() == sbx.sandbox_id
+    finally:
+        sbx.kill()
+
+
+def test_an_unchanged_rebuild_reuses_the_snapshot(
+        server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
+    """Building the same template again takes no new snapshot: the record and its
+    checkpoint stay the same, and the log says it was reused."""
+    info, _logs = counter
+    before = _snapshot_records(server)
+    again, logs = _build(_counter_template(), info.name)
+    assert again.template_id == info.template_id
+    assert any("start snapshot reused" in m for m in logs), logs
+    assert not any("taking start snapshot" in m for m in logs), logs
+    assert _snapshot_records(server) == before
+
+
+def test_a_service_never_ready_gives_a_template_that_boots(server: ServerProcess) -> None:
+    """When the ready command never succeeds within the bound, the build still ends ready,
+    its log warns why there is no snapshot, and its sandboxes boot and work."""
+    from e2b import Sandbox
+
+    info, logs = _build(_counter_template(ready_cmd="false"), f"snap-{uuid.uuid4().hex[:8]}")
+    warned = [m for m in logs if m.startswith("warn start snapshot not taken")]
+    assert warned and "did not succeed within" in warned[0], logs
+    assert not [r for r in _snapshot_records(server) if r["template_id"] == info.template_id]
+    asked = time.time()
+    sbx = Sandbox.create(info.name, timeout=120)
+    try:
+        state = _service(server, sbx.sandbox_id, "/count")
+        assert state["started"] > asked and state["count"] == 1  # booted: started anew
+        assert sbx.commands.run("echo ok").stdout == "ok\n"
+    finally:
+        sbx.kill()
+
+
+def test_deleting_the_template_deletes_its_snapshot(server: ServerProcess) -> None:
+    """The snapshot's record and checkpoint go when its template is deleted."""
+    name = f"snap-{uuid.uuid4().hex[:8]}"
+    info, _logs = _build(_counter_template(), name)
+    [record] = [r for r in _snapshot_records(server) if r["template_id"] == info.template_id]
+    checkpoint = server.data_dir / "checkpoints" / record["checkpoint_id"]
+    assert checkpoint.is_dir()
+    _delete(server, info.template_id)
+    assert not [r for r in _snapshot_records(server) if r["template_id"] == info.template_id]
+    assert not checkpoint.exists()
+
+
+def _delete(server: ServerProcess, template_id: str) -> None:
+    response = httpx.delete(f"{server.url}/templates/{template_id}",
+                            headers={"X-API-KEY": server.keys[0]})
+    assert response.status_code == 204, response.text
