@@ -19,6 +19,7 @@ import uvicorn
 from bac_kernel._app import create_app
 from bac_kernel._contexts import DEFAULT_CWD, ContextRegistry
 from bac_kernel._envd import DEFAULT_ENVD_URL, EnvdClient
+from bac_kernel._kernel import ACK_TIMEOUT
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -30,6 +31,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cwd", default=DEFAULT_CWD, help="cwd of contexts that name none")
     parser.add_argument(
         "--prestart", default="python", help="comma-separated languages started at once"
+    )
+    parser.add_argument(
+        "--ack-timeout", type=float, default=ACK_TIMEOUT,
+        help="seconds a kernel may take to start on a request before it is restarted as wedged",
     )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
@@ -60,7 +65,11 @@ def main(argv: list[str] | None = None) -> None:
             os.close(ready_fd)
             ready_fd = None
 
-    registry = ContextRegistry(EnvdClient(args.envd_url or None), args.cwd)
+    if args.ack_timeout <= 0:
+        raise SystemExit("--ack-timeout must be positive")
+    registry = ContextRegistry(
+        EnvdClient(args.envd_url or None), args.cwd, ack_timeout=args.ack_timeout
+    )
     prestart = [name for name in args.prestart.split(",") if name.strip()]
     app = create_app(registry, prestart=prestart, on_ready=on_ready)
     config = uvicorn.Config(

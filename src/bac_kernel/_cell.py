@@ -1,10 +1,9 @@
 """Running one cell on a kernel: send the code, turn its messages into NDJSON lines.
 
-A cell is done when the kernel's iopub says idle for it *and* its execute_reply arrived
-(the two come on different channels, in either order). If the client goes away the
-kernel is interrupted and drained, so the next cell starts on a quiet kernel; a kernel
-that ignores the interrupt for `ABANDON_GRACE` seconds is killed (and then restarted by
-its context). If the kernel dies, the cell ends with an error line.
+Each request's round trip (and every bound on its waits) is `_exchange.round_trip`. If the
+client goes away the kernel is interrupted and drained, so the next cell starts on a quiet
+kernel; a kernel that ignores the interrupt is killed (and then restarted by its context).
+If the kernel dies, or is killed as wedged, the cell ends with an error line.
 """
 
 from __future__ import annotations
@@ -12,22 +11,18 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from bac_kernel import _outputs
-from bac_kernel._kernel import Incoming, Kernel, KernelExited
+from bac_kernel._exchange import round_trip
+from bac_kernel._inbox import Abandoned, Incoming
+from bac_kernel._kernel import Kernel
 
-ABANDON_GRACE = 5.0
 _ABORT_RETRIES = 50  # tslab aborts requests that arrive within 200 ms of a failed cell
 
 
 class Outcome(enum.Enum):
     DONE = "done"
     KERNEL_DIED = "kernel_died"
-
-
-class _Abandoned:
-    """Inbox item: the client of this cell has gone."""
 
 
 class Cell:
@@ -58,7 +53,7 @@ class Cell:
             return
         self.abandoned = True
         if self._kernel is not None:
-            self._kernel.inbox.put_nowait(_Abandoned())
+            self._kernel.inbox.put_nowait(Abandoned())
 
     async def run(self, kernel: Kernel, restore: Mapping[str, str | None]) -> Outcome:
         """Set env vars, run the code, put env vars back. `restore` maps names to old values."""
@@ -81,9 +76,11 @@ class Cell:
     ) -> bool:
         """Set and unset env vars in the kernel with a silent cell; False if it died."""
         code = kernel.language.env_code(assign, unset)
+        def send() -> str:
+            return kernel.execute(code, silent=True, store_history=False, stop_on_error=True)
+
         for _ in range(_ABORT_RETRIES):
-            msg_id = kernel.client.execute(code, silent=True, store_history=False)
-            reply = await self._exchange(kernel, msg_id, None, interruptible=False)
+            reply = await round_trip(kernel, send, None, interruptible=False)
             if reply is None:
                 return False
             if reply.get("status") not in ("abort", "aborted"):
@@ -91,12 +88,12 @@ class Cell:
         return True
 
     async def _user_code(self, kernel: Kernel) -> Outcome:
+        def send() -> str:
+            return kernel.execute(self.code, silent=False, store_history=True, stop_on_error=False)
+
         for _ in range(_ABORT_RETRIES):
-            state = _Collected()
-            msg_id = kernel.client.execute(
-                self.code, store_history=True, allow_stdin=False, stop_on_error=False
-            )
-            reply = await self._exchange(kernel, msg_id, state, interruptible=True)
+            state = _Collected(self)
+            reply = await round_trip(kernel, send, state.route, interruptible=True)
             if reply is None:
                 self._report_death(kernel)
                 return Outcome.KERNEL_DIED
@@ -116,69 +113,17 @@ class Cell:
         )
         self.emit(_outputs.error("DeadKernelError", reason, ""))
 
-    async def _exchange(
-        self, kernel: Kernel, msg_id: str, state: _Collected | None, *, interruptible: bool
-    ) -> dict[str, Any] | None:
-        """Route messages of `msg_id` until idle + reply; None if the kernel died first."""
-        generation = kernel.generation
-        # Set before the first await, so no message of `msg_id` can be dropped.
-        kernel.collecting = True
-        try:
-            return await self._route(kernel, msg_id, state, interruptible, generation)
-        finally:
-            kernel.collecting = False
-
-    async def _route(
-        self,
-        kernel: Kernel,
-        msg_id: str,
-        state: _Collected | None,
-        interruptible: bool,
-        generation: int,
-    ) -> dict[str, Any] | None:
-        idle = False
-        reply: dict[str, Any] | None = None
-        loop = asyncio.get_running_loop()
-        deadline: float | None = None
-        while not (idle and reply is not None):
-            try:
-                left = None if deadline is None else max(0.0, deadline - loop.time())
-                item = await asyncio.wait_for(kernel.inbox.get(), left)
-            except TimeoutError:
-                kernel.kill()  # ignored the interrupt: the exit comes next through the inbox
-                deadline = None
-                continue
-            if isinstance(item, _Abandoned):
-                if interruptible and deadline is None:
-                    await kernel.interrupt()
-                    deadline = loop.time() + ABANDON_GRACE
-                continue
-            if isinstance(item, KernelExited):
-                if item.generation == generation:
-                    return None
-                continue
-            if not isinstance(item, Incoming) or item.parent_id != msg_id:
-                continue  # left over from an earlier (interrupted) cell
-            if item.channel == "shell":
-                if item.msg_type == "execute_reply":
-                    reply = item.msg["content"]
-                continue
-            if item.msg_type == "status":
-                idle = item.msg["content"].get("execution_state") == "idle"
-            elif state is not None:
-                state.route(self, item)
-        return reply
-
 
 class _Collected:
     """What a user cell produced so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, cell: Cell) -> None:
+        self._cell = cell
         self.emitted = False
         self.error_sent = False
         self.stderr: list[str] = []
 
-    def route(self, cell: Cell, item: Incoming) -> None:
+    def route(self, item: Incoming) -> None:
         msg, kind = item.msg, item.msg_type
         content = msg["content"]
         if kind == "stream":
@@ -199,4 +144,4 @@ class _Collected:
         else:
             return
         self.emitted = True
-        cell.emit(event)
+        self._cell.emit(event)

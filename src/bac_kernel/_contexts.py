@@ -19,7 +19,7 @@ from bac_kernel import _outputs
 from bac_kernel._cell import Cell, Outcome
 from bac_kernel._envd import EnvdClient
 from bac_kernel._errors import BadRequestError, ContextNotFoundError, KernelServerError
-from bac_kernel._kernel import Kernel, KernelState
+from bac_kernel._kernel import ACK_TIMEOUT, Kernel, KernelState
 from bac_kernel._languages import Language, resolve_language
 
 DEFAULT_CWD = "/home/user"
@@ -30,11 +30,13 @@ _log = logging.getLogger(__name__)
 class Context:
     """One kernel, addressed by id."""
 
-    def __init__(self, language: Language, cwd: str, envd: EnvdClient) -> None:
+    def __init__(
+        self, language: Language, cwd: str, envd: EnvdClient, *, ack_timeout: float = ACK_TIMEOUT
+    ) -> None:
         self.id = str(uuid.uuid4())
         self.language = language
         self.cwd = cwd
-        self.kernel = Kernel(language, cwd)
+        self.kernel = Kernel(language, cwd, ack_timeout=ack_timeout)
         self.closed = False
         self._envd = envd
         self._lock = asyncio.Lock()
@@ -105,11 +107,17 @@ class Context:
 
 
 class ContextRegistry:
-    """All contexts of this server, plus one default context per language."""
+    """All contexts of this server, plus one default context per language. `ack_timeout`:
+    seconds a kernel may take to start on a request before it is killed as wedged."""
 
-    def __init__(self, envd: EnvdClient, default_cwd: str = DEFAULT_CWD) -> None:
+    def __init__(
+        self, envd: EnvdClient, default_cwd: str = DEFAULT_CWD, *, ack_timeout: float = ACK_TIMEOUT
+    ) -> None:
+        if ack_timeout <= 0:
+            raise ValueError("ack_timeout must be positive")
         self._envd = envd
         self._default_cwd = default_cwd
+        self._ack_timeout = ack_timeout
         self._contexts: dict[str, Context] = {}
         self._defaults: dict[str, str] = {}
         self._default_locks: dict[str, asyncio.Lock] = {}
@@ -126,7 +134,9 @@ class ContextRegistry:
 
     async def create(self, language: str | None, cwd: str | None) -> Context:
         """A new context with its kernel started. Raises on a bad language or cwd."""
-        context = Context(resolve_language(language), self._cwd(cwd), self._envd)
+        context = Context(
+            resolve_language(language), self._cwd(cwd), self._envd, ack_timeout=self._ack_timeout
+        )
         await context.start()
         self._contexts[context.id] = context
         return context

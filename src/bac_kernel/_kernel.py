@@ -1,8 +1,9 @@
 """One Jupyter kernel process and the channels to it.
 
 Every message the kernel sends (iopub and shell) and the kernel's own exit land in one
-inbox queue, so a running cell waits on a single `await inbox.get()` instead of racing
-several sources. Process exit is observed through a pidfd (an event, not polling).
+inbox queue (`bac_kernel._inbox`). Process exit is observed through a pidfd (an event, not
+polling). A channel reader that fails kills the kernel, so its exit ends whatever waits:
+a kernel we can no longer hear is as good as dead.
 
 Lifecycle (a restart goes back through STARTING; CLOSED is final):
 
@@ -10,8 +11,8 @@ Lifecycle (a restart goes back through STARTING; CLOSED is final):
         ↘        ↘      ↘
           ──────── CLOSED
 
-(A little over 250 lines: start-up, the inbox pumps and the exit watch share the state of
-one process generation, and splitting them would spread that state across modules.)
+The launch, requests, channel readers and exit watch live in `_kernel_process`; the
+start-up handshake in `_handshake`; a request's round trip in `_exchange`.
 """
 
 from __future__ import annotations
@@ -19,22 +20,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import os
-from dataclasses import dataclass
-from typing import Any
+import logging
 
 from jupyter_client.asynchronous.client import AsyncKernelClient
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from bac_kernel._errors import KernelDiedError, KernelError
+from bac_kernel._handshake import handshake
+from bac_kernel._inbox import InboxItem, Incoming, KernelExited, Message
+from bac_kernel._kernel_process import (
+    ExitWatch,
+    Requests,
+    kernel_env,
+    kernel_manager,
+    process_of,
+    pump,
+)
 from bac_kernel._languages import Language
 from bac_kernel._process_tree import kill_tree
 
 START_TIMEOUT = 120.0  # tslab compiles TypeScript's checker at start: ~10 s on a busy 2-CPU box
-_HANDSHAKE_STEP = 1.0
+#: A running kernel must take a request (say `busy` for it) within this many seconds, or
+#: it is killed as wedged. Generous: a swapped-out kernel on a loaded box is slow, not dead.
+ACK_TIMEOUT = 60.0
+#: Attempts at starting a kernel that exits during start-up (a port another process took
+#: between jupyter_client choosing it and the kernel binding it).
+START_ATTEMPTS = 3
 
-Message = dict[str, Any]
+_log = logging.getLogger(__name__)
 
 
 class KernelState(enum.Enum):
@@ -52,63 +65,23 @@ _TRANSITIONS: dict[KernelState, frozenset[KernelState]] = {
 }
 
 
-@dataclass(frozen=True)
-class KernelExited:
-    """Inbox item: the kernel process of `generation` exited with `code`."""
-
-    generation: int
-    code: int | None
-
-
-@dataclass(frozen=True)
-class Incoming:
-    """Inbox item: one message from the kernel, with the channel it came on."""
-
-    channel: str
-    msg: Message
-
-    @property
-    def parent_id(self) -> str | None:
-        parent = self.msg.get("parent_header") or {}
-        value = parent.get("msg_id")
-        return value if isinstance(value, str) else None
-
-    @property
-    def msg_type(self) -> str:
-        return str(self.msg["header"]["msg_type"])
-
-
-class _OneSpec(KernelSpecManager):
-    """Serves the single kernelspec of one language, built in code rather than read from disk."""
-
-    def __init__(self, language: Language) -> None:
-        super().__init__()
-        self._language = language
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        return KernelSpec(
-            argv=list(self._language.argv),
-            language=self._language.name,
-            display_name=self._language.name,
-            interrupt_mode="signal",
-        )
-
-
 class Kernel:
     """A kernel of one language, started in `cwd`; restartable until closed."""
 
-    def __init__(self, language: Language, cwd: str) -> None:
+    def __init__(self, language: Language, cwd: str, *, ack_timeout: float = ACK_TIMEOUT) -> None:
         self.language = language
         self.cwd = cwd
+        self.ack_timeout = ack_timeout
         self.state = KernelState.STARTING
         self.generation = 0
         #: Why the process is about to die, when we kill it on purpose (restart, removal).
         self.exit_reason: str | None = None
-        self.inbox: asyncio.Queue[Incoming | KernelExited | object] = asyncio.Queue()
+        self.inbox: asyncio.Queue[InboxItem] = asyncio.Queue()
         self._km: AsyncKernelManager | None = None
         self._kc: AsyncKernelClient | None = None
+        self._requests: Requests | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._pidfd: int | None = None
+        self._exit_watch: ExitWatch | None = None
         #: Messages are kept only while someone waits for them (start-up, a running cell):
         #: output a kernel's background threads print between cells would otherwise pile
         #: up in the inbox for as long as no cell runs.
@@ -123,119 +96,101 @@ class Kernel:
         if self.state in (KernelState.STARTING, KernelState.READY):
             self._move(KernelState.DEAD)
 
-    @property
-    def client(self) -> AsyncKernelClient:
-        if self._kc is None or self.state is not KernelState.READY:
+    def execute(self, code: str, *, silent: bool, store_history: bool, stop_on_error: bool) -> str:
+        """Send an execute_request; its msg_id."""
+        if self._requests is None or self.state is not KernelState.READY:
             raise KernelDiedError(f"the {self.language.name} kernel is not running")
-        return self._kc
+        return self._requests.execute(
+            code, silent=silent, store_history=store_history, stop_on_error=stop_on_error
+        )
 
     async def start(self) -> None:
-        """Launch the process and wait until it answers on shell and iopub."""
+        """Launch the process and wait until it answers on shell and iopub, starting it
+        again (on fresh ports) when it exits while starting."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                await self._start_once()
+                return
+            except KernelDiedError as exc:
+                if attempt == START_ATTEMPTS or self.state is KernelState.CLOSED:
+                    raise KernelError(
+                        f"the {self.language.name} kernel did not become ready: {exc}"
+                    ) from exc
+                _log.warning("the %s kernel exited while starting (%s); starting it again",
+                             self.language.name, exc)
+
+    async def _start_once(self) -> None:
         if self.state is not KernelState.STARTING:
             self._move(KernelState.STARTING)
         self.generation += 1
         self.exit_reason = None
         self.inbox = asyncio.Queue()
-        km = AsyncKernelManager(
-            kernel_name=f"bac-{self.language.name}", kernel_spec_manager=_OneSpec(self.language)
-        )
-        self._km = km
-        env = dict(os.environ)
-        env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+        self._km = km = kernel_manager(self.language)
         try:
-            await km.start_kernel(cwd=self.cwd, env=env)
+            await km.start_kernel(cwd=self.cwd, env=kernel_env())
         except Exception as exc:
+            await self._teardown()
             self._mark_dead()
             raise KernelError(f"could not start the {self.language.name} kernel: {exc}") from exc
         kc: AsyncKernelClient = km.client()
         kc.start_channels()
         self._kc = kc
+        self._requests = requests = Requests(kc)
         self._watch_exit()
         self._tasks = [
-            asyncio.create_task(self._pump("iopub", kc.get_iopub_msg)),
-            asyncio.create_task(self._pump("shell", kc.get_shell_msg)),
+            asyncio.create_task(pump(ch, get, self._deliver, self._channel_failed))
+            for ch, get in (("iopub", kc.get_iopub_msg), ("shell", kc.get_shell_msg))
         ]
         self.collecting = True
         try:
-            await asyncio.wait_for(self._handshake(kc), START_TIMEOUT)
+            await asyncio.wait_for(handshake(self.inbox, requests, self.is_alive), START_TIMEOUT)
         except (TimeoutError, KernelDiedError) as exc:
             await self._teardown()
             self._mark_dead()
+            if isinstance(exc, KernelDiedError):
+                raise
             raise KernelError(
-                f"the {self.language.name} kernel did not become ready: {exc or 'timed out'}"
+                f"the {self.language.name} kernel did not become ready within "
+                f"{START_TIMEOUT:.0f} s"
             ) from exc
         finally:
             self.collecting = False
         if self.state is KernelState.STARTING:
             self._move(KernelState.READY)
 
-    async def _handshake(self, kc: AsyncKernelClient) -> None:
-        # A kernel_info reply proves shell works; the idle status of a silent empty cell
-        # proves our iopub subscription is live (messages published before it are lost).
-        await self._retry_until(lambda: kc.kernel_info(), "shell", "kernel_info_reply")
-        await self._retry_until(
-            lambda: kc.execute("", silent=True, store_history=False), "iopub", "status"
-        )
+    def _deliver(self, channel: str, msg: Message) -> None:
+        if self.collecting:
+            self.inbox.put_nowait(Incoming(channel, msg))
 
-    async def _retry_until(self, send: Any, channel: str, msg_type: str) -> None:
-        while True:
-            msg_id = send()
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + _HANDSHAKE_STEP
-            while (left := deadline - loop.time()) > 0:
-                try:
-                    item = await asyncio.wait_for(self.inbox.get(), left)
-                except TimeoutError:
-                    break
-                if isinstance(item, KernelExited):
-                    raise KernelDiedError(f"the kernel exited with code {item.code} while starting")
-                if (
-                    isinstance(item, Incoming)
-                    and item.channel == channel
-                    and item.msg_type == msg_type
-                    and item.parent_id == msg_id
-                    and (msg_type != "status" or item.msg["content"]["execution_state"] == "idle")
-                ):
-                    return
+    def _channel_failed(self, channel: str, exc: Exception) -> None:
+        # Nothing more will be heard on this channel: end the kernel (its exit ends whatever
+        # waits) rather than let a request wait for a reply that can no longer arrive.
+        self.exit_reason = f"the connection to the kernel failed ({channel}: {exc!r})"
+        self.kill()
 
-    async def _pump(self, channel: str, get: Any) -> None:
-        while True:
-            msg = await get()
-            if self.collecting:
-                self.inbox.put_nowait(Incoming(channel, msg))
+    def nudge(self) -> None:
+        """Send a no-op request (kernel_info) on shell: a message stranded on either end
+        of the connection by a lost ZeroMQ wake-up is read once the next one passes that
+        way (the kernel's socket gets a new message; ours is looked at again after the
+        send). Harmless otherwise."""
+        if self._requests is not None and self.state is KernelState.READY:
+            self._requests.send("kernel_info_request", {})
 
     def _watch_exit(self) -> None:
-        process = self._process()
+        process = process_of(self._km)
         if process is None:
             return
         generation = self.generation
-        try:
-            fd = os.pidfd_open(process.pid)
-        except OSError:  # already reaped, or no pidfd support: nothing to watch
-            return
-        self._pidfd = fd
 
-        def exited() -> None:
-            self._close_pidfd()
-            code = process.poll()
+        def exited(code: int | None) -> None:
             if generation == self.generation:
                 self._mark_dead()
             self.inbox.put_nowait(KernelExited(generation, code))
 
-        asyncio.get_running_loop().add_reader(fd, exited)
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            asyncio.get_running_loop().remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-
-    def _process(self) -> Any:
-        provisioner = self._km.provisioner if self._km is not None else None
-        return getattr(provisioner, "process", None)
+        self._exit_watch = ExitWatch(process, exited)
 
     def is_alive(self) -> bool:
-        process = self._process()
+        process = process_of(self._km)
         return process is not None and process.poll() is None
 
     async def interrupt(self) -> None:
@@ -246,7 +201,7 @@ class Kernel:
 
     def kill(self) -> None:
         """SIGKILL the kernel and all it started, now; the exit arrives in the inbox."""
-        process = self._process()
+        process = process_of(self._km)
         if process is not None and process.poll() is None:
             kill_tree(process.pid)
 
@@ -262,13 +217,16 @@ class Kernel:
         await self._teardown()
 
     async def _teardown(self) -> None:
-        self._close_pidfd()
+        if self._exit_watch is not None:
+            self._exit_watch.close()
+            self._exit_watch = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        self._requests = None
         if self._kc is not None:
             self._kc.stop_channels()
             self._kc = None

@@ -72,12 +72,19 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def running_kernel_server(
-    cwd: Path, log: Path, *, envd_url: str = "", prestart: str = "python"
+    cwd: Path,
+    log: Path,
+    *,
+    envd_url: str = "",
+    prestart: str = "python",
+    ack_timeout: float | None = None,
 ) -> Iterator[Daemon]:
     """The kernel server on a free port, contexts defaulting to `cwd`."""
     port = free_port()
     args = ["--host", "127.0.0.1", "--port", str(port), "--cwd", str(cwd)]
     args += ["--envd-url", envd_url, "--prestart", prestart]
+    if ack_timeout is not None:
+        args += ["--ack-timeout", str(ack_timeout)]
     proc, line = _spawn("bac_kernel", args, log)
     try:
         if line != b"ready\n":
