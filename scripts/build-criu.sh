@@ -1,22 +1,34 @@
 #!/usr/bin/env bash
-# CRIU >= 4.2 for full-state pause and checkpoints (runc checkpoint/restore runs it).
+# CRIU >= 4.2 with Bac's patches, for full-state pause and checkpoints.
 #
 # Debian 12's criu 3.17 fails on kernels >= 6.13 ("vdso: Unexpected rt vDSO area bounds",
 # fixed in 4.1), and 4.1 cannot dump a TCP socket on kernels >= 6.16 ("Can't get 1:16 opt:
 # Operation not supported": SO_PASSCRED is refused on inet sockets now; fixed in 4.2).
-# A packaged criu is used when it is recent enough (Debian 13 ships 4.1.1, so not yet).
-# Otherwise the upstream source is fetched from Debian's archive (unstable's source
-# package, through a throw-away apt configuration that leaves the system's sources and
-# lists untouched), built with make and installed as /usr/local/sbin/criu; nothing else is
-# installed from unstable.
+# The upstream source is fetched from Debian's archive (unstable's source package, through
+# a throw-away apt configuration that leaves the system's sources and lists untouched),
+# patched with scripts/criu/*.patch, built with make and installed as /usr/local/sbin/criu;
+# nothing else is installed from unstable. The patches:
 #
-# Idempotent: does nothing when a working criu >= 4.2 is already installed. Run as root.
-# Bac finds criu at /usr/local/sbin/criu first, then on PATH (BAC_CRIU overrides both).
+# * 0001: an empty tmpfs (masked paths, an unused /dev/shm) is saved without a tar process;
+# * 0002: established TCP connections are restored into a sandbox whose network namespace
+#   belongs to the host (repair mode through CRIU's privileged helper);
+# * 0003: --manage-cgroups=ignore restores multi-threaded processes (a CRIU bug otherwise);
+#   Bac starts CRIU inside the sandbox's cgroups and needs this to drive CRIU itself.
+# Each adds a 'criu check --feature' name, which is how Bac recognises the build.
+#
+# CRIU caches what it probes of the kernel (~50 ms per run) only on a tmpfs; /run is not
+# one on every host, so the build keeps it in /run/bac-criu, a tmpfs the server mounts.
+#
+# Idempotent: does nothing when a working, patched criu >= 4.2 is installed. Run as root.
+# Bac finds criu at /usr/local/sbin/criu first, then on PATH (BAC_CRIU overrides both); an
+# unpatched criu >= 4.2 still works, with established connections closed at a pause.
 set -euo pipefail
 
 WANT_MAJOR=4
 WANT_MINOR=2
 TARGET=/usr/local/sbin/criu
+KDAT_DIR=/run/bac-criu
+PATCHES=$(cd "$(dirname "$0")/criu" && pwd)
 
 if [ "$(id -u)" != 0 ]; then
     echo "build-criu: must run as root" >&2
@@ -37,30 +49,21 @@ works() {
     [ -x "$1" ] && recent_enough "$1" && "$1" check >/dev/null 2>&1
 }
 
-for candidate in "$TARGET" "$(command -v criu || true)"; do
-    if [ -n "$candidate" ] && works "$candidate"; then
-        echo "build-criu: $candidate $("$candidate" --version | awk '/^Version:/ {print $2}') works"
-        exit 0
-    fi
-done
+# The newest patch's feature: a build that has it has them all.
+patched() {
+    "$1" check --feature cgroup_ignore_threads >/dev/null 2>&1
+}
 
-export DEBIAN_FRONTEND=noninteractive
-. /etc/os-release
-if [ "${VERSION_ID:-0}" -ge 13 ] 2>/dev/null \
-        && apt-cache policy criu 2>/dev/null | awk '/Candidate:/ {print $2}' \
-           | grep -Eq '^([5-9]|4\.([2-9]|[1-9][0-9]))'; then
-    apt-get install -y -qq --no-install-recommends criu
-    if works "$(command -v criu)"; then
-        echo "build-criu: packaged criu works"
-        exit 0
-    fi
-    echo "build-criu: the packaged criu does not pass 'criu check'; building from source" >&2
+if works "$TARGET" && patched "$TARGET"; then
+    echo "build-criu: $TARGET $("$TARGET" --version | awk '/^Version:/ {print $2}') (patched) works"
+    exit 0
 fi
 
+export DEBIAN_FRONTEND=noninteractive
 deps=(
     build-essential pkg-config libprotobuf-dev libprotobuf-c-dev protobuf-c-compiler
     protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev libcap-dev libbsd-dev
-    libgnutls28-dev libnftables-dev uuid-dev libaio-dev xz-utils
+    libgnutls28-dev libnftables-dev uuid-dev libaio-dev xz-utils patch
 )
 missing=()
 for pkg in "${deps[@]}"; do
@@ -105,11 +108,18 @@ fi
 echo "build-criu: building $(basename "$orig")"
 tar -xf "$orig" -C "$work/src"
 srcdir=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d -name 'criu-*' | head -1)
-make -C "$srcdir" -j"$(nproc)" criu >"$work/build.log" 2>&1 \
+for patch_file in "$PATCHES"/*.patch; do
+    if ! patch -d "$srcdir" -p1 --forward --quiet <"$patch_file"; then
+        echo "build-criu: $(basename "$patch_file") does not apply to $(basename "$srcdir");" \
+             "the patches were made for criu 4.2.1" >&2
+        exit 1
+    fi
+done
+make -C "$srcdir" -j"$(nproc)" criu RUNDIR="$KDAT_DIR" >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log" >&2; exit 1; }
 install -D -m 0755 "$srcdir/criu/criu" "$TARGET"
 
-if ! works "$TARGET"; then
+if ! works "$TARGET" || ! patched "$TARGET"; then
     echo "build-criu: the built criu fails 'criu check':" >&2
     "$TARGET" check >&2 || true
     exit 1

@@ -38,6 +38,7 @@ from bac_server.backends.egress import EgressPolicy, NetworkUsage
 from ._addresses import AddressPool
 from ._build_step import run_build_step
 from ._cgroupfs import CgroupTree
+from ._checkpoint import freeze, thaw
 from ._checkpointing import DISK, FILESYSTEM, FREEZER, CheckpointMixin, prepare_checkpoints
 from ._config import NamespaceConfig
 from ._context import Context
@@ -237,7 +238,8 @@ class NamespaceBackend(CheckpointMixin):
             record = self._record(sandbox_id)
             if record.phase is SlotPhase.PAUSED:
                 return
-            await ctx.runtime.pause(record.slot)
+            # The cgroup freezer itself: a sandbox restored by CRIU is unknown to the runtime.
+            await asyncio.to_thread(freeze, ctx, record)
             record.move(SlotPhase.PAUSED)
             record.paused_to = FREEZER
             save_record(ctx.paths(record.slot), record)
@@ -249,7 +251,7 @@ class NamespaceBackend(CheckpointMixin):
             if record.phase is SlotPhase.PAUSED and record.paused_to in (DISK, FILESYSTEM):
                 raise CheckpointFailed(f"sandbox {sandbox_id} is suspended: wake() it")
             if record.phase is SlotPhase.PAUSED:
-                await ctx.runtime.resume(record.slot)
+                thaw(ctx, record)
                 record.move(SlotPhase.RUNNING)
                 record.paused_to = None
                 save_record(ctx.paths(record.slot), record)

@@ -1,12 +1,23 @@
-"""Saving a slot's processes to disk and bringing them back: runc + CRIU, one call each.
+"""Saving a slot's processes to disk and bringing them back with CRIU, one call each.
 
-Both run inside the slot's pinned network namespace (see ``_restorable``) with a CRIU
-configuration of their own (see ``_criu``). A dump is taken from a frozen cgroup: CRIU
-then finds it frozen (instead of freezing it and polling every 100 ms) and the caller
-can copy the files at exactly the moment the memory is saved.
+A dump is taken from a frozen cgroup: CRIU then finds it frozen (instead of freezing it
+and polling every 100 ms) and the caller can copy the files at exactly the moment the
+memory is saved. Images live in a directory the caller chooses; CRIU's logs go to a
+separate work directory, so images of a checkpoint are never written by a restore.
 
-Images live in a directory the caller chooses; CRIU's logs go to a separate work
-directory, so images of a checkpoint are never written by a restore.
+CRIU is run directly (``_criu_args``, ``_criu_run``, ``_criu_cgroups``); through runc
+(``_runc_checkpoint``) only with a CRIU lacking Bac's patches, on a unified-cgroup host,
+and for images runc saved. Each
+direct dump leaves ``bac-criu.json`` beside its images: envd's stdio keys, the device
+rules and confinement of the sandbox (re-applied and checked at restore, see
+``_confinement``), its network namespace, and what became of its TCP connections:
+
+* a **suspend** (the processes end) keeps established connections when CRIU has Bac's
+  patch: saved in repair mode, their packets dropped by CRIU's lock in the sandbox's
+  namespace until the restore takes them back, so peers see a stall, not a reset;
+* a **checkpoint** (the processes continue) saves them closed: a roll-back or a copy can
+  never continue the original's connections. A suspended sandbox that comes back in a
+  new network namespace (after a reboot) gets them closed too.
 """
 
 from __future__ import annotations
@@ -16,20 +27,29 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
+from bac_server.host import CgroupLayout
 
+from . import _confinement
 from ._context import Context
-from ._criu import stdio_keys, write_dump_config, write_restore_config
+from ._criu import Criu, inherit_fds, stdio_keys
+from ._criu_args import dump_argv, restore_argv
+from ._criu_cgroups import PLACEMENT_FAILED, check_placement, devices_of, direct_supported, prepare
+from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump, run_restore
+from ._ocispec import Limits
 from ._process import reap_if_child, start_time
-from ._restorable import netns_pin
+from ._restorable import LOCK_MARKER, netns_pin
+from ._runc_checkpoint import runc_dump, runc_restore
 from ._slot import SlotRecord
 
 _FREEZE_TIMEOUT_S = 10.0
-_KEYS_FILE = "stdio-keys.json"
+META_FILE = "bac-criu.json"
 
 
 @dataclass(frozen=True)
@@ -38,10 +58,6 @@ class Images:
 
     images: Path
     work: Path
-
-    def keys(self) -> dict[int, str]:
-        raw = json.loads((self.images / _KEYS_FILE).read_text())
-        return {int(fd): str(key) for fd, key in raw.items()}
 
 
 def _image_dirs(where: Images, sandbox_gid: int) -> None:
@@ -56,6 +72,12 @@ def _image_dirs(where: Images, sandbox_gid: int) -> None:
         directory.chmod(mode)
 
 
+def _fully_frozen(ctx: Context, record: SlotRecord) -> bool:
+    if ctx.cgroups.layout is CgroupLayout.V2:
+        return ctx.cgroups.is_frozen(record.cgroup_path)
+    return ctx.cgroups.read(record.cgroup_path, "freezer", "freezer.state") == "FROZEN"
+
+
 def freeze(ctx: Context, record: SlotRecord) -> bool:
     """Freeze the slot's cgroup and wait until every task is frozen; False if it already
     was (the caller then leaves it frozen)."""
@@ -63,8 +85,8 @@ def freeze(ctx: Context, record: SlotRecord) -> bool:
         return False
     ctx.cgroups.set_frozen(record.cgroup_path, True)
     deadline = time.monotonic() + _FREEZE_TIMEOUT_S
-    # The v1 freezer has no change notification: poll its state (FREEZING -> FROZEN).
-    while ctx.cgroups.read(record.cgroup_path, "freezer", "freezer.state") != "FROZEN":
+    # The freezer has no change notification here: poll (FREEZING -> FROZEN).
+    while not _fully_frozen(ctx, record):
         if time.monotonic() > deadline:
             ctx.cgroups.set_frozen(record.cgroup_path, False)
             raise CheckpointFailed(f"slot {record.slot}: cgroup did not freeze in "
@@ -90,92 +112,113 @@ async def copy_tree(source: Path, target: Path) -> None:
         raise CheckpointFailed(f"copying {source} failed: {err.decode(errors='replace')[-500:]}")
 
 
-def _tail(path: Path, limit: int = 1500) -> str:
-    with contextlib.suppress(OSError):
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - limit))
-            return handle.read().decode(errors="replace").strip()
-    return ""
-
-
-def _criu_errors(log: Path) -> str:
-    with contextlib.suppress(OSError):
-        lines = [line for line in log.read_text(errors="replace").splitlines()
-                 if "Error" in line and "RLIMIT_NOFILE" not in line]
-        return "\n".join(lines[-8:])
-    return ""
-
-
-async def _runc(ctx: Context, criu: str, record: SlotRecord, conf: Path, args: list[str], *,
-                stdout: int | None = None) -> tuple[int, str]:
-    paths = ctx.paths(record.slot)
-    # SECURITY: nsenter moves only runc (and the CRIU it starts) into the sandbox's network
-    # namespace, which the host owns; the server process itself never changes namespace.
-    argv = ["nsenter", f"--net={netns_pin(paths)}", "--", ctx.runtime.binary,
-            "--root", str(ctx.runtime.state_root), "--log", str(paths.runtime_log),
-            "--criu", criu, *args]
-    env = {**os.environ, "CRIU_CONFIG_FILE": str(conf)}
-    proc = await asyncio.create_subprocess_exec(
-        *argv, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=stdout if stdout is not None else asyncio.subprocess.DEVNULL,
-        stderr=stdout if stdout is not None else asyncio.subprocess.PIPE)
-    _, err = await proc.communicate()
-    return proc.returncode or 0, (err or b"").decode(errors="replace")
-
-
-async def dump(ctx: Context, criu: str, record: SlotRecord, where: Images, *,
+async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
                leave_running: bool) -> None:
     """Save the slot's processes (cgroup already frozen by the caller). Without
     ``leave_running`` they are gone afterwards and their memory is freed."""
     assert record.init_pid is not None
+    pid = record.init_pid
     _image_dirs(where, ctx.config.id_range.root)
-    keys = stdio_keys(record.init_pid)
-    (where.images / _KEYS_FILE).write_text(json.dumps(keys))
-    conf = where.work / "dump.conf"
-    write_dump_config(conf, keys)
-    args = ["checkpoint", "--image-path", str(where.images), "--work-path", str(where.work),
-            "--file-locks"]
-    if leave_running:
-        args.append("--leave-running")
-    code, err = await _runc(ctx, criu, record, conf, [*args, record.slot])
+    if not (criu.direct and direct_supported(ctx.cgroups)):
+        await runc_dump(ctx, criu.binary, record, where.images, where.work,
+                        leave_running=leave_running)
+        return
+    paths = ctx.paths(record.slot)
+    netns = netns_pin(paths)
+    keep_tcp = criu.tcp_repair and not leave_running
+    meta: dict[str, Any] = {
+        "format": 1, "stdio": stdio_keys(pid), "netns": os.stat(netns).st_ino,
+        "devices": devices_of(ctx.cgroups, record.cgroup_path),
+        "confinement": _confinement.observe(pid),
+        "tcp": "established" if keep_tcp else "close",
+        "locked": keep_tcp and has_connections(pid)}
+    argv = dump_argv(criu.binary, json.loads(paths.config.read_text()), pid=pid,
+                     images=where.images, work=where.work,
+                     freezer=ctx.cgroups.dirs(record.cgroup_path)["freezer"],
+                     stdio=meta["stdio"], leave_running=leave_running,
+                     tcp_established=keep_tcp, network_lock=meta["locked"])
+    (where.images / META_FILE).write_text(json.dumps(meta))
+    if meta["locked"]:
+        (paths.root / LOCK_MARKER).touch()  # before the lock exists: never one unrecorded
+    code, err = await run_dump(argv, netns)
     if code != 0:
-        raise CheckpointFailed(f"checkpoint of slot {record.slot} failed: {err.strip()}\n"
-                               f"{_criu_errors(where.work / 'dump.log')}")
+        raise CheckpointFailed(f"checkpoint of slot {record.slot} failed (criu exit {code}): "
+                               f"{err.strip()[-300:]}\n{criu_errors(where.work / 'dump.log')}")
     if not leave_running:
         # The server is the init's subreaper: collect it now, so no zombie stays behind.
-        reap_if_child(record.init_pid)
+        reap_if_child(pid)
 
 
-async def restore(ctx: Context, criu: str, record: SlotRecord, where: Images) -> None:
-    """Start the slot's container from ``where`` (bundle: the slot's config.json); the
+async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -> None:
+    """Start the slot's sandbox from ``where`` (config: the slot's config.json); the
     record learns the new init pid. On failure nothing of the attempt is left running."""
     paths = ctx.paths(record.slot)
     where.work.mkdir(mode=0o700, parents=True, exist_ok=True)
-    conf = where.work / "restore.conf"
-    write_restore_config(conf, where.keys())
-    pid_file = where.work / "init.pid"
-    pid_file.unlink(missing_ok=True)
+    meta_file = where.images / META_FILE
     # CRIU reopens the inherited log through /proc as the sandbox's root (an unprivileged
     # host uid): that uid must be able to open it. It gains nothing: envd already holds
     # the file open for writing, and no path to it exists inside the sandbox.
     log = os.open(paths.envd_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
         os.fchown(log, ctx.config.id_range.root, ctx.config.id_range.root)
-        args = ["restore", "--detach", "--bundle", str(paths.root), "--image-path",
-                str(where.images), "--work-path", str(where.work), "--file-locks",
-                "--pid-file", str(pid_file)]
-        code, _ = await _runc(ctx, criu, record, conf, [*args, record.slot], stdout=log)
+        if meta_file.exists():
+            meta = json.loads(meta_file.read_text())
+            pid = await _restore_direct(ctx, criu, record, where, meta, log)
+        else:
+            pid = await runc_restore(ctx, criu.binary, record, where.images, where.work, log)
     finally:
         os.close(log)
-    if code != 0:
-        with contextlib.suppress(Exception):
-            await ctx.runtime.delete(record.slot)
-        raise CheckpointFailed(f"restore of slot {record.slot} failed: {_tail(paths.envd_log, 600)}"
-                               f"\n{_criu_errors(where.work / 'restore.log')}")
-    pid = int(pid_file.read_text().strip())
     record.init_pid, record.init_start = pid, start_time(pid)
     paths.pid_file.write_text(f"{pid}\n")
+
+
+async def _restore_direct(ctx: Context, criu: Criu, record: SlotRecord, where: Images,
+                          meta: dict[str, Any], log: int) -> int:
+    paths = ctx.paths(record.slot)
+    netns = netns_pin(paths)
+    marker = paths.root / LOCK_MARKER
+    if marker.exists() and not meta["locked"]:
+        await release_network_lock(netns)  # a suspend's lock; these images are others
+        marker.unlink(missing_ok=True)
+    keep_tcp = (meta["tcp"] == "established" and criu.tcp_repair
+                and os.stat(netns).st_ino == meta["netns"])
+    limits = Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
+                    limit_swap=ctx.cgroups.supports_swap)
+    procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
+    pid_file = where.work / "init.pid"
+    pid_file.unlink(missing_ok=True)
+    stdio = {int(fd): str(key) for fd, key in meta["stdio"].items()}
+    argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
+                        images=where.images, work=where.work, pid_file=pid_file,
+                        inherit=inherit_fds(stdio), tcp_established=keep_tcp)
+    code = await run_restore(argv, netns, procs, log)
+    if code != 0:
+        why = ("CRIU could not join the slot's cgroups" if code == PLACEMENT_FAILED
+               else criu_errors(where.work / "restore.log"))
+        raise CheckpointFailed(f"restore of slot {record.slot} failed (exit {code}): {why}")
+    pid = int(pid_file.read_text().strip())
+    try:
+        check_placement(ctx.cgroups, record.cgroup_path, pid)
+        _confinement.check(pid, meta["confinement"], netns)
+    except CheckpointFailed:
+        # SECURITY: the init is pid 1 of the sandbox's pid namespace: killing it ends
+        # every restored task, wherever they are.
+        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            await asyncio.to_thread(os.waitpid, pid, 0)
+        raise
+    if meta["locked"]:
+        marker.unlink(missing_ok=True)  # CRIU removed its lock
+    return pid
+
+
+async def release_suspend_lock(ctx: Context, record: SlotRecord) -> None:
+    """Drop the network lock of a suspend whose images are discarded, if it took one."""
+    paths = ctx.paths(record.slot)
+    marker = paths.root / LOCK_MARKER
+    if marker.exists():
+        await release_network_lock(netns_pin(paths))
+        marker.unlink(missing_ok=True)
 
 
 def remove_images(where: Images) -> None:

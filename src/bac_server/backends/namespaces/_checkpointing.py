@@ -30,10 +30,19 @@ from bac_server.backends.base import (
 from bac_server.host import remove_tree
 
 from . import _stored
-from ._checkpoint import Images, copy_tree, dump, freeze, remove_images, restore, thaw
+from ._checkpoint import (
+    Images,
+    copy_tree,
+    dump,
+    freeze,
+    release_suspend_lock,
+    remove_images,
+    restore,
+    thaw,
+)
 from ._context import Context
 from ._copies import start_copy
-from ._criu import Criu, find_criu
+from ._criu import Criu, ensure_kdat_dir, find_criu
 from ._launch import off_loop
 from ._restorable import ensure_flat_sysfs, restorable
 from ._slot import SlotPhase, SlotRecord, save_record
@@ -52,6 +61,7 @@ async def prepare_checkpoints(ctx: Context) -> Criu | None:
                   ctx.runtime.name)
         return None
     await off_loop(ensure_flat_sysfs)
+    await off_loop(ensure_kdat_dir)
     return await asyncio.to_thread(find_criu)
 
 
@@ -82,11 +92,11 @@ class CheckpointMixin:
     def memory_checkpoints(self) -> bool:
         return self._criu is not None
 
-    def _need_criu(self) -> str:
+    def _need_criu(self) -> Criu:
         if self._criu is None:
             raise CheckpointFailed("saving memory needs runc and CRIU >= 4.2 on this host "
                                    "(scripts/build-criu.sh); pause with memory=false instead")
-        return self._criu.binary
+        return self._criu
 
     # -- suspend / wake -------------------------------------------------------------------
 
@@ -119,12 +129,13 @@ class CheckpointMixin:
         async with self._lock(spec.sandbox_id):
             record = self._record(spec.sandbox_id)
             if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
-                await ctx.runtime.resume(record.slot)
+                thaw(ctx, record)
             elif record.phase is SlotPhase.PAUSED:
                 where = _suspend_images(ctx, record)
                 if memory and record.paused_to == DISK:
                     await self._restore_in_place(ctx, record, where)
                 else:
+                    await release_suspend_lock(ctx, record)
                     await cold_start(ctx, record, spec)
                 remove_images(where)
             if record.phase is SlotPhase.PAUSED:
@@ -150,7 +161,7 @@ class CheckpointMixin:
     async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
                          memory: bool) -> CheckpointInfo:
         ctx = await self._context()
-        criu = self._need_criu() if memory else ""
+        criu = self._need_criu() if memory else None
         async with self._lock(sandbox_id):
             record = self._record(sandbox_id)
             if record.phase is not SlotPhase.RUNNING and record.paused_to != FREEZER:
@@ -164,7 +175,7 @@ class CheckpointMixin:
             froze = await off_loop(lambda: freeze(ctx, record))
             try:
                 await copy_tree(paths.layer / "upper", work.upper)
-                if memory:
+                if criu is not None:
                     await dump(ctx, criu, record, work.dump, leave_running=True)
                 await off_loop(lambda: work.config.write_bytes(paths.config.read_bytes()))
             except BaseException:
@@ -192,6 +203,7 @@ class CheckpointMixin:
         async with self._lock(spec.sandbox_id):
             record = self._record(spec.sandbox_id)
             await stop_processes(ctx, record)
+            await release_suspend_lock(ctx, record)
             remove_images(_suspend_images(ctx, record))
             await ensure_in_place(ctx, record)
             await replace_upper(ctx, record, stored.upper)
@@ -212,7 +224,7 @@ class CheckpointMixin:
         ctx = await self._context()
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
-        criu = self._need_criu() if meta.memory else ""
+        criu = self._need_criu() if meta.memory else None
         self._claim(ctx, spec.sandbox_id)
         try:
             record = await start_copy(ctx, criu, stored, meta, spec,

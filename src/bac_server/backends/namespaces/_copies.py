@@ -29,6 +29,7 @@ from bac_server.host import PARENT_CGROUP
 from ._addresses import LeaseOwner
 from ._checkpoint import Images, restore, thaw
 from ._context import Context
+from ._criu import Criu
 from ._launch import _lay_out, _set_hostname_in, assign, off_loop, start_slot, undo_after_failure
 from ._netns import create_netns
 from ._restorable import config_for_slot, pin_netns
@@ -38,8 +39,8 @@ from ._stored import Meta, Stored
 from ._validate import validate
 
 
-async def start_copy(ctx: Context, criu: str, stored: Stored, meta: Meta, spec: SandboxSpec, *,
-                     source_token: str | None) -> SlotRecord:
+async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta,
+                     spec: SandboxSpec, *, source_token: str | None) -> SlotRecord:
     """The new slot, RUNNING and initialised for ``spec``; fails closed (everything made
     is torn down and ``SandboxSetupError`` raised)."""
     limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
@@ -90,6 +91,7 @@ async def start_copy(ctx: Context, criu: str, stored: Stored, meta: Meta, spec: 
                         cgroup_path=record.cgroup_path, hostname=spec.sandbox_id,
                         resources=limits.resources())
         await off_loop(lambda: paths.config.write_text(json.dumps(config)))
+        assert criu is not None  # a checkpoint with memory needs CRIU (create_from)
         await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"))
         if ctx.cgroups.is_frozen(record.cgroup_path):
             thaw(ctx, record)

@@ -1,23 +1,21 @@
-"""CRIU, the tool that saves and restores process trees, as runc drives it.
+"""CRIU, the tool that saves and restores process trees: finding it, and its host setup.
 
 ``find_criu`` locates a CRIU recent enough for this kernel (``scripts/build-criu.sh``
 installs one): 4.1 is needed on kernels >= 6.13 (vDSO layout) and 4.2 on kernels >= 6.16
-(inet sockets refuse ``SO_PASSCRED``, which older versions query on every socket).
+(inet sockets refuse ``SO_PASSCRED``, which older versions query on every socket). The
+build script also patches it (``scripts/criu/``), and each patch names itself as a
+``criu check --feature``: ``Criu.tcp_repair`` (``tcp_repair_usernsd``) restores
+established TCP connections into a sandbox whose network namespace belongs to the host;
+``Criu.direct`` (``cgroup_ignore_threads``) lets Bac drive CRIU itself instead of through
+runc (``_checkpoint``). A stock CRIU >= 4.2 works without either: through runc, with
+connections closed at a pause.
 
-Every runc checkpoint or restore gets a CRIU configuration file of its own, passed in the
-``CRIU_CONFIG_FILE`` environment variable (runc starts ``criu swrk`` with its environment).
-It carries what runc's command line cannot say:
+``ensure_kdat_dir`` mounts the tmpfs where the patched build keeps its cache of kernel
+probes: CRIU only caches on a tmpfs (the cache must not outlive a reboot), /run is not one
+on every host, and probing again costs ~50 ms on every dump and restore.
 
-* envd's standard streams are host files (``/dev/null`` and the sandbox's log), outside
-  the sandbox's mounts, so they are declared *external* at dump
-  (``external file[<mnt_id>:<inode>]``) and handed back at restore as runc's own
-  descriptors 0-2 (``inherit-fd fd[N]:<key>``);
-* ``tcp-close``: established TCP connections are saved and restored closed. Restoring one
-  open needs TCP repair mode, which needs ``CAP_NET_ADMIN`` over the network namespace;
-  the sandbox's namespace belongs to the host's user namespace (docs/security.md), so the
-  restored tasks, already in the sandbox's user namespace, get ``EPERM`` ("Can't turn TCP
-  repair mode ON"). Listening sockets are restored (re-bound), connections are not; with
-  ``tcp-close`` at dump CRIU also leaves no network lock rules behind.
+The legacy path (images taken by ``runc checkpoint``) still goes through runc, which
+starts CRIU with a configuration file of its own (``write_runc_restore_config``).
 """
 
 from __future__ import annotations
@@ -30,15 +28,26 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from bac_server.host import is_mount_point
+from bac_server.host._syscalls import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
+
 _log = logging.getLogger(__name__)
 _MIN_VERSION = (4, 2)
 _CANDIDATES = ("/usr/local/sbin/criu",)
+# Must match RUNDIR of the build (scripts/build-criu.sh).
+KDAT_DIR = Path("/run/bac-criu")
+_TCP_FEATURE = "tcp_repair_usernsd"
+_DIRECT_FEATURE = "cgroup_ignore_threads"
 
 
 @dataclass(frozen=True)
 class Criu:
     binary: str
     version: tuple[int, int, int]
+    # Established TCP connections survive a suspend (patched build).
+    tcp_repair: bool = False
+    # Multi-threaded tasks restore with cgroups ignored: Bac may run CRIU itself.
+    direct: bool = False
 
 
 def _version(text: str) -> tuple[int, int, int] | None:
@@ -71,10 +80,26 @@ def find_criu(explicit: str | None = None) -> Criu | None:
         if code != 0:
             reasons.append(f"{name}: 'criu check' failed: {out.strip()[-300:]}")
             continue
-        return Criu(name, version)
+        tcp, _ = _run(name, "check", "--feature", _TCP_FEATURE)
+        direct, _ = _run(name, "check", "--feature", _DIRECT_FEATURE)
+        if tcp != 0 or direct != 0:
+            _log.warning("%s lacks Bac's patches (scripts/build-criu.sh): pause and resume "
+                         "go through runc, and established TCP connections close", name)
+        return Criu(name, version, tcp_repair=tcp == 0 and direct == 0, direct=direct == 0)
     _log.warning("no usable CRIU (scripts/build-criu.sh installs one); sandboxes can be "
                  "paused without their memory only. %s", "; ".join(reasons) or "none found")
     return None
+
+
+def ensure_kdat_dir() -> None:
+    """Mount CRIU's cache directory once per host boot (idempotent, blocking)."""
+    if is_mount_point(KDAT_DIR):
+        return
+    KDAT_DIR.mkdir(mode=0o700, exist_ok=True)
+    # SECURITY: a root-only tmpfs: the cache steers how CRIU (running as root) treats the
+    # kernel, so nobody else may write it; it ends with the boot it describes.
+    mount("tmpfs", str(KDAT_DIR), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+          "size=1m,mode=0700")
 
 
 def stdio_keys(pid: int) -> dict[int, str]:
@@ -93,19 +118,21 @@ def stdio_keys(pid: int) -> dict[int, str]:
     return keys
 
 
-def write_dump_config(path: Path, keys: dict[int, str]) -> None:
-    lines = [f"external {key}" for key in sorted(set(keys.values()))] + ["tcp-close"]
-    path.write_text("".join(line + "\n" for line in lines))
-
-
-def write_restore_config(path: Path, keys: dict[int, str]) -> None:
+def inherit_fds(keys: dict[int, str]) -> list[str]:
+    """``inherit-fd`` values handing CRIU's own fds 0-2 to the restored tasks, one per
+    distinct file (fds 1 and 2 usually share one)."""
     seen: set[str] = set()
-    lines = []
+    values = []
     for fd, key in sorted(keys.items()):
         if key not in seen:
             seen.add(key)
-            lines.append(f"inherit-fd fd[{fd}]:{key}")
-    lines.append("tcp-close")
+            values.append(f"fd[{fd}]:{key}")
+    return values
+
+
+def write_runc_restore_config(path: Path, keys: dict[int, str]) -> None:
+    """The configuration of a legacy restore through runc (``CRIU_CONFIG_FILE``)."""
+    lines = [f"inherit-fd {value}" for value in inherit_fds(keys)] + ["tcp-close"]
     path.write_text("".join(line + "\n" for line in lines))
 
 

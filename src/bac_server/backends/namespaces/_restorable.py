@@ -45,6 +45,8 @@ from ._runtime import OciRuntime
 from ._slot import SlotPaths
 
 FLAT_SYSFS = Path("/run/bac-sys")
+# In a slot directory while a suspend holds a network lock in its namespace (_checkpoint).
+LOCK_MARKER = "tcp-locked"
 _MS_REMOUNT = 0x20  # changing a bind mount's flags takes a remount
 
 
@@ -149,3 +151,4 @@ def remove_slot_state(paths: SlotPaths) -> None:
     unpin_netns(paths)
     for name in ("suspend", "criu-work"):
         remove_tree(paths.root / name)
+    (paths.root / LOCK_MARKER).unlink(missing_ok=True)

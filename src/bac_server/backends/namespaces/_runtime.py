@@ -99,6 +99,8 @@ class OciRuntime:
 
     async def delete(self, container_id: str) -> None:
         """Kill and forget the container. Unknown ids are fine."""
+        if not (self.state_root / container_id).exists():
+            return  # never started by the runtime (restored by CRIU) or already deleted
         await self._call("delete", "--force", container_id, quiet_missing=True)
 
     async def pause(self, container_id: str) -> None:

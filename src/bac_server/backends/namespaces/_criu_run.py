@@ -1,0 +1,95 @@
+"""Running CRIU for one slot: inside its network namespace, and for a restore inside its
+cgroups; reading its errors; the network lock a suspend leaves behind.
+
+CRIU runs in the sandbox's network namespace (``nsenter``), which the host owns: it then
+treats the namespace as its own and neither saves nor re-creates it, and the restored
+tasks inherit it before their user namespace is made, as under runc. A restore starts as a
+shell that moves itself into the slot's cgroups and becomes ``nsenter``, then CRIU
+(``_criu_cgroups.PLACE_AND_EXEC``): the tasks CRIU forks are born in the right cgroups.
+
+A suspend that keeps TCP connections locks them (an nftables table ``CRIU-<id>`` in the
+sandbox's namespace drops their packets, so peers see a stalled connection rather than a
+reset). CRIU's restore removes it; when the images are discarded instead (a restart from
+the files only, a roll-back to a checkpoint) ``release_network_lock`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+
+from ._criu_cgroups import PLACE_AND_EXEC
+
+# TCP states whose sockets CRIU saves as connections (not LISTEN 0A, CLOSE 07,
+# TIME_WAIT 06 or SYN_RECV 03, which no task owns).
+_CONNECTED = {"01", "02", "04", "05", "08", "09", "0B"}
+_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def _nsenter(netns: Path, argv: list[str]) -> list[str]:
+    # SECURITY: only this child (and the CRIU it becomes) enters the sandbox's network
+    # namespace, which the host owns; the server never changes namespace.
+    return ["nsenter", f"--net={netns}", "--", *argv]
+
+
+async def run_dump(argv: list[str], netns: Path) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *_nsenter(netns, argv), env=_ENV, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    return proc.returncode or 0, err.decode(errors="replace")
+
+
+async def run_restore(argv: list[str], netns: Path, cgroup_procs: list[str],
+                      log_fd: int) -> int:
+    """CRIU's fds 0-2 are /dev/null and ``log_fd``: the restored tasks inherit them."""
+    env = {**_ENV, "BAC_CGROUP_PROCS": " ".join(cgroup_procs)}
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        # SECURITY: the shell writes its own pid into the slot's cgroups and becomes CRIU;
+        # a failed write ends it before any task exists (exit 97).
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", PLACE_AND_EXEC, "sh", *_nsenter(netns, argv), env=env,
+            stdin=null, stdout=log_fd, stderr=log_fd)
+        return await proc.wait()
+    finally:
+        os.close(null)
+
+
+def criu_errors(log: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if "Error" in line and "RLIMIT_NOFILE" not in line]
+        return "\n".join(lines[-8:])
+    return ""
+
+
+def has_connections(pid: int) -> bool:
+    """Whether the network namespace of ``pid`` holds TCP connections (any owner)."""
+    for name in ("tcp", "tcp6"):
+        with contextlib.suppress(FileNotFoundError):
+            for line in Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]:
+                fields = line.split()
+                if len(fields) > 3 and fields[3] in _CONNECTED:
+                    return True
+    return False
+
+
+async def _nft(netns: Path, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        *_nsenter(netns, ["nft", *args]), env=_ENV, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    out, _ = await proc.communicate()
+    return out.decode(errors="replace")
+
+
+async def release_network_lock(netns: Path) -> None:
+    """Drop CRIU's lock tables from the sandbox's namespace (nothing else is there: the
+    sandbox's own firewall lives on the host side of its veth)."""
+    for line in (await _nft(netns, "list", "tables")).splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "table" and parts[2].startswith("CRIU-"):
+            # SECURITY: deletes only CRIU's own table in the sandbox's namespace.
+            await _nft(netns, "delete", "table", parts[1], parts[2])
