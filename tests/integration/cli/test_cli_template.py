@@ -125,7 +125,8 @@ def test_changed_file_rebuilds_from_its_copy_on(built: Built, cli_env: dict[str,
     """Changing one COPY'd file rebuilds from that COPY on; the installs stay cached."""
     context = tmp_path / "ctx"
     shutil.copytree(built.context, context)
-    (context / "tool.sh").write_text("#!/bin/sh\necho tool v2\n")
+    # Unique content: layers are shared machine-wide, across runs of this test too.
+    (context / "tool.sh").write_text(f"#!/bin/sh\necho tool {uuid.uuid4().hex}\n")
     result = bac_cli(cli_env, "template", "build", "--name", built.name, "--plain",
                      str(context))
     assert result.exit_code == 0, result.output
