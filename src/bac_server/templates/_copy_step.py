@@ -17,13 +17,13 @@ made; ``--chown``/``--chmod`` apply to what was copied (and to ``dest`` when it 
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import posixpath
 import tarfile
 import zlib
 from pathlib import Path
 
+from ._context_glob import glob_context
 from ._errors import TemplateBuildError
 
 CONTEXT_MOUNT = "/.bac-copy"  # where the unpacked files appear in the build sandbox
@@ -85,8 +85,7 @@ def match(context: Path, src: str) -> list[str]:
     if _GLOB_CHARS.isdisjoint(pattern):
         found = [pattern] if os.path.lexists(context / pattern) else []
     else:
-        found = sorted(glob.glob(pattern, root_dir=context, recursive=True,
-                                 include_hidden=True))
+        found = glob_context(context, pattern)
     if not found:
         raise TemplateBuildError(f"COPY {src}: no such file or directory in the build "
                                  f"context: {src}")

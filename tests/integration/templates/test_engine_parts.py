@@ -209,3 +209,18 @@ def test_run_step_key_ignores_nothing_that_matters() -> None:
     """The RUN user is part of the key."""
     state = BuildState()
     assert step_key("p", RunStep("id"), state) != step_key("p", RunStep("id", user="x"), state)
+
+
+def test_glob_matches_like_the_sdk_without_following_links(tmp_path: Path) -> None:
+    """``*`` stays in a segment, ``**`` spans any depth, dotfiles match, a matched dir's
+    children are left to it, and a link loop is not walked."""
+    for name in ("a.py", ".hidden.py", "src/b.py", "src/deep/c.py", "src/deep/d.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    (tmp_path / "src" / "loop").symlink_to(".")
+    (tmp_path / "src" / "deep" / "loop").symlink_to("..")
+    assert match(tmp_path, "*.py") == [".hidden.py", "a.py"]
+    assert match(tmp_path, "**/*.py") == [".hidden.py", "a.py", "src/b.py", "src/deep/c.py"]
+    assert match(tmp_path, "src/*") == ["src/b.py", "src/deep", "src/loop"]
+    assert match(tmp_path, "s?c") == ["src"]
+    assert match(tmp_path, "**") == [".hidden.py", "a.py", "src"]
