@@ -93,8 +93,8 @@ class _Converter:
         except WordError as exc:
             raise self.fail(str(exc)) from exc
 
-    def add(self, kind: StepType, args: Sequence[str]) -> None:
-        text = self.ins.text if self.ins is not None else ""
+    def add(self, kind: StepType, args: Sequence[str], text: str | None = None) -> None:
+        text = text or (self.ins.text if self.ins is not None else "")
         self.template._add(kind, tuple(args), self.origin,
                            text if len(text) <= 100 else text[:97] + "...")
 
@@ -138,8 +138,8 @@ class _Converter:
         self.seen_from = True
         kind = self.from_kind or classify_from(words[0])
         self.template._base = BaseRef(words[0], kind)
-        self.add("USER", ["root"])
-        self.add("WORKDIR", ["/"])
+        self.add("USER", ["root"], "USER root (Docker's default)")
+        self.add("WORKDIR", ["/"], "WORKDIR / (Docker's default)")
 
     def do_arg(self, ins: RawInstruction) -> None:
         words = self.words(ins.rest)
