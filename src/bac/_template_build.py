@@ -32,7 +32,7 @@ from bac._api import ApiClient, api_error
 from bac._dockerignore import IgnoreRules, read_patterns
 from bac._template import Template
 from bac._template_errors import TemplateBuildError
-from bac._template_logs import build_path, cancel, entries, path_part, status
+from bac._template_logs import build_path, cancel, entries, path_part, poll, status
 from bac._template_models import BuildInfo, BuildLogEntry, BuildState
 from bac._template_steps import BaseRef
 
@@ -174,12 +174,24 @@ async def _watch(api: ApiClient, template_id: str, build_id: str, on_log: LogCal
     steps came from the cache, and the last lines."""
     seen: list[BuildLogEntry] = []
     cached: set[str] = set()
-    async for entry in entries(api, template_id, build_id, follow=True):
+    count = 0
+
+    def take(entry: BuildLogEntry) -> None:
+        nonlocal count
+        count += 1
         seen.append(entry)
         if entry.step and entry.step.isdigit() and _CACHED.search(entry.message):
             cached.add(entry.step)
         if on_log is not None:
             on_log(entry)
         del seen[:-1000]
+
+    async for entry in entries(api, template_id, build_id, follow=True):
+        take(entry)
     state = await status(api, template_id, build_id, offset=1 << 30)
+    if not state.status.finished:
+        # The stream ended early (a proxy, a server restart): poll from where it stopped.
+        async for state in poll(api, template_id, build_id, until_done=True, offset=count):
+            for entry in state.logs:
+                take(entry)
     return state, len(cached), seen
