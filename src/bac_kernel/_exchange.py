@@ -15,6 +15,9 @@ two come on different channels, in either order). Every wait here ends:
   that for `ABANDON_GRACE` seconds;
 - a process gone without an exit notice is noticed at the next tick.
 
+A limit passes only when both that much time and that many ticks went by, so a sandbox
+paused or restored from a checkpoint mid-wait is not taken for a wedged kernel.
+
 Only the user's code runs as long as it likes, bounded by the client's own timeout (a
 disconnect abandons the request). A kill ends the request at once with None, as a death
 does; the context then restarts the kernel.
@@ -79,12 +82,17 @@ class _RoundTrip:
         self._on_output = on_output
         self._interruptible = interruptible
         self._clock = asyncio.get_running_loop().time
-        self._sent_at = self._clock()
         self._acked = False
         self._idle = False
         self._reply: Reply | None = None
-        self._half_done_at: float | None = None
+        self._half_done = False
         self._abandon_deadline: float | None = None
+        self._next_tick_at = self._clock() + TICK
+        # The wait for the kernel's next owed message (ack, or the other half): when it
+        # began, and the ticks seen since. Both must pass a limit before a kill, so a
+        # sandbox paused (or restored) mid-wait does not look like a wedged kernel.
+        self._owed_since = self._clock()
+        self._owed_ticks = 0
 
     async def run(self) -> Reply | None:
         while not (self._idle and self._reply is not None):
@@ -109,53 +117,59 @@ class _RoundTrip:
         return self._reply
 
     def _next_tick(self) -> float:
-        if self._abandon_deadline is None:
-            return TICK
-        return max(0.0, min(TICK, self._abandon_deadline - self._clock()))
+        due = self._next_tick_at
+        if self._abandon_deadline is not None:
+            due = min(due, self._abandon_deadline)
+        return max(0.0, due - self._clock())
 
     def _take(self, item: Incoming) -> None:
         self._acked = True
         if item.channel == "shell":
             if item.msg_type == "execute_reply":
                 self._reply = item.msg["content"]
-                self._half_done()
+                self._one_half_in()
         elif item.msg_type == "status":
             if item.msg["content"].get("execution_state") == "idle":
                 self._idle = True
-                self._half_done()
+                self._one_half_in()
         elif self._on_output is not None:
             self._on_output(item)
 
-    def _half_done(self) -> None:
-        if self._half_done_at is None:
-            self._half_done_at = self._clock()
+    def _one_half_in(self) -> None:
+        if not self._half_done:
+            self._half_done = True
+            self._owed_since, self._owed_ticks = self._clock(), 0
+
+    def _overdue(self, limit: float, now: float) -> bool:
+        return self._owed_ticks * TICK >= limit and now - self._owed_since >= limit
 
     def _tick(self) -> _After:
         """Enforce the deadlines, and nudge a kernel that owes us a message."""
         kernel, now = self._kernel, self._clock()
+        self._next_tick_at = now + TICK
         if not kernel.is_alive():
             return _After.GONE
         if self._abandon_deadline is not None and now >= self._abandon_deadline:
             return self._kill("the kernel ignored the interrupt")
+        if self._acked and not self._half_done:
+            return _After.WAIT  # the user's code runs; only the client's timeout bounds it
+        self._owed_ticks += 1
         if not self._acked:
-            if now - self._sent_at >= kernel.ack_timeout:
+            if self._overdue(kernel.ack_timeout, now):
                 return self._kill(
                     f"the kernel did not take the request within {kernel.ack_timeout:g} s; "
                     "it was restarted and its state is lost"
                 )
-            kernel.nudge()
-        elif self._half_done_at is not None:
-            if now - self._half_done_at < COMPLETION_TIMEOUT:
-                kernel.nudge()
-            elif self._reply is None:
+        elif self._overdue(COMPLETION_TIMEOUT, now):
+            if self._reply is None:
                 return self._kill(
                     "the kernel finished the request but its reply never arrived; "
                     "it was restarted and its state is lost"
                 )
-            else:
-                _log.warning("no idle status from the %s kernel %g s after its reply",
-                             kernel.language.name, COMPLETION_TIMEOUT)
-                return _After.DONE
+            _log.warning("no idle status from the %s kernel %g s after its reply",
+                         kernel.language.name, COMPLETION_TIMEOUT)
+            return _After.DONE
+        kernel.nudge()
         return _After.WAIT
 
     def _kill(self, reason: str) -> _After:
