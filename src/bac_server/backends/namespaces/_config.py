@@ -34,6 +34,9 @@ class NamespaceConfig:
     # Ranges otherwise always denied (private, link-local, the host's networks) that
     # sandboxes may reach anyway, subject to their own policy. Empty by default.
     egress_exempt: tuple[str, ...] = ()
+    # Another data dir whose envd bundles are linked here rather than rebuilt (the one a
+    # shared templates dir belongs to); None: every bundle is built in data_dir.
+    shared_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.pool_size < 0:
@@ -55,6 +58,13 @@ class NamespaceConfig:
     @property
     def bundles_dir(self) -> Path:
         return self.data_dir / "envd"
+
+    @property
+    def bundle_cache(self) -> Path | None:
+        """The shared data dir's bundles dir, when there is one other than ours."""
+        if self.shared_dir is None or self.shared_dir == self.data_dir:
+            return None
+        return self.shared_dir / "envd"
 
     def host_settings(self) -> HostSettings:
         return HostSettings(runtime=self.runtime, veth_prefix=self.veth_prefix)

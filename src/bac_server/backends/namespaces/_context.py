@@ -46,7 +46,8 @@ class Context:
             cached = self._bundles.get(key)
             if cached is None or not (cached / "lib").is_dir():
                 self._bundles[key] = await ensure_envd_bundle(
-                    self.config.bundles_dir, template.rootfs, progress, lowers=template.lowers)
+                    self.config.bundles_dir, template.rootfs, progress, lowers=template.lowers,
+                    cache=self.config.bundle_cache)
         return self._bundles[key]
 
     def check_template(self, template: TemplateImage) -> None:

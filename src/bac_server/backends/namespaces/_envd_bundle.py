@@ -6,7 +6,8 @@ no sandbox compiles at start-up. Other guest code that templates run (``bac_kern
 code interpreter) goes in ``guest/``, without its dependencies: those are the template's,
 and ``guest/`` is on the PYTHONPATH of the template's start command only. Its directory
 name is a hash of everything in it, so a change to envd's code or pins gives a new bundle
-and old sandboxes keep theirs.
+and old sandboxes keep theirs; and a bundle of that name in a shared bundles dir (``cache``)
+is linked instead of built (``_bundle_cache``).
 
 Third-party dependencies are found by reading envd's imports and pinned to the versions
 installed next to the server, so envd runs inside exactly what the tests ran against.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
+from ._bundle_cache import publish, seed
 from ._layer_lookup import find_in_layers
 
 Progress = Callable[[str], None]
@@ -60,6 +63,14 @@ def _sources(packages: tuple[str, ...] = GUEST_PACKAGES) -> list[tuple[str, Path
 
 def envd_requirements() -> list[str]:
     """``dist==version`` for every third-party module envd or its protocol code imports."""
+    return list(_requirements())
+
+
+# Once per process: mapping modules to distributions reads every installed package's
+# metadata (~2 s on a busy host). A server picks up a dependency newly added to envd's
+# code when it restarts, as it picks up any other code change.
+@functools.cache
+def _requirements() -> tuple[str, ...]:
     modules: set[str] = set()
     for _, path in _sources():
         if path.suffix != ".py":
@@ -77,7 +88,7 @@ def envd_requirements() -> list[str]:
         if module not in owners:
             raise EnvdBundleError(f"envd imports {module}, which is not installed on the host")
         dists.update(owners[module])
-    return sorted(f"{d}=={importlib.metadata.version(d)}" for d in dists)
+    return tuple(sorted(f"{d}=={importlib.metadata.version(d)}" for d in dists))
 
 
 def template_python(layers: Sequence[Path]) -> str:
@@ -149,9 +160,11 @@ def _fresh_dir(work: Path) -> None:
 
 async def ensure_envd_bundle(bundles_dir: Path, rootfs: Path,
                              progress: Progress | None = None, *,
-                             lowers: Sequence[Path] = ()) -> Path:
+                             lowers: Sequence[Path] = (), cache: Path | None = None) -> Path:
     """Return ``bundles_dir/<digest>`` (mounted at /opt/bac), building it if needed.
-    ``lowers``: the template's built layers above ``rootfs``, topmost first."""
+    ``lowers``: the template's built layers above ``rootfs``, topmost first. ``cache``:
+    another data dir's bundles dir, linked from when it has the bundle, shared to after a
+    build."""
     report = progress or (lambda _line: None)
     layers = (*lowers, rootfs)
     python_version = template_python(layers)
@@ -159,14 +172,20 @@ async def ensure_envd_bundle(bundles_dir: Path, rootfs: Path,
     final = bundles_dir / digest
     if (final / "lib").is_dir():
         return final
+    if cache == bundles_dir:
+        cache = None
     work = bundles_dir / f".build-{digest}-{os.getpid()}"
     await asyncio.to_thread(_fresh_dir, work)
     try:
-        report(f"building the envd bundle for Python {python_version}: "
-               + ", ".join(envd_requirements()))
-        await _run(_pip_argv(work / "lib", python_version), "pip install (envd bundle)")
-        _copy_guest_code(work / "lib")
-        await _compile(work / "lib", python_version, report)
+        seeded = cache is not None and await asyncio.to_thread(seed, cache / digest, work)
+        if seeded:
+            report(f"envd bundle {digest} linked from {cache}")
+        else:
+            report(f"building the envd bundle for Python {python_version}: "
+                   + ", ".join(envd_requirements()))
+            await _run(_pip_argv(work / "lib", python_version), "pip install (envd bundle)")
+            _copy_guest_code(work / "lib")
+            await _compile(work / "lib", python_version, report)
         os.chmod(work, 0o755)  # noqa: S103 - public code, read by sandbox root
         try:
             os.rename(work, final)
@@ -177,5 +196,7 @@ async def ensure_envd_bundle(bundles_dir: Path, rootfs: Path,
     except BaseException:
         await asyncio.to_thread(remove_tree, work)
         raise
+    if cache is not None and not seeded:
+        await asyncio.to_thread(publish, final, cache)
     report(f"envd bundle ready: {final}")
     return final
