@@ -93,7 +93,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
         start_snapshots = StartSnapshots(
             backend=backend, images=templates, store=store,
             root=config.data_dir / "start-snapshots", enabled=config.start_snapshots,
-            ready_bound_s=config.start_snapshot_ready_s)
+            ready_bound_s=config.start_snapshot_ready_s, pool_size=config.start_snapshot_pool)
         template_services = TemplateServices.create(
             store=store, images=templates, limits=limits_of(config),
             engine=BuildEngine(templates, backend) if isinstance(backend, Builder) else None,

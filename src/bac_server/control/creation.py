@@ -183,12 +183,18 @@ class Creator:
             cpus = source.cpu_count if req.cpu_count is None else cpus
             memory = source.memory_mb if req.memory_mb is None else memory
         image = resolved.image
-        sandbox_id = new_sandbox_id()
+        # A sandbox restored ahead from the template's start snapshot, if one fits: its id.
+        claimed = None if source is not None or self._start_snapshots is None else \
+            self._start_snapshots.claim(resolved, vcpus=cpus, memory_mb=memory,
+                                        disk_mb=self._limits.default_disk_mb, network=req.egress)
+        sandbox_id = claimed or new_sandbox_id()
         if isinstance(self._templates, TeamTemplates):
             # Before the slot is reserved (no await may come between the count and the add);
             # a pin left by a create refused below is dropped at the next start-up.
             await self._templates.pin(sandbox_id, resolved)
         if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:
+            if claimed is not None and self._start_snapshots is not None:
+                self._start_snapshots.release(claimed)
             raise TeamLimitExceeded(
                 f"team {team.name!r} already runs {self._limits.max_sandboxes_per_team} "
                 "sandboxes, the most it may; kill one first"

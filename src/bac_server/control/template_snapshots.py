@@ -3,36 +3,35 @@ that creating a sandbox from it is a restore, not a boot.
 
     snapshots = StartSnapshots(backend=..., images=template_store, store=..., root=...)
     await snapshots.take(template_id, built, vcpus=2, memory_mb=512, say=...)  # after a build
-    endpoint = await snapshots.start(spec, resolved)    # a create: restore, else boot
-    await snapshots.forget(template_id)                 # the template was deleted
+    sandbox_id = snapshots.claim(resolved, ...) or new_sandbox_id()   # a create ...
+    endpoint = await snapshots.start(spec, resolved)   # ... pooled, restored, else booted
+    await snapshots.forget(template_id)                # the template was deleted
 
 *Taking* (the end of a build whose template has a start or ready command, when the backend
 saves memory): an internal sandbox (its own id and token, no team's quota) is created from
 the built template with the build's resources; create returns once envd's supervisor
-reports the service ready, and the template's ready command is then run inside until it
-succeeds (``template_snapshots_ready``: the supervisor gives up waiting after its bound, a
-snapshot must not); the sandbox is checkpointed with its memory and destroyed. A failure
-only costs speed: it is logged (warn) and the template's sandboxes boot. An identical
-rebuild of the template (same manifest digest) reuses its snapshot.
+reports the service ready, and the ready command is then run inside until it succeeds
+(``template_snapshots_envd``: the supervisor stops waiting after its bound, a snapshot must
+not); the sandbox is checkpointed with its memory and destroyed. A failure only costs
+speed: it is logged (warn) and the template's sandboxes boot. An identical rebuild of the
+template (same manifest digest) reuses its snapshot.
 
-*Starting*: ``create_from`` the snapshot with the new sandbox's own id, token, env vars,
-network policy and limits; envd is re-initialised (``/init``), so env vars given at create
-reach every process started afterwards. The service itself keeps the environment it was
-started with — the template's — exactly as in a booted sandbox, whose start command runs
-before ``/init``. A failed restore falls back to a boot (logged); nothing half-made is
-returned. All sandboxes of a snapshot share the service's memory as it was when taken:
-random state a process drew at start (a seeded PRNG, a generated secret) is the same in
-each.
+*Starting* (``template_snapshots_start``, ``template_snapshots_pool``): the new sandbox
+gets its own id, token, env vars, network policy and limits; envd is re-initialised, so
+env vars given at create reach every process started afterwards, while the service keeps
+the environment it was started with (the template's), as in a booted sandbox, whose start
+command runs before ``/init``. All sandboxes of a snapshot share the service's memory as
+it was when taken: random state drawn at start (a seeded PRNG, a generated secret) is the
+same in each.
 
 *Dropping*: a template's snapshots go with the template (``forget``); at each build, those
-of digests no tag can reach any more are dropped (no create can resolve to them); at the
-first use after a restart, half-taken ones and those of deleted templates.
+of digests no tag can reach any more (no create can resolve to them); at the first use
+after a restart, half-taken ones and those of deleted templates.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -44,15 +43,16 @@ from bac_server.backends.base import (
     Backend,
     BackendError,
     Checkpointable,
-    CheckpointNotFound,
     SandboxEndpoint,
     SandboxSpec,
     TemplateImage,
 )
+from bac_server.backends.egress import EgressPolicy
 from bac_server.control.checkpoints import new_checkpoint_id
 from bac_server.control.template_builds_states import BuildStatus
-from bac_server.control.template_snapshots_ready import NotReady, wait_until_ready
+from bac_server.control.template_snapshots_envd import NotReady, wait_until_ready
 from bac_server.control.template_snapshots_records import SnapshotRecords, StartSnapshot
+from bac_server.control.template_snapshots_start import SnapshotStarts
 from bac_server.control.templates_resolve import BuiltImages, Resolved
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 from bac_server.store import Store
@@ -67,7 +67,8 @@ _Key = tuple[str, str]
 
 class StartSnapshots:
     def __init__(self, *, backend: Backend, images: BuiltImages, store: Store, root: Path,
-                 enabled: bool = True, ready_bound_s: float = READY_BOUND_S) -> None:
+                 enabled: bool = True, ready_bound_s: float = READY_BOUND_S,
+                 pool_size: int = 0) -> None:
         self._backend = backend
         self._images = images
         self._store = store
@@ -77,6 +78,8 @@ class StartSnapshots:
         self._known: dict[_Key, StartSnapshot] | None = None
         self._loading = asyncio.Lock()
         self._locks: dict[_Key, asyncio.Lock] = {}
+        self._starts = SnapshotStarts(backend=backend, pool_size=pool_size, find=self._find,
+                                      peek=self._peek, drop=self._drop)
 
     def _checkpointable(self) -> Checkpointable | None:
         backend = self._backend
@@ -100,8 +103,7 @@ class StartSnapshots:
             return None
         key = (template_id, built.digest)
         async with self._locks.setdefault(key, asyncio.Lock()):
-            found = (await self._loaded()).get(key)
-            if found is not None:
+            if (found := (await self._loaded()).get(key)) is not None:
                 say(LogLevel.INFO, f"start snapshot reused ({_mib(found.size_bytes)})")
                 await self._prune(template_id, keep=built.digest)
                 return found
@@ -153,35 +155,32 @@ class StartSnapshots:
         known[(template_id, built.digest)] = made
         return made
 
-    # starting -----------------------------------------------------------------------------
-    def find(self, resolved: Resolved) -> StartSnapshot | None:
-        """The snapshot sandboxes of ``resolved`` start from (None before the first take
-        or lookup after a restart loaded the records: ``start`` loads them)."""
-        if self._known is None or resolved.template_id is None or resolved.digest is None:
-            return None
-        return self._known.get((resolved.template_id, resolved.digest))
+    # starting (template_snapshots_start) -------------------------------------------------
+    def claim(self, resolved: Resolved, *, vcpus: int, memory_mb: int, disk_mb: int,
+              network: EgressPolicy) -> str | None:
+        """The id of a sandbox restored ahead for this create, reserved; None if none fits.
+        Synchronous, so a creator can take it before its first await."""
+        return self._starts.claim(resolved, vcpus=vcpus, memory_mb=memory_mb,
+                                  disk_mb=disk_mb, network=network)
+
+    def release(self, sandbox_id: str) -> None:
+        """Give back a claim whose create was refused before it started."""
+        self._starts.release(sandbox_id)
 
     async def start(self, spec: SandboxSpec, resolved: Resolved) -> SandboxEndpoint:
-        """The new sandbox: restored from the template's start snapshot when it has one
-        (and restoring works), booted otherwise."""
-        backend = self._checkpointable()
-        if backend is None or resolved.template_id is None or resolved.digest is None:
-            return await self._backend.create(spec)
-        await self._loaded()
-        found = self.find(resolved)
-        if found is None:
-            return await self._backend.create(spec)
-        try:
-            return await backend.create_from(spec, found.checkpoint_id,
-                                             source_token=found.token)
-        except Exception as exc:
-            log.warning("sandbox %s: restoring the start snapshot of template %s failed, "
-                        "booting it instead: %s", spec.sandbox_id, found.template_id, exc)
-            with contextlib.suppress(Exception):
-                await self._backend.destroy(spec.sandbox_id)  # idempotent; fail closed
-            if isinstance(exc, CheckpointNotFound):
-                await self._drop(found)
-        return await self._backend.create(spec)
+        """The new sandbox: handed out restored, else restored from the template's start
+        snapshot, else booted."""
+        return await self._starts.start(spec, resolved)
+
+    async def _find(self, template_id: str, digest: str) -> StartSnapshot | None:
+        return (await self._loaded()).get((template_id, digest))
+
+    def _peek(self, template_id: str, digest: str) -> StartSnapshot | None:
+        return (self._known or {}).get((template_id, digest))
+
+    async def close(self) -> None:
+        """Destroy the sandboxes restored ahead (snapshots stay for the next start)."""
+        await self._starts.pool.close()
 
     # dropping -----------------------------------------------------------------------------
     async def forget(self, template_id: str) -> None:
@@ -203,13 +202,13 @@ class StartSnapshots:
             await self._drop(found)
 
     async def _drop(self, found: StartSnapshot) -> None:
+        await self._starts.drain(found.template_id, found.digest)
         backend = self._checkpointable()
         if backend is not None:
             await backend.delete_checkpoint(found.checkpoint_id)  # idempotent
         await asyncio.to_thread(self._records.remove, found.template_id, found.digest)
-        if self._known is not None and \
-                self._known.get((found.template_id, found.digest)) is found:
-            del self._known[(found.template_id, found.digest)]
+        if self._peek(found.template_id, found.digest) is found:
+            del (self._known or {})[(found.template_id, found.digest)]
 
     async def _loaded(self) -> dict[_Key, StartSnapshot]:
         """The records, read once; what a crash or a deleted template left is dropped."""
@@ -231,8 +230,7 @@ class StartSnapshots:
 
     def size_of(self, template_id: str, digest: str) -> int | None:
         """Disk used by the start snapshot of this build's digest, if it has one."""
-        found = (self._known or {}).get((template_id, digest))
-        return None if found is None else found.size_bytes
+        return getattr(self._peek(template_id, digest), "size_bytes", None)
 
 
 async def _shielded(cleanup: Coroutine[Any, Any, None]) -> None:

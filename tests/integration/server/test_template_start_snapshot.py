@@ -216,3 +216,62 @@ def _delete(server: ServerProcess, template_id: str) -> None:
     response = httpx.delete(f"{server.url}/templates/{template_id}",
                             headers={"X-API-KEY": server.keys[0]})
     assert response.status_code == 204, response.text
+
+
+_ENVD_STARTED = ("import os, time; tick = os.sysconf('SC_CLK_TCK'); "
+                 "start = int(open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19]); "
+                 "up = float(open('/proc/uptime').read().split()[0]); "
+                 "print(time.time() - up + start / tick)")
+
+
+def _envd_started(sbx: Any) -> float:
+    """When the kernel made the sandbox's envd (pid 1): a restore makes it anew."""
+    return float(sbx.commands.run(f'python3 -c "{_ENVD_STARTED}"').stdout)
+
+
+def test_a_create_takes_a_sandbox_restored_ahead(
+        server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
+    """Once a template is in use the server keeps one sandbox restored ahead: the next
+    create of the same shape gets it (its processes existed before the request), with its
+    own id, token and env vars and fresh-from-snapshot service state; the pool refills."""
+    from e2b import Sandbox
+
+    info, _logs = counter
+    Sandbox.create(info.name, timeout=120).kill()  # the template is in use
+    [ahead] = _wait_for_pooled(server, info.template_id, exclude=set())
+    asked = time.time()
+    pooled = Sandbox.create(info.name, envs={"SNAP_ENV": "pooled"}, timeout=120)
+    try:
+        assert pooled.sandbox_id == ahead
+        assert _envd_started(pooled) < asked
+        assert pooled.commands.run("echo $SNAP_ENV; hostname").stdout.split() == \
+            ["pooled", pooled.sandbox_id]
+        assert _service(server, pooled.sandbox_id, "/count")["count"] == 1
+        _wait_for_pooled(server, info.template_id, exclude={ahead})  # refilled
+    finally:
+        pooled.kill()
+
+
+def _pooled(server: ServerProcess, template_id: str) -> set[str]:
+    """Sandboxes the backend holds for the template that no create handed out yet."""
+    listed = httpx.get(server.url + "/v2/sandboxes", headers={"X-API-KEY": server.keys[0]})
+    handed = {s["sandboxID"] for s in listed.json()}
+    found = set()
+    for claim in (server.data_dir / "claims").iterdir():
+        state = server.data_dir / "sandboxes" / claim.read_text().strip() / "state.json"
+        if claim.name in handed or not state.is_file():
+            continue
+        record = json.loads(state.read_text())
+        if record.get("template_id") == template_id and record.get("phase") == "running":
+            found.add(claim.name)
+    return found
+
+
+def _wait_for_pooled(server: ServerProcess, template_id: str, *,
+                     exclude: set[str]) -> list[str]:
+    # The pool fills in the background and announces nothing: poll with a deadline.
+    deadline = time.monotonic() + 90
+    while not (found := _pooled(server, template_id) - exclude):
+        assert time.monotonic() < deadline, "no sandbox was restored ahead"
+        time.sleep(0.1)
+    return sorted(found)

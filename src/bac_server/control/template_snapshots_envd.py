@@ -1,20 +1,26 @@
-"""Is a started template's service ready? Asked inside the sandbox, through its envd.
+"""Talking to the envd of a start snapshot's sandbox: is the service ready, and hand-out.
 
-A sandbox's create returns once envd's supervisor reported the start command ready, or
-after its bound (``bac_envd._supervisor.READY_BOUND_S``) when it never was: a booted
-sandbox stays usable without its service. A start snapshot must not be taken in that
-second case, and the host cannot tell the two apart from outside, so it runs the template's
-ready command itself — as the template's user, in its working directory — until it exits 0
-or ``bound_s`` passes. The loop runs in the sandbox as one command (one request to envd),
-and envd kills it at the request's deadline (``Connect-Timeout-Ms``) if a check hangs.
+**Ready** (``wait_until_ready``): a sandbox's create returns once envd's supervisor
+reported the start command ready, or after its bound (``bac_envd._supervisor``'s
+``READY_BOUND_S``) when it never was: a booted sandbox stays usable without its service.
+A start snapshot must not be taken in that second case, and the host cannot tell the two
+apart from outside, so it runs the template's ready command itself — as the template's
+user, in its working directory — until it exits 0 or ``bound_s`` passes. The loop runs
+in the sandbox as one command (one request to envd), and envd kills it at the request's
+deadline (``Connect-Timeout-Ms``) if a check hangs.
 
 The call is envd's ``process.Process/Start`` in the Connect protocol (JSON, server
 streaming over HTTP/1.1): the request is one envelope, the answer a sequence of envelopes
 ending with an end-of-stream one (see ``shared/e2b-protocol.md``, "Connect").
 
+**Hand-out** (``reinit``): a sandbox restored ahead (``template_snapshots_pool``) gets
+its creator's token, env vars, user and working directory through envd's ``/init``, as a
+restore does; the request presents the token it was restored with.
+
 Errors::
 
     NotReady            the ready command never succeeded within the bound, or could not run
+    InitRefused         envd did not accept ``/init``
 """
 
 from __future__ import annotations
@@ -26,13 +32,14 @@ from typing import Any
 
 import httpx
 
-from bac_server.backends.base import SandboxEndpoint
+from bac_server.backends.base import SandboxEndpoint, SandboxSpec
 
 _END_STREAM = 0x02
 _HEADER = struct.Struct(">BI")
 _MAX_MESSAGE = 1 << 20
 _SLACK_S = 5.0  # envd's deadline over the loop's own, the HTTP client's over envd's
 _OUTPUT_TAIL = 400
+INIT_TIMEOUT_S = 10.0
 
 # $1: seconds to keep trying, $2: the ready command. Same rhythm as the supervisor's.
 _LOOP = r"""
@@ -49,6 +56,10 @@ done
 
 class NotReady(Exception):
     """The template's service did not become ready; the message says what was seen."""
+
+
+class InitRefused(Exception):
+    """envd answered ``/init`` with an error, or not at all."""
 
 
 def _envelope(message: dict[str, Any]) -> bytes:
@@ -130,3 +141,23 @@ def _text(data: dict[str, Any]) -> str:
         return base64.b64decode(raw).decode(errors="replace")
     except ValueError:
         return ""
+
+
+async def reinit(endpoint: SandboxEndpoint, spec: SandboxSpec, *, current_token: str) -> None:
+    """Give the sandbox ``spec``'s token and environment (the template's ENV under the
+    create's env vars), user and working directory."""
+    body: dict[str, Any] = {"envVars": dict(spec.template.env) | spec.env_vars,
+                            "defaultUser": spec.template.default_user,
+                            "defaultWorkdir": spec.template.default_workdir}
+    if spec.envd_access_token is not None:
+        body["accessToken"] = spec.envd_access_token
+    url = f"http://{endpoint.address}:{endpoint.envd_port}/init"
+    try:
+        async with httpx.AsyncClient(timeout=INIT_TIMEOUT_S) as client:
+            response = await client.post(url, json=body,
+                                         headers={"X-Access-Token": current_token})
+    except httpx.HTTPError as exc:
+        raise InitRefused(f"envd /init failed: {exc}") from exc
+    if response.status_code not in (200, 204):
+        raise InitRefused(f"envd /init answered {response.status_code}: "
+                          f"{response.text[:_OUTPUT_TAIL]!r}")
