@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from queue import Empty
 from typing import Any
 
 import zmq.asyncio
@@ -110,7 +111,11 @@ async def pump(
     fails ends the loop through `failed` (nothing more would be heard on it)."""
     try:
         while True:
-            deliver(channel, await get())
+            try:
+                msg = await get()
+            except Empty:  # a wake-up with nothing to read after all: wait again
+                continue
+            deliver(channel, msg)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
