@@ -82,7 +82,6 @@ _CRASHING_SERVER = textwrap.dedent("""
     from pathlib import Path
     from bac_server.backends.base import BuildStep
     from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
-from bac_server.host._syscalls import umount
 
     async def main():
         backend = NamespaceBackend(NamespaceConfig(data_dir=Path(sys.argv[1])))
