@@ -159,8 +159,12 @@ async def test_cancelled_build_is_stopped_on_the_server(bac_server: BacServer) -
 
     async with AsyncTemplates(**bac_server.opts()) as templates:
         task = asyncio.create_task(
-            templates.build(Template().run("sleep 120"), name, on_log=on_log))
-        await asyncio.wait_for(running.wait(), 60)
+            # A command of its own: a layer key no other build on the machine holds.
+            templates.build(Template().run(f"sleep 120 # {name}"), name, on_log=on_log))
+        waiting = asyncio.create_task(running.wait())
+        await asyncio.wait({task, waiting}, timeout=120, return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        assert running.is_set(), (task.done() and task.exception(), [e.message for e in seen])
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
