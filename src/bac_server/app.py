@@ -58,7 +58,9 @@ def build_backend(config: ServerConfig) -> NamespaceBackend:
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size,
         runtime=choose_runtime(config.runtime),
-        dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt)))
+        dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt),
+        # Templates from another data dir: link the envd bundles built there, too.
+        shared_dir=config.templates_dir))
 
 
 async def warm_up(
