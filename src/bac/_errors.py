@@ -23,7 +23,9 @@ client, the envd HTTP client); nothing above those boundaries inspects status co
     ├── SandboxUnreachableError       the sandbox could not be reached, state unknown
     ├── ServerUnreachableError        the Bac API could not be reached
     ├── ServerError                   5xx or an answer the SDK cannot interpret
-    └── CommandExitError              a foreground command exited non-zero
+    ├── CommandExitError              a foreground command exited non-zero
+    └── (templates: DockerfileError under InvalidArgumentError, TemplateBuildError;
+         see bac._template_errors)
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ from ._builder import ProgressCallback
 from ._copy_step import DiskFullError
 from ._engine import BuildEngine, FilesLookup
 from ._errors import TemplateBuildError, TemplateError
+from ._image_model import ImageConfig, ImageError, ImageErrorKind, ImportedImage
+from ._images import image_import_dir, materialize_image
 from ._layer_step import LogCallback, StepFailed
 from ._manifest import BuiltTemplate
 from ._recipe import BASE_PACKAGES, Recipe, base_recipe
@@ -46,6 +48,10 @@ __all__ = [
     "FilesLookup",
     "FromImage",
     "FromTemplate",
+    "ImageConfig",
+    "ImageError",
+    "ImageErrorKind",
+    "ImportedImage",
     "LogCallback",
     "LogEntry",
     "LogLevel",
@@ -62,4 +68,6 @@ __all__ = [
     "UserStep",
     "WorkdirStep",
     "base_recipe",
+    "image_import_dir",
+    "materialize_image",
 ]
