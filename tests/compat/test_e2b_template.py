@@ -74,10 +74,14 @@ def test_unchanged_rebuild_skips_the_upload_and_every_layer(tmp_path: Path) -> N
     the cache; changing a copied file rebuilds from that step on only."""
     name = _name("cache")
     context = _context(tmp_path)
+    # Layers are shared by every build on the machine: unique contents, so that this test's
+    # first build makes its layers and the change below is new to the cache.
+    run_id = uuid.uuid4().hex
+    (context / "data.txt").write_text(f"v1 {run_id}\n")
 
     def template() -> Template:
         return (Template(file_context_path=context).from_base_image()
-                .run_cmd("echo first > /tmp/first")
+                .run_cmd(f"echo first-{run_id} > /tmp/first")
                 .copy("data.txt", "/home/user/data.txt")
                 .run_cmd("cat /home/user/data.txt > /tmp/copied"))
 
@@ -92,7 +96,7 @@ def test_unchanged_rebuild_skips_the_upload_and_every_layer(tmp_path: Path) -> N
     assert sum("CACHED" in m for m in messages) == 4, messages  # 3 steps and finalize
     assert elapsed < 5.0, f"cached rebuild took {elapsed:.2f}s"
 
-    (context / "data.txt").write_text("v2\n")
+    (context / "data.txt").write_text(f"v2 {run_id}\n")
     logs.clear()
     Template.build(template(), name, on_build_logs=logs.append)
     messages = _messages(logs)
@@ -101,7 +105,8 @@ def test_unchanged_rebuild_skips_the_upload_and_every_layer(tmp_path: Path) -> N
     assert not any("Step 2/3" in m and "CACHED" in m for m in messages)
     sbx = Sandbox.create(name)
     try:
-        assert sbx.commands.run("cat /tmp/first /tmp/copied").stdout == "first\nv2\n"
+        assert sbx.commands.run("cat /tmp/first /tmp/copied").stdout == \
+            f"first-{run_id}\nv2 {run_id}\n"
     finally:
         sbx.kill()
 
