@@ -39,7 +39,7 @@ CRIU = "/usr/local/sbin/criu"
 # The targets: resume p50 <= 60 ms at 64 MiB; pause <= 1 s per GiB.
 TARGETS = {"resume_p50_ms_64mib": 60.0, "pause_ms_per_gib": 1000.0}
 _HOG = ("import mmap, sys, time\n"
-        "m = mmap.mmap(-1, {size} << 20)\n"
+        "m = mmap.mmap(-1, {size} << 20, flags=mmap.MAP_PRIVATE)\n"
         "for i in range(0, len(m), 4096): m[i] = 1\n"
         "open('/tmp/hog-ready', 'w').write('ok')\n"
         "while True: time.sleep(1)\n")

@@ -13,7 +13,9 @@
 # * 0002: established TCP connections are restored into a sandbox whose network namespace
 #   belongs to the host (repair mode through CRIU's privileged helper);
 # * 0003: --manage-cgroups=ignore restores multi-threaded processes (a CRIU bug otherwise);
-#   Bac starts CRIU inside the sandbox's cgroups and needs this to drive CRIU itself.
+#   Bac starts CRIU inside the sandbox's cgroups and needs this to drive CRIU itself;
+# * 0004: lazy pages (memory copied in after the processes run) for tasks in a user
+#   namespace, through /dev/userfaultfd.
 # Each adds a 'criu check --feature' name, which is how Bac recognises the build.
 #
 # CRIU caches what it probes of the kernel (~50 ms per run) only on a tmpfs; /run is not
@@ -51,7 +53,7 @@ works() {
 
 # The newest patch's feature: a build that has it has them all.
 patched() {
-    "$1" check --feature cgroup_ignore_threads >/dev/null 2>&1
+    "$1" check --feature lazy_pages_userns >/dev/null 2>&1
 }
 
 if works "$TARGET" && patched "$TARGET"; then

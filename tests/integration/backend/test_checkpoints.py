@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 from collections.abc import AsyncIterator
@@ -44,6 +45,33 @@ _ECHO = ("import socketserver\n"
          "server = socketserver.ThreadingTCPServer(('0.0.0.0', 7000), Echo)\n"
          "open('/tmp/echo-ready', 'w').close()\n"
          "server.serve_forever()\n")
+# Takes one connection, waits for the client's half-close, then answers once asked.
+_HALF_CLOSED = ("import os, socket, time\n"
+                "s = socket.socket()\n"
+                "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                "s.bind(('0.0.0.0', 7001))\n"
+                "s.listen()\n"
+                "open('/tmp/half-ready', 'w').close()\n"
+                "c, _ = s.accept()\n"
+                "if c.recv(100) == b'':\n"
+                "    open('/tmp/half-eof', 'w').close()\n"
+                "while not os.path.exists('/tmp/half-go'):\n"
+                "    time.sleep(0.02)\n"
+                "c.sendall(b'late reply')\n"
+                "c.close()\n")
+# Holds 48 MiB of private memory with a known pattern; checks it when asked (a file).
+_MEMORY = ("import hashlib, mmap, os, time\n"
+           "m = mmap.mmap(-1, 48 << 20, flags=mmap.MAP_PRIVATE)\n"
+           "for i in range(0, len(m), 4096):\n"
+           "    m[i:i + 8] = (i * 2654435761 % 2**64).to_bytes(8, 'little')\n"
+           "want = hashlib.sha256(m).hexdigest()\n"
+           "open('/tmp/mem-ready', 'w').close()\n"
+           "while True:\n"
+           "    if os.path.exists('/tmp/mem-check'):\n"
+           "        os.unlink('/tmp/mem-check')\n"
+           "        ok = hashlib.sha256(m).hexdigest() == want\n"
+           "        open('/tmp/mem-result', 'a').write('ok\\n' if ok else 'BAD\\n')\n"
+           "    time.sleep(0.02)\n")
 
 
 @pytest_asyncio.fixture(loop_scope="session", scope="module")
@@ -150,7 +178,6 @@ async def test_restore_rolls_files_and_memory_back(runc: NamespaceBackend,
     sbx = await make()
     await _counting(sbx)
     first = await runc.checkpoint(sbx.id, new_id("c"), memory=True)
-    at_first = await _last_count(sbx)
     await sbx.run("sleep 0.3; echo later > /home/user/later.txt")
     second = await runc.checkpoint(sbx.id, new_id("c"), memory=True)
     assert first.size_bytes > 0 and second.created_at > first.created_at
@@ -316,6 +343,29 @@ async def test_established_connection_survives_suspend(runc: NamespaceBackend,
         fresh_writer.close()
 
 
+async def test_half_closed_connection_survives_suspend(runc: NamespaceBackend,
+                                                       make: SandboxFactory) -> None:
+    """A connection the client has half-closed (the server in CLOSE_WAIT, restored with
+    the peer's FIN re-injected) survives a suspend and wake: the server's late answer
+    and its close reach the client."""
+    if runc._criu is None or not runc._criu.tcp_repair:
+        pytest.skip("this CRIU lacks Bac's patch (scripts/build-criu.sh): connections close")
+    sbx = await make()
+    await sbx.sdk.files.write("/tmp/half.py", _HALF_CLOSED)
+    await sbx.sdk.commands.run("python3 /tmp/half.py", background=True)
+    await sbx.run("until [ -e /tmp/half-ready ]; do sleep 0.02; done")
+    reader, writer = await asyncio.open_connection(sbx.address, 7001)
+    try:
+        writer.write_eof()
+        await sbx.run("until [ -e /tmp/half-eof ]; do sleep 0.02; done")
+        await runc.suspend(sbx.id, memory=True)
+        await runc.wake(SandboxSpec(sandbox_id=sbx.id, template=make.template))
+        await sbx.run("touch /tmp/half-go")
+        assert await asyncio.wait_for(reader.read(), 20) == b"late reply"
+    finally:
+        writer.close()
+
+
 async def test_copy_closes_the_originals_connections(runc: NamespaceBackend,
                                                      make: SandboxFactory) -> None:
     """A connection open when a checkpoint is taken stays with the original; the copy
@@ -381,3 +431,40 @@ def _confinement_of(backend: NamespaceBackend, sandbox_id: str) -> dict[str, obj
         "memory": Path(f"/sys/fs/cgroup/memory/{relative}/memory.limit_in_bytes").read_text(),
         "pids": Path(f"/sys/fs/cgroup/pids/{relative}/pids.max").read_text(),
     }
+
+
+async def _memory_checks(sbx: Sandbox) -> list[str]:
+    """Ask the memory holder to verify its pattern; all its answers so far."""
+    before = (await sbx.run("cat /tmp/mem-result 2>/dev/null | wc -l")).stdout.strip()
+    await sbx.run("touch /tmp/mem-check; until [ $(cat /tmp/mem-result 2>/dev/null | wc -l) "
+                  f"-gt {before} ]; do sleep 0.02; done")
+    return (await sbx.run("cat /tmp/mem-result")).stdout.split()
+
+
+def _fd_targets(backend: NamespaceBackend, sandbox_id: str) -> list[str]:
+    relative = backend._record(sandbox_id).cgroup_path.strip("/")
+    pids = Path(f"/sys/fs/cgroup/pids/{relative}/cgroup.procs").read_text().split()
+    targets = []
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+                    targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return targets
+
+
+async def test_large_memory_comes_back_intact(runc: NamespaceBackend,
+                                              make: SandboxFactory) -> None:
+    """A sandbox holding 48 MiB wakes with its memory intact (restored lazily where CRIU
+    can), also when suspended again at once; no restored process keeps a userfaultfd."""
+    sbx = await make()
+    await sbx.sdk.files.write("/tmp/memory.py", _MEMORY)
+    await sbx.sdk.commands.run("python3 /tmp/memory.py", background=True)
+    await sbx.run("until [ -e /tmp/mem-ready ]; do sleep 0.02; done", limit_s=120)
+    spec = SandboxSpec(sandbox_id=sbx.id, template=make.template)
+    await runc.suspend(sbx.id, memory=True)
+    await runc.wake(spec)
+    await runc.suspend(sbx.id, memory=True)  # while the memory may still be coming in
+    await runc.wake(spec)
+    assert not any("userfaultfd" in target for target in _fd_targets(runc, sbx.id))
+    assert await _memory_checks(sbx) == ["ok"]

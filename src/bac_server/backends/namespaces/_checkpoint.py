@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -36,7 +37,7 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout
 
-from . import _confinement
+from . import _confinement, _lazy_pages
 from ._context import Context
 from ._criu import Criu, inherit_fds, stdio_keys
 from ._criu_args import dump_argv, restore_argv
@@ -48,6 +49,7 @@ from ._restorable import LOCK_MARKER, netns_pin
 from ._runc_checkpoint import runc_dump, runc_restore
 from ._slot import SlotRecord
 
+_log = logging.getLogger(__name__)
 _FREEZE_TIMEOUT_S = 10.0
 META_FILE = "bac-criu.json"
 
@@ -118,6 +120,8 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     ``leave_running`` they are gone afterwards and their memory is freed."""
     assert record.init_pid is not None
     pid = record.init_pid
+    # A lazy restore may still be copying memory in: save only what is all back.
+    await _lazy_pages.settle(record.slot)
     _image_dirs(where, ctx.config.id_range.root)
     if not (criu.direct and direct_supported(ctx.cgroups)):
         await runc_dump(ctx, criu.binary, record, where.images, where.work,
@@ -185,18 +189,54 @@ async def _restore_direct(ctx: Context, criu: Criu, record: SlotRecord, where: I
     limits = Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
                     limit_swap=ctx.cgroups.supports_swap)
     procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
+    try:
+        pid = await _attempt(ctx, criu, record, where, meta, log, procs, keep_tcp=keep_tcp)
+    except CheckpointFailed as exc:
+        if not keep_tcp:
+            raise
+        # Connections are a bonus, the sandbox is not: once more with them closed.
+        _log.warning("restore of slot %s with its TCP connections failed, restoring them "
+                     "closed: %s", record.slot, exc)
+        pid = await _attempt(ctx, criu, record, where, meta, log, procs, keep_tcp=False)
+    if meta["locked"]:
+        marker.unlink(missing_ok=True)  # CRIU removed its lock
+    return pid
+
+
+async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, where: Images,
+                   meta: dict[str, Any], log: int, procs: list[str], *,
+                   keep_tcp: bool) -> int:
+    """One CRIU restore; on failure nothing of it is left running."""
+    paths = ctx.paths(record.slot)
+    netns = netns_pin(paths)
     pid_file = where.work / "init.pid"
     pid_file.unlink(missing_ok=True)
     stdio = {int(fd): str(key) for fd, key in meta["stdio"].items()}
+    daemon = (await _lazy_pages.start(criu.binary, where.images, where.work)
+              if criu.lazy and _lazy_pages.worth_it(where.images) else None)
     argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
                         images=where.images, work=where.work, pid_file=pid_file,
-                        inherit=inherit_fds(stdio), tcp_established=keep_tcp)
-    code = await run_restore(argv, netns, procs, log)
-    if code != 0:
-        why = ("CRIU could not join the slot's cgroups" if code == PLACEMENT_FAILED
-               else criu_errors(where.work / "restore.log"))
-        raise CheckpointFailed(f"restore of slot {record.slot} failed (exit {code}): {why}")
-    pid = int(pid_file.read_text().strip())
+                        inherit=inherit_fds(stdio), tcp_established=keep_tcp,
+                        lazy=daemon is not None)
+    try:
+        code = await run_restore(argv, netns, procs, log, userfaultfd=daemon is not None)
+        if code != 0:
+            why = ("CRIU could not join the slot's cgroups" if code == PLACEMENT_FAILED
+                   else criu_errors(where.work / "restore.log"))
+            raise CheckpointFailed(f"restore of slot {record.slot} failed (exit {code}): {why}")
+        pid = int(pid_file.read_text().strip())
+        await _check_restored(ctx, record, pid, meta, netns)
+    except BaseException:
+        if daemon is not None:
+            await _lazy_pages.stop(daemon)
+        raise
+    if daemon is not None:
+        _lazy_pages.track(record.slot, daemon)
+    return pid
+
+
+async def _check_restored(ctx: Context, record: SlotRecord, pid: int, meta: dict[str, Any],
+                          netns: Path) -> None:
     try:
         check_placement(ctx.cgroups, record.cgroup_path, pid)
         _confinement.check(pid, meta["confinement"], netns)
@@ -207,9 +247,6 @@ async def _restore_direct(ctx: Context, criu: Criu, record: SlotRecord, where: I
         with contextlib.suppress(ChildProcessError):
             await asyncio.to_thread(os.waitpid, pid, 0)
         raise
-    if meta["locked"]:
-        marker.unlink(missing_ok=True)  # CRIU removed its lock
-    return pid
 
 
 async def release_suspend_lock(ctx: Context, record: SlotRecord) -> None:

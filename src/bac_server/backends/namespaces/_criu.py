@@ -4,10 +4,11 @@
 installs one): 4.1 is needed on kernels >= 6.13 (vDSO layout) and 4.2 on kernels >= 6.16
 (inet sockets refuse ``SO_PASSCRED``, which older versions query on every socket). The
 build script also patches it (``scripts/criu/``), and each patch names itself as a
-``criu check --feature``: ``Criu.tcp_repair`` (``tcp_repair_usernsd``) restores
-established TCP connections into a sandbox whose network namespace belongs to the host;
-``Criu.direct`` (``cgroup_ignore_threads``) lets Bac drive CRIU itself instead of through
-runc (``_checkpoint``). A stock CRIU >= 4.2 works without either: through runc, with
+``criu check --feature``; the newest (``lazy_pages_userns``) stands for them all. With
+them Bac drives CRIU itself instead of through runc (``Criu.direct``, see
+``_checkpoint``), established TCP connections survive a suspend (``Criu.tcp_repair``) and
+memory can be restored lazily (``Criu.lazy``, where the kernel has userfaultfd and
+``/dev/userfaultfd``). A stock CRIU >= 4.2 works without any: through runc, with
 connections closed at a pause.
 
 ``ensure_kdat_dir`` mounts the tmpfs where the patched build keeps its cache of kernel
@@ -36,18 +37,20 @@ _MIN_VERSION = (4, 2)
 _CANDIDATES = ("/usr/local/sbin/criu",)
 # Must match RUNDIR of the build (scripts/build-criu.sh).
 KDAT_DIR = Path("/run/bac-criu")
-_TCP_FEATURE = "tcp_repair_usernsd"
-_DIRECT_FEATURE = "cgroup_ignore_threads"
+_PATCHED_FEATURE = "lazy_pages_userns"
+_UFFD_DEVICE = Path("/dev/userfaultfd")
 
 
 @dataclass(frozen=True)
 class Criu:
     binary: str
     version: tuple[int, int, int]
-    # Established TCP connections survive a suspend (patched build).
-    tcp_repair: bool = False
-    # Multi-threaded tasks restore with cgroups ignored: Bac may run CRIU itself.
+    # Bac's patches: CRIU run directly, with cgroups ignored (see _criu_cgroups).
     direct: bool = False
+    # Established TCP connections survive a suspend.
+    tcp_repair: bool = False
+    # Memory can be restored after the processes run (userfaultfd).
+    lazy: bool = False
 
 
 def _version(text: str) -> tuple[int, int, int] | None:
@@ -80,12 +83,13 @@ def find_criu(explicit: str | None = None) -> Criu | None:
         if code != 0:
             reasons.append(f"{name}: 'criu check' failed: {out.strip()[-300:]}")
             continue
-        tcp, _ = _run(name, "check", "--feature", _TCP_FEATURE)
-        direct, _ = _run(name, "check", "--feature", _DIRECT_FEATURE)
-        if tcp != 0 or direct != 0:
+        patched = _run(name, "check", "--feature", _PATCHED_FEATURE)[0] == 0
+        if not patched:
             _log.warning("%s lacks Bac's patches (scripts/build-criu.sh): pause and resume "
                          "go through runc, and established TCP connections close", name)
-        return Criu(name, version, tcp_repair=tcp == 0 and direct == 0, direct=direct == 0)
+            return Criu(name, version)
+        lazy = _UFFD_DEVICE.exists() and _run(name, "check", "--feature", "uffd-noncoop")[0] == 0
+        return Criu(name, version, direct=True, tcp_repair=True, lazy=lazy)
     _log.warning("no usable CRIU (scripts/build-criu.sh installs one); sandboxes can be "
                  "paused without their memory only. %s", "; ".join(reasons) or "none found")
     return None

@@ -79,10 +79,13 @@ def dump_argv(criu: str, config: dict[str, Any], *, pid: int, images: Path, work
 
 
 def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
-                 pid_file: Path, inherit: list[str], tcp_established: bool) -> list[str]:
+                 pid_file: Path, inherit: list[str], tcp_established: bool,
+                 lazy: bool = False) -> list[str]:
     argv = [criu, "restore", *_common(images, work, "restore.log"), "--restore-detached",
             "--pidfile", str(pid_file), "--root", str(config["root"]["path"]),
             "--evasive-devices"]
+    if lazy:
+        argv.append("--lazy-pages")  # served by lazy_pages_argv's daemon in the same work dir
     # The masks' key is the host's /dev/null, one of the devices.
     sources = {bind["destination"]: bind["source"] for bind in _binds(config)}
     sources |= {device: device for device in RUNC_DEVICES}
@@ -92,3 +95,9 @@ def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
         argv += ["--inherit-fd", value]
     argv.append("--tcp-established" if tcp_established else "--tcp-close")
     return argv
+
+
+def lazy_pages_argv(criu: str, *, images: Path, work: Path, status_fd: int) -> list[str]:
+    """The daemon that serves a lazy restore's memory (see ``_lazy_pages``)."""
+    return [criu, "lazy-pages", "-D", str(images), "-W", str(work), "-o", "lazy-pages.log",
+            f"-v{LOG_LEVEL}", "--no-default-config", "--status-fd", str(status_fd)]

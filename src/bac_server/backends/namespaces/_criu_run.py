@@ -42,20 +42,27 @@ async def run_dump(argv: list[str], netns: Path) -> tuple[int, str]:
     return proc.returncode or 0, err.decode(errors="replace")
 
 
-async def run_restore(argv: list[str], netns: Path, cgroup_procs: list[str],
-                      log_fd: int) -> int:
-    """CRIU's fds 0-2 are /dev/null and ``log_fd``: the restored tasks inherit them."""
+async def run_restore(argv: list[str], netns: Path, cgroup_procs: list[str], log_fd: int,
+                      *, userfaultfd: bool = False) -> int:
+    """CRIU's fds 0-2 are /dev/null and ``log_fd``: the restored tasks inherit them.
+    ``userfaultfd``: a lazy restore; CRIU gets /dev/userfaultfd opened here, before it
+    joins the slot's device cgroup, which denies it (CRIU closes it in every task)."""
     env = {**_ENV, "BAC_CGROUP_PROCS": " ".join(cgroup_procs)}
     null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    uffd = os.open("/dev/userfaultfd", os.O_RDWR | os.O_CLOEXEC) if userfaultfd else -1
+    if uffd >= 0:
+        env["CRIU_USERFAULTFD_FD"] = str(uffd)
     try:
         # SECURITY: the shell writes its own pid into the slot's cgroups and becomes CRIU;
         # a failed write ends it before any task exists (exit 97).
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", PLACE_AND_EXEC, "sh", *_nsenter(netns, argv), env=env,
-            stdin=null, stdout=log_fd, stderr=log_fd)
+            stdin=null, stdout=log_fd, stderr=log_fd, pass_fds=(uffd,) if uffd >= 0 else ())
         return await proc.wait()
     finally:
         os.close(null)
+        if uffd >= 0:
+            os.close(uffd)
 
 
 def criu_errors(log: Path) -> str:
