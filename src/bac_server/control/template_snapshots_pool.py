@@ -10,10 +10,10 @@ they serve for more than one restore's worth of CPU. At most ``max_templates`` t
 keep a pool; the least recently used one's is destroyed to make room.
 
 A pooled sandbox never changes semantics: it was restored with the resources, disk and
-default network a create asks for (only an identical request takes it), under an id
-generated like any sandbox's, which becomes the created sandbox's id (and already is its
-hostname). Hand-out applies the rest exactly as a restore's ``/init`` does: the egress
-policy first (before any user code can run), then envd's token, env vars, user and
+default network policy a create asks for (only an identical request takes it; one with
+its own egress policy restores under that policy), under an id generated like any
+sandbox's, which becomes the created sandbox's id (and already is its hostname). Hand-out
+applies the rest exactly as a restore's ``/init`` does: envd's token, env vars, user and
 working directory. Its service sat idle since its restore, as it would have in a snapshot.
 
 Claims are synchronous (the creator picks the id before its first await); a claim that is
@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bac_server.backends.base import SandboxEndpoint, SandboxSpec, TemplateImage
-from bac_server.backends.egress import EgressPolicy
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 
 log = logging.getLogger(__name__)
@@ -169,8 +168,3 @@ class RestoredPool:
         task = asyncio.ensure_future(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    def matches(self, network: EgressPolicy, can_set_network: bool) -> bool:
-        """Whether a create with this egress policy may take a pooled sandbox (restored
-        with the default policy: another one must be applicable before /init)."""
-        return network == EgressPolicy() or can_set_network

@@ -3,9 +3,9 @@ else a boot — each step falling back to the next, never returning a half-made 
 
 The creator asks first (``claim``, synchronous: before its first await) whether a sandbox
 restored ahead (``template_snapshots_pool``) fits the request; if so the new sandbox gets
-that sandbox's id. ``start`` then hands the claimed one out (egress policy, then envd's
-``/init``), or restores the snapshot under the new id with its own token, env vars,
-network and limits (``create_from``), or boots (``create``). A step that fails destroys
+that sandbox's id. ``start`` then hands the claimed one out (envd's ``/init``), or
+restores the snapshot under the new id with its own token, env vars, network and limits
+(``create_from``), or boots (``create``). A step that fails destroys
 what it made (destroy is idempotent) and logs a warning before the next is tried.
 """
 
@@ -19,7 +19,6 @@ from bac_server.backends.base import (
     Backend,
     Checkpointable,
     CheckpointNotFound,
-    NetworkControl,
     SandboxEndpoint,
     SandboxSpec,
 )
@@ -54,7 +53,9 @@ class SnapshotStarts:
         """The id of a restored sandbox reserved for this create, if one fits it."""
         if resolved.template_id is None or resolved.digest is None:
             return None
-        if not self.pool.matches(network, isinstance(self._backend, NetworkControl)):
+        if network != EgressPolicy():
+            # Pooled sandboxes run with the default policy; one with its own restores
+            # under it from the start (no window with a wider one).
             return None
         return self.pool.claim(PoolKey(resolved.template_id, resolved.digest, vcpus,
                                        memory_mb, disk_mb))
@@ -91,10 +92,6 @@ class SnapshotStarts:
         return endpoint
 
     async def _hand_out(self, pooled: Pooled, spec: SandboxSpec) -> SandboxEndpoint:
-        if spec.network != EgressPolicy():
-            # Before /init: no code of the user's runs without its egress policy.
-            assert isinstance(self._backend, NetworkControl)  # checked at claim
-            await self._backend.set_network(pooled.sandbox_id, spec.network)
         await reinit(pooled.endpoint, spec, current_token=pooled.token)
         backend = self._checkpointable()
         found = self._peek(pooled.key.template_id, pooled.key.digest)
