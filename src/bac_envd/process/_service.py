@@ -20,6 +20,7 @@ from protobuf import Oneof
 from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
 from bac_envd.process._control import ProcessControl
 from bac_envd.process._env import BadEnvironment, build_env
+from bac_envd.process._login import keep_login_path
 from bac_envd.process._managed import DataChunk, ManagedProcess, ProcessSpec
 from bac_envd.process._spawn import SpawnError, SpawnRequest, spawn
 from bac_protocol.envd import process_pb as pb
@@ -104,7 +105,9 @@ class ProcessService(ProcessControl, Process):
             size = request.pty.size or pb.PTY.Size()
             pty_size = (size.cols or 80, size.rows or 24)
         try:
-            env = build_env(user, self._state.env_vars, dict(config.envs))
+            envs = dict(config.envs)
+            env = build_env(user, self._state.env_vars, envs)
+            keep_login_path(env, config.args, "PATH" in self._state.env_vars or "PATH" in envs)
             spawned = spawn(
                 SpawnRequest(
                     argv=[config.cmd, *config.args],

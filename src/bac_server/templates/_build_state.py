@@ -16,6 +16,7 @@ import json
 import posixpath
 from dataclasses import dataclass, replace
 
+from ._env_expand import expand
 from ._steps import CopyStep, EnvStep, RunStep, Step, UserStep, WorkdirStep
 
 # Bump when the engine changes what a step produces from the same inputs.
@@ -45,7 +46,7 @@ class BuildState:
         merged = dict(self.env)
         for name, value in values:
             # Images without a PATH still run with the default one: $PATH extends that.
-            expanded = _expand(value, {"PATH": DEFAULT_PATH, **merged})
+            expanded = expand(value, {"PATH": DEFAULT_PATH, **merged})
             merged.pop(name, None)  # a re-set variable moves to the end, as in Docker
             merged[name] = expanded
         return replace(self, env=tuple(merged.items()))
@@ -65,31 +66,6 @@ class BuildState:
     def key_part(self) -> dict[str, object]:
         return {"env": [list(pair) for pair in self.env], "user": self.user,
                 "cwd": self.cwd}
-
-
-def _expand(value: str, env: dict[str, str]) -> str:
-    """``$NAME`` and ``${NAME}`` from earlier ENV values, as Dockerfile ENV does."""
-    out: list[str] = []
-    i = 0
-    while i < len(value):
-        char = value[i]
-        if char == "\\" and i + 1 < len(value) and value[i + 1] == "$":
-            out.append("$")
-            i += 2
-            continue
-        if char == "$" and i + 1 < len(value):
-            braced = value[i + 1] == "{"
-            start = i + 2 if braced else i + 1
-            end = start
-            while end < len(value) and (value[end].isalnum() or value[end] == "_"):
-                end += 1
-            if end > start and (not braced or (end < len(value) and value[end] == "}")):
-                out.append(env.get(value[start:end], ""))
-                i = end + 1 if braced else end
-                continue
-        out.append(char)
-        i += 1
-    return "".join(out)
 
 
 def canonical(step: Step) -> dict[str, object]:
