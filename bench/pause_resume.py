@@ -3,12 +3,15 @@
 For each size (an idle sandbox, then one whose process holds N MiB of touched memory):
 
 * freezer pause/resume (memory stays resident),
-* full-state pause to disk (runc + CRIU checkpoint, memory freed) and resume (restore),
+* full-state pause to disk (CRIU dump, memory freed) and resume (restore): until the
+  sandbox runs, and until all its memory is back (a lazy restore copies it in after),
 * a checkpoint taken while running, its size on disk, and a fork from it (new sandbox),
 
-next to the floor measured in the same run: raw ``criu dump`` / ``criu restore`` of a
-plain host process holding the same memory (no container, no runc). p50/p99 over ``--n``
-rounds. Run as root on a host with CRIU >= 4.2 (scripts/build-criu.sh):
+next to the floor measured in the same run: raw ``criu dump`` / ``criu restore`` (eager,
+and lazy with ``criu lazy-pages``) of a plain host process holding the same memory (no
+container, no namespaces). Each pause is timed once the previous resume has all its
+memory back. p50/p99 over ``--n`` rounds. Run as root on a host with CRIU >= 4.2
+(scripts/build-criu.sh):
 
     .venv/bin/python bench/pause_resume.py [--n 10] [--sizes 0,64,200] [--json]
 """
@@ -31,7 +34,7 @@ from pathlib import Path
 from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
-from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, _lazy_pages
 from bac_server.host import default_data_dir, prepare_host, remove_tree
 from bac_server.templates import TemplateStore
 
@@ -79,9 +82,27 @@ def _reap(proc: subprocess.Popen[bytes], pid: int) -> None:
             time.sleep(0.005)
 
 
-def raw_criu(size_mib: int, n: int) -> tuple[list[float], list[float], int]:
-    """``criu dump`` / ``criu restore -d`` of a python holding ``size_mib``: times, image size."""
-    dumps, restores, image = [], [], 0
+def _restore_lazily(images: Path) -> float:
+    """``criu restore --lazy-pages`` next to a ``criu lazy-pages`` daemon: ms to running."""
+    work = images.with_name(images.name + "-work")
+    work.mkdir()
+    daemon = subprocess.Popen([CRIU, "lazy-pages", "-D", str(images), "-W", str(work),
+                               "-o", "lazy.log"], stdin=subprocess.DEVNULL)
+    while not (work / "lazy-pages.socket").exists():  # the daemon signals nothing else
+        time.sleep(0.001)
+    started = time.perf_counter()
+    subprocess.run([CRIU, "restore", "-D", str(images), "-W", str(work), "--shell-job", "-d",
+                    "--lazy-pages", "-o", "restore.log"], check=True, capture_output=True)
+    took = (time.perf_counter() - started) * 1000
+    daemon.wait()
+    shutil.rmtree(work)
+    return took
+
+
+def raw_criu(size_mib: int, n: int) -> tuple[list[float], list[float], list[float], int]:
+    """``criu dump`` / ``criu restore -d`` (eager, then lazy) of a python holding
+    ``size_mib``: times and image size."""
+    dumps, restores, lazy, image = [], [], [], 0
     work = Path(tempfile.mkdtemp(prefix="bac-criu-floor-"))
     script = work / "hog.py"
     # An idle sandbox is compared with a process holding 1 MiB (mmap of 0 bytes fails).
@@ -97,7 +118,7 @@ def raw_criu(size_mib: int, n: int) -> tuple[list[float], list[float], int]:
             if time.monotonic() > deadline:
                 raise RuntimeError("hog did not start")
             time.sleep(0.01)
-        for i in range(n):
+        for i in range(2 * n):  # even rounds restore eagerly, odd ones lazily
             images = work / f"img{i}"
             images.mkdir()
             started = time.perf_counter()
@@ -106,10 +127,13 @@ def raw_criu(size_mib: int, n: int) -> tuple[list[float], list[float], int]:
             dumps.append((time.perf_counter() - started) * 1000)
             _reap(proc, pid)  # a zombie keeps the pid, and the restore needs that pid
             image = sum(f.stat().st_size for f in images.iterdir())
-            started = time.perf_counter()
-            subprocess.run([CRIU, "restore", "-D", str(images), "--shell-job", "-d",
-                            "-o", "restore.log"], check=True, capture_output=True)
-            restores.append((time.perf_counter() - started) * 1000)
+            if i % 2:
+                lazy.append(_restore_lazily(images))
+            else:
+                started = time.perf_counter()
+                subprocess.run([CRIU, "restore", "-D", str(images), "--shell-job", "-d",
+                                "-o", "restore.log"], check=True, capture_output=True)
+                restores.append((time.perf_counter() - started) * 1000)
             shutil.rmtree(images)
     finally:
         try:
@@ -119,7 +143,7 @@ def raw_criu(size_mib: int, n: int) -> tuple[list[float], list[float], int]:
         if proc.poll() is None:
             proc.wait()
         shutil.rmtree(work, ignore_errors=True)
-    return dumps, restores, image
+    return dumps, restores, lazy, image
 
 
 # -- the backend ---------------------------------------------------------------------------
@@ -142,16 +166,23 @@ async def measure(backend: NamespaceBackend, template: TemplateImage, size_mib: 
     await backend.create(spec)
     try:
         await hog(backend, spec, size_mib)
-        freeze_p, freeze_r, pause, resume, ckpt, fork = [], [], [], [], [], []
+        freeze_p, freeze_r, pause, resume, settled, ckpt, fork = [], [], [], [], [], [], []
         size = 0
+
+        async def settle() -> None:
+            await _lazy_pages.settle(backend._record(spec.sandbox_id).slot)
+
         for _round in range(n):
             freeze_p.append(await timed(lambda: backend.pause(spec.sandbox_id)))
             freeze_r.append(await timed(lambda: backend.resume(spec.sandbox_id)))
             pause.append(await timed(lambda: backend.suspend(spec.sandbox_id, memory=True)))
             resume.append(await timed(lambda: backend.wake(spec)))
+            settled.append(resume[-1] + await timed(settle))
         for i in range(max(1, n // 3)):
+            started = time.perf_counter()
             info = await backend.checkpoint(spec.sandbox_id, f"bench{i}{os.getpid()}",
                                             memory=True)
+            ckpt.append((time.perf_counter() - started) * 1000)
             size = info.size_bytes
             copy = SandboxSpec(sandbox_id=f"benchfork{i}{os.getpid()}", template=template,
                                memory_mb=spec.memory_mb)
@@ -159,22 +190,23 @@ async def measure(backend: NamespaceBackend, template: TemplateImage, size_mib: 
             await backend.create_from(copy, info.checkpoint_id, source_token=None)
             fork.append((time.perf_counter() - started) * 1000)
             await backend.destroy(copy.sandbox_id)
-            started = time.perf_counter()
             await backend.delete_checkpoint(info.checkpoint_id)
-            ckpt.append((time.perf_counter() - started) * 1000)
     finally:
         await backend.destroy(spec.sandbox_id)
-    dumps, restores, image = raw_criu(size_mib, n)
+    dumps, restores, lazy, image = raw_criu(size_mib, n)
     print(f"{size_mib} MiB held by a process (checkpoint on disk: {size / 2**20:.1f} MiB; "
           f"raw CRIU image {image / 2**20:.1f} MiB)")
     return {
         "size_mib": size_mib, "checkpoint_bytes": size, "raw_image_bytes": image,
         "rows": [
             row("freezer pause", freeze_p), row("freezer resume", freeze_r),
-            row("pause to disk (runc+CRIU)", pause, pct(dumps, 0.5)),
-            row("resume from disk", resume, pct(restores, 0.5)),
+            row("pause to disk (CRIU)", pause, pct(dumps, 0.5)),
+            row("resume from disk: running", resume, pct(restores, 0.5)),
+            row("resume from disk: all memory back", settled, pct(restores, 0.5)),
+            row("checkpoint while running", ckpt, pct(dumps, 0.5)),
             row("fork (new sandbox from checkpoint)", fork, pct(restores, 0.5)),
             row("floor: raw criu dump", dumps), row("floor: raw criu restore", restores),
+            row("floor: raw criu restore --lazy-pages", lazy),
         ],
     }
 

@@ -97,7 +97,7 @@ def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
     return argv
 
 
-def lazy_pages_argv(criu: str, *, images: Path, work: Path, status_fd: int) -> list[str]:
+def lazy_pages_argv(criu: str, *, images: Path, work: Path) -> list[str]:
     """The daemon that serves a lazy restore's memory (see ``_lazy_pages``)."""
     return [criu, "lazy-pages", "-D", str(images), "-W", str(work), "-o", "lazy-pages.log",
-            f"-v{LOG_LEVEL}", "--no-default-config", "--status-fd", str(status_fd)]
+            f"-v{LOG_LEVEL}", "--no-default-config"]

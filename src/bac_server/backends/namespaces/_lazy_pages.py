@@ -22,16 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from pathlib import Path
-
-from bac_server.backends.base import CheckpointFailed
 
 from ._criu_args import lazy_pages_argv
 
 _log = logging.getLogger(__name__)
 LAZY_MIN_BYTES = 16 << 20
-_READY_TIMEOUT_S = 10.0
 _ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
@@ -44,41 +40,15 @@ def worth_it(images: Path) -> bool:
     return sum(p.stat().st_size for p in images.glob("pages-*.img")) >= LAZY_MIN_BYTES
 
 
-async def _ready(read_fd: int) -> bool:
-    """The daemon writes one byte to its status fd once it listens; EOF: it died."""
-    loop = asyncio.get_running_loop()
-    got: asyncio.Future[bytes] = loop.create_future()
-
-    def readable() -> None:
-        if not got.done():
-            got.set_result(os.read(read_fd, 1))
-
-    loop.add_reader(read_fd, readable)
-    try:
-        return bool(await asyncio.wait_for(got, _READY_TIMEOUT_S))
-    finally:
-        loop.remove_reader(read_fd)
-
-
 async def start(criu: str, images: Path, work: Path) -> asyncio.subprocess.Process:
-    """Start the daemon serving ``images``; returns once it accepts the restore."""
+    """Start the daemon serving ``images``. The restore need not wait for it: CRIU (with
+    Bac's patch) retries connecting to its socket for a few seconds, so both start up
+    together, and a daemon that dies early fails the restore."""
     (work / "lazy-pages.socket").unlink(missing_ok=True)
-    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *lazy_pages_argv(criu, images=images, work=work, status_fd=write_fd), env=_ENV,
-            pass_fds=(write_fd,), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-        os.close(write_fd)
-        write_fd = -1
-        if not await _ready(read_fd):
-            await proc.wait()
-            raise CheckpointFailed(f"criu lazy-pages exited {proc.returncode} before it was "
-                                   f"ready (log: {work / 'lazy-pages.log'})")
-    finally:
-        os.close(read_fd)
-        if write_fd >= 0:
-            os.close(write_fd)
+    proc = await asyncio.create_subprocess_exec(
+        *lazy_pages_argv(criu, images=images, work=work), env=_ENV,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL)
     _spare_from_oom_killer(proc.pid)
     return proc
 
