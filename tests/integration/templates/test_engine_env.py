@@ -66,11 +66,11 @@ async def test_env_path_reaches_sdk_commands(
     box = await make_sandbox(template=await store.built(built.digest, "venv-path"))
     probe = "echo $PATH; which python3 venvtool; venvtool"
     for user in ("user", "root"):
-        result = await box.sdk.commands.run(probe, user=user)  # type: ignore[arg-type]
+        result = await box.sdk.commands.run(probe, user=user)
         assert result.stdout.splitlines() == [
             VENV_PATH, "/opt/venv/bin/python3", "/opt/venv/bin/venvtool", "venv tool"], user
         mine = await box.sdk.commands.run("echo $PATH; command -v venvtool || echo none",
-                                          user=user, envs={"PATH": "/usr/bin:/bin"})  # type: ignore[arg-type]
+                                          user=user, envs={"PATH": "/usr/bin:/bin"})
         assert mine.stdout.splitlines() == ["/usr/bin:/bin", "none"], user
     started = await box.sdk.commands.run("cat /tmp/start-path")
     assert started.stdout.strip() == VENV_PATH
