@@ -266,3 +266,17 @@ class Checkpointable(Protocol):
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Idempotent."""
         ...
+
+
+@runtime_checkable
+class LayerHolder(Protocol):
+    """Backends whose sandboxes, build steps and checkpoints mount template layers.
+
+    The template garbage collector deletes no layer or rootfs this reports."""
+
+    async def layers_in_use(self) -> frozenset[Path]:
+        """Every read-only layer and base rootfs that a sandbox or build step of this
+        backend mounts or will mount again (running, paused, pooled, being created or torn
+        down), or that a checkpoint needs to be restored. Raises ``BackendError`` when a
+        record cannot be read: the caller cannot know what that one uses."""
+        ...

@@ -24,6 +24,7 @@ from bac_server.store.records import (
     TeamRecord,
 )
 from bac_server.store.template_base import TemplateRecords
+from bac_server.store.template_gc_base import TemplateGcRecords
 
 
 class StoreError(Exception):
@@ -34,10 +35,11 @@ class StoreConflict(StoreError):
     """The row to insert already exists."""
 
 
-class Store(TemplateRecords, Protocol):
+class Store(TemplateRecords, TemplateGcRecords, Protocol):
     """Durable state of the control plane. Every method is one transaction.
 
-    Templates, builds, tags and uploads: :class:`.template_base.TemplateRecords`."""
+    Templates, builds, tags and uploads: :class:`.template_base.TemplateRecords`; what the
+    collection of template storage asks: :class:`.template_gc_base.TemplateGcRecords`."""
 
     async def close(self) -> None: ...
 

@@ -36,10 +36,11 @@ from bac_server.store.rows import (
     ts,
 )
 from bac_server.store.template_build_sql import TemplateBuildQueries
+from bac_server.store.template_gc_sql import TemplateGcQueries
 from bac_server.store.template_sql import TemplateQueries
 
 
-class SqlStore(CheckpointQueries, TemplateQueries, TemplateBuildQueries):
+class SqlStore(CheckpointQueries, TemplateQueries, TemplateBuildQueries, TemplateGcQueries):
     """One engine, one transaction per call. Open with :meth:`open`."""
 
     def __init__(self, engine: AsyncEngine) -> None:

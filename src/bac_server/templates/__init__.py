@@ -9,12 +9,17 @@ Public API::
     engine = BuildEngine(store, backend)            # backend: a backends.base.Builder
     built = await engine.build(recipe, files=..., resolve_template=..., log=...)
     image = await store.built(built.digest, "my-template")
+
+    collector = StorageCollector(store, data_dir=data_dir, grace_s=900)
+    report = await collector.collect(LiveRefs(digests, paths), dry_run=True)
 """
 
 from ._builder import ProgressCallback
 from ._copy_step import DiskFullError
 from ._engine import BuildEngine, FilesLookup
 from ._errors import TemplateBuildError, TemplateError
+from ._gc import CollectionRefused, StorageCollector
+from ._gc_report import Freed, LiveRefs, StorageReport
 from ._image_model import ImageConfig, ImageError, ImageErrorKind, ImportedImage
 from ._images import image_import_dir, materialize_image
 from ._layer_step import LogCallback, StepFailed
@@ -42,16 +47,19 @@ __all__ = [
     "BuildEngine",
     "BuildRecipe",
     "BuiltTemplate",
+    "CollectionRefused",
     "CopyStep",
     "DiskFullError",
     "EnvStep",
     "FilesLookup",
+    "Freed",
     "FromImage",
     "FromTemplate",
     "ImageConfig",
     "ImageError",
     "ImageErrorKind",
     "ImportedImage",
+    "LiveRefs",
     "LogCallback",
     "LogEntry",
     "LogLevel",
@@ -61,6 +69,8 @@ __all__ = [
     "RunStep",
     "Step",
     "StepFailed",
+    "StorageCollector",
+    "StorageReport",
     "TemplateBuildError",
     "TemplateConfig",
     "TemplateError",

@@ -33,6 +33,7 @@ from bac_server.backends.base import BackendError, Builder
 from ._build_run import BuildRun, FilesLookup
 from ._copy_step import DiskFullError
 from ._errors import TemplateError
+from ._gc_guard import build_guard
 from ._layer_step import LogCallback, StepRunner
 from ._layer_store import LayerStore
 from ._manifest import BuiltTemplate
@@ -78,8 +79,11 @@ class BuildEngine:
                          max_depth=self.max_depth, keep=self.keep)
         try:
             validate(recipe)
-            await asyncio.to_thread(self._setup)
-            return await build.run(resolve_template)
+            # Held for the whole run: the layers it takes from the cache are named by
+            # nothing until its manifest is written, so no collection may run meanwhile.
+            async with build_guard(self.store.data_dir):
+                await asyncio.to_thread(self._setup)
+                return await build.run(resolve_template)
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise

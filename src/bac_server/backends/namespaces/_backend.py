@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import resource
+from pathlib import Path
 
 from bac_server.backends.base import (
     BuildStep,
@@ -47,6 +48,7 @@ from ._egress import Egress
 from ._envd_bundle import Progress
 from ._launch import assign, start_slot
 from ._layers import prepare_data_dirs
+from ._layers_in_use import layers_in_use
 from ._network import restore_egress
 from ._ocispec import NOFILE_LIMIT, Limits
 from ._pool import WarmPool
@@ -263,6 +265,12 @@ class NamespaceBackend(CheckpointMixin):
         """One template build command in a sandbox of its own (see ``_build_step``)."""
         ctx = await self._context()
         return await run_build_step(ctx, step, output)
+
+    # -- LayerHolder ------------------------------------------------------------------
+
+    async def layers_in_use(self) -> frozenset[Path]:
+        """Layers this data dir's slots and checkpoints mount (read from disk)."""
+        return await asyncio.to_thread(layers_in_use, self.config)
 
     # -- NetworkControl ----------------------------------------------------------------
 
