@@ -4,7 +4,8 @@ For each size (an idle sandbox, then one whose process holds N MiB of touched me
 
 * freezer pause/resume (memory stays resident),
 * full-state pause to disk (CRIU dump, memory freed) and resume (restore): until the
-  sandbox runs, and until all its memory is back (a lazy restore copies it in after),
+  sandbox runs, until envd answers ``/health`` through the sandbox's address, and until
+  all its memory is back (a lazy restore copies it in after the processes run),
 * a checkpoint taken while running, its size on disk, and a fork from it (new sandbox),
 
 next to the floor measured in the same run: raw ``criu dump`` / ``criu restore`` (eager,
@@ -31,6 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import httpx
 from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
@@ -166,18 +168,23 @@ async def measure(backend: NamespaceBackend, template: TemplateImage, size_mib: 
     await backend.create(spec)
     try:
         await hog(backend, spec, size_mib)
-        freeze_p, freeze_r, pause, resume, settled, ckpt, fork = [], [], [], [], [], [], []
+        freeze_p, freeze_r, pause, resume, answered, settled, ckpt, fork = \
+            [], [], [], [], [], [], [], []
         size = 0
+        health = f"http://{(await backend.endpoint(spec.sandbox_id)).address}:49983/health"
 
         async def settle() -> None:
             await _lazy_pages.settle(backend._record(spec.sandbox_id).slot)
 
-        for _round in range(n):
-            freeze_p.append(await timed(lambda: backend.pause(spec.sandbox_id)))
-            freeze_r.append(await timed(lambda: backend.resume(spec.sandbox_id)))
-            pause.append(await timed(lambda: backend.suspend(spec.sandbox_id, memory=True)))
-            resume.append(await timed(lambda: backend.wake(spec)))
-            settled.append(resume[-1] + await timed(settle))
+        async with httpx.AsyncClient(trust_env=False) as client:
+            for _round in range(n):
+                freeze_p.append(await timed(lambda: backend.pause(spec.sandbox_id)))
+                freeze_r.append(await timed(lambda: backend.resume(spec.sandbox_id)))
+                pause.append(await timed(lambda: backend.suspend(spec.sandbox_id,
+                                                                 memory=True)))
+                resume.append(await timed(lambda: backend.wake(spec)))
+                answered.append(resume[-1] + await timed(lambda: client.get(health)))
+                settled.append(answered[-1] + await timed(settle))
         for i in range(max(1, n // 3)):
             started = time.perf_counter()
             info = await backend.checkpoint(spec.sandbox_id, f"bench{i}{os.getpid()}",
@@ -202,6 +209,7 @@ async def measure(backend: NamespaceBackend, template: TemplateImage, size_mib: 
             row("freezer pause", freeze_p), row("freezer resume", freeze_r),
             row("pause to disk (CRIU)", pause, pct(dumps, 0.5)),
             row("resume from disk: running", resume, pct(restores, 0.5)),
+            row("resume from disk: envd answers", answered, pct(restores, 0.5)),
             row("resume from disk: all memory back", settled, pct(restores, 0.5)),
             row("checkpoint while running", ckpt, pct(dumps, 0.5)),
             row("fork (new sandbox from checkpoint)", fork, pct(restores, 0.5)),
