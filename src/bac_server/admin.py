@@ -1,7 +1,10 @@
-"""Administration entry points the ``bac`` CLI calls: ``serve`` and API key management.
+"""Administration entry points the ``bac`` CLI calls: ``serve``, API key management and
+template storage collection.
 
 Key functions open the store directly (the server need not run) and raise ``ValueError`` for
-bad input, which the CLI prints as a one-line error.
+bad input, which the CLI prints as a one-line error. ``collect_garbage`` does what the
+server's background collection does, also while the server runs (builds and collections
+exclude each other across processes).
 """
 
 from __future__ import annotations
@@ -86,3 +89,24 @@ def list_keys(*, data_dir: Path | str | None = None) -> list[KeyInfo]:
 def revoke_key(key_id_or_prefix: str, *, data_dir: Path | str | None = None) -> int:
     """Revoke by key id or prefix; returns how many keys were revoked."""
     return _with_keys(data_dir, lambda keys: keys.revoke(key_id_or_prefix))
+
+
+def collect_garbage(*, data_dir: Path | str | None = None, dry_run: bool = False,
+                    grace_s: float | None = None) -> dict[str, Any]:
+    """One collection pass over the data dir's template storage and uploads (a dry run
+    deletes nothing); the report as JSON-ready data."""
+    from bac_server.app import build_backend, build_gc, build_templates
+
+    config = ServerConfig.from_env().with_overrides(data_dir=data_dir, gc_grace_s=grace_s)
+    if not config.data_dir.is_dir():
+        raise ValueError(f"no data directory at {config.data_dir}")
+
+    async def run() -> dict[str, Any]:
+        store = await SqlStore.open(config.store_url)
+        try:
+            gc = await build_gc(config, store, build_backend(config), build_templates(config))
+            return (await gc.run(dry_run=dry_run)).to_json()
+        finally:
+            await store.close()
+
+    return asyncio.run(run())

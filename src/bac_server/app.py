@@ -21,12 +21,15 @@ from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ServerConfig
 from bac_server.control import ControlPlane, Limits
+from bac_server.control.template_gc import GcSettings, TemplateGc
+from bac_server.control.template_gc_uploads import UploadQuota
 from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates_services import TemplateServices
 from bac_server.gateway import Dispatcher, Gateway
 from bac_server.host import prepare_host
+from bac_server.store import Store
 from bac_server.store.sql import SqlStore
-from bac_server.templates import BuildEngine, TemplateStore
+from bac_server.templates import BuildEngine, StorageCollector, TemplateStore
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,20 @@ def build_templates(config: ServerConfig) -> TemplateStore:
     return TemplateStore(config.template_root)
 
 
+async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend,
+                   templates: TemplateStore) -> TemplateGc:
+    """The template storage collector of this data dir (registered as a user of its
+    template root, so servers sharing one never collect what another still needs)."""
+    collector = StorageCollector(templates, data_dir=config.data_dir,
+                                 grace_s=config.gc_grace_s)
+    await asyncio.to_thread(collector.register)
+    return TemplateGc(store=store, backend=backend, collector=collector,
+                      uploads_root=config.data_dir / "template-uploads",
+                      settings=GcSettings(interval_s=config.gc_interval_s,
+                                          grace_s=config.gc_grace_s,
+                                          upload_ttl_s=config.upload_ttl_s))
+
+
 def create_app(config: ServerConfig) -> ASGIApp:
     settings = ApiSettings(
         domain=config.domain, envd_version=ENVD_VERSION, max_body_bytes=config.max_api_body_bytes
@@ -102,6 +119,10 @@ def create_app(config: ServerConfig) -> ASGIApp:
             uploads_dir=config.data_dir / "template-uploads",
             max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds,
             start_snapshots=start_snapshots)
+        if config.upload_quota_mb > 0:
+            template_services.uploads.quota = UploadQuota(store, config.upload_quota_mb << 20)
+        gc = await build_gc(config, store, backend, templates)
+        template_services.catalog.on_delete = gc.soon
         ended = await template_services.start(store)
         if ended:
             log.warning("%d template builds were interrupted by the restart", len(ended))
@@ -116,8 +137,10 @@ def create_app(config: ServerConfig) -> ASGIApp:
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))
+        gc.start()
         app.state.plane = plane
         app.state.templates = template_services
+        app.state.template_gc = gc
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic)
         dispatcher.gateway = gateway
         log.info(
@@ -131,6 +154,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await warming
             dispatcher.gateway = None
+            await gc.close()
             await template_services.close()
             await plane.stop()
             gateway.close()

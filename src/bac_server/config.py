@@ -76,6 +76,15 @@ class ServerConfig:
     start_snapshot_pool: int = 1
     # Largest build context (a COPY's uploaded tar) the server accepts, MiB.
     max_upload_mb: int = 2048
+    # Disk all of a team's uploaded build contexts may use, MiB (0: no limit).
+    upload_quota_mb: int = 10_240
+    # An uploaded build context unused this long is deleted, seconds.
+    upload_ttl_s: float = 7 * 86_400.0
+    # Template storage collection (docs/templates.md): seconds between passes (0: none in
+    # the background), and how long layers, images and manifests must have been unused
+    # before a pass deletes them.
+    gc_interval_s: float = 3_600.0
+    gc_grace_s: float = 900.0
     # Prepare the host (cgroups, firewall) at start-up; tests that share a prepared host
     # may turn it off to save time.
     prepare_host: bool = True

@@ -1,6 +1,6 @@
 """The ``bac`` command line: run a server, manage keys, drive sandboxes, build templates.
 
-Every client command is built on the public SDK (``bac``); ``serve`` and ``keys``
+Every client command is built on the public SDK (``bac``); ``serve``, ``keys`` and ``admin``
 administer a local server (:mod:`bac.cli._admin`).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from bac._version import __version__
-from bac.cli._admin import keys, serve
+from bac.cli._admin import admin, keys, serve
 from bac.cli._exec import exec_
 from bac.cli._files import files
 from bac.cli._output import BacGroup
@@ -39,6 +39,7 @@ def cli(
 
 cli.add_command(serve)
 cli.add_command(keys)
+cli.add_command(admin)
 for _command in STATE_COMMANDS:
     sandbox.add_command(_command)
 cli.add_command(sandbox)

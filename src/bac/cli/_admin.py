@@ -1,4 +1,4 @@
-"""Local administration: ``bac serve`` and ``bac keys``.
+"""Local administration: ``bac serve``, ``bac keys`` and ``bac admin``.
 
 The only CLI module that imports the server package (import-linter allows exactly this
 one): the rest of the CLI is a client of the public SDK. The server is imported lazily,
@@ -107,3 +107,45 @@ def revoke(ctx: click.Context, key_id_or_prefix: str) -> None:
     if not count:
         raise CliError(f"no active key matches {key_id_or_prefix!r}", exit_code=4)
     stdout.print(f"revoked {count} key{'s' if count != 1 else ''}")
+
+
+@click.group(cls=BacGroup)
+def admin() -> None:
+    """Maintain this machine's server state (run where the server's data lives)."""
+
+
+def _size(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
+@admin.command()
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The server's data directory (default: BAC_DATA_DIR or /var/lib/bac).")
+@click.option("--dry-run", is_flag=True, help="Only print what would be deleted.")
+@click.option("--grace", "grace_s", type=click.FloatRange(min=0), default=None,
+              help="Seconds an entry must have been unused before it is deleted "
+                   "(default: BAC_GC_GRACE_S or 900).")
+@json_option
+def gc(data_dir: Path | None, dry_run: bool, grace_s: float | None, as_json: bool) -> None:
+    """Delete template layers, images, manifests and uploads nothing uses any more."""
+    report: dict[str, Any] = _call(_admin().collect_garbage, data_dir=data_dir,
+                                   dry_run=dry_run, grace_s=grace_s)
+    if as_json:
+        print_json(report)
+        return
+    verb = "would delete" if dry_run else "deleted"
+    if report["skipped"]:
+        stdout.print(f"template storage not collected: {report['skipped']}")
+    rows = [[f["kind"], f["name"], _size(f["size"]), f"{f['unreferenced_s']:.0f}s"]
+            for f in report["deleted"]]
+    rows += [["upload", f"{u['team_id']}/{u['files_hash'][:16]}", _size(u["size"]),
+              f"{u['unused_s']:.0f}s"] for u in report["uploads"]]
+    if rows:
+        print_table(None, ["KIND", "NAME", "SIZE", "UNUSED FOR"], rows)
+    waiting = report["waiting"]
+    kept = ", ".join(f"{n} {k}s" for k, n in sorted(report["kept"].items()))
+    stdout.print(f"{verb} {len(rows)} entries, {_size(report['freedBytes'])}"
+                 + (f"; {len(waiting)} unused entries ({_size(sum(w['size'] for w in waiting))})"
+                    " wait for their grace period" if waiting else "")
+                 + (f"; kept {kept}" if kept else "")
+                 + (f"; {len(report['busy'])} being built, left" if report["busy"] else ""))

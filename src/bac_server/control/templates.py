@@ -11,6 +11,7 @@ their names are reserved.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -63,6 +64,8 @@ class TemplateCatalog:
     def __init__(self, *, store: Store, limits: Limits) -> None:
         self._store = store
         self._limits = limits
+        # Called after a template is deleted (the storage collector's ``soon``).
+        self.on_delete: Callable[[], None] | None = None
 
     # lookups ------------------------------------------------------------------------------
     async def find(self, team: Team, ref: str, *, own: bool = False) -> TemplateRecord | None:
@@ -186,6 +189,8 @@ class TemplateCatalog:
         if template is None:
             return None
         await self._store.delete_template(template.template_id)
+        if self.on_delete is not None:
+            self.on_delete()
         return template
 
     # tags ---------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bac_server.control.errors import InvalidRequest, QuotaExceeded, Unauthenticated
+from bac_server.control.template_gc_uploads import UploadQuota
 from bac_server.store import Store, UploadRecord
 
 TOKEN_TTL_S = 3600  # the SDK uploads right after asking; an hour covers a slow link
@@ -54,6 +55,7 @@ class Uploads:
         self._store = store
         self.max_bytes = max_bytes
         self._key = key or secrets.token_bytes(32)
+        self.quota: UploadQuota | None = None  # per team (template_gc_uploads)
 
     def _team_dir(self, team_id: str) -> Path:
         return self.root / hashlib.sha256(team_id.encode()).hexdigest()[:32]
@@ -61,7 +63,7 @@ class Uploads:
     async def path(self, team_id: str, files_hash: str) -> Path | None:
         """The stored context, if the team uploaded it and it is still on disk."""
         found = await self._store.get_upload(team_id, files_hash)
-        if found is None or not await asyncio.to_thread(Path(found.path).is_file):
+        if found is None or not await asyncio.to_thread(_touch, Path(found.path)):
             return None
         return Path(found.path)
 
@@ -94,6 +96,10 @@ class Uploads:
         check_hash(files_hash)
         if declared is not None and declared > self.max_bytes:
             raise UploadTooLarge(self._too_large())
+        quota = self.quota
+        allowance = None if quota is None else await quota.allowance(team_id, files_hash)
+        if quota is not None and allowance is not None and (declared or 0) > allowance:
+            raise quota.refuse(team_id, allowance)
         folder = self._team_dir(team_id)
         await asyncio.to_thread(_make_dirs, self.root, folder)
         final = folder / f"{files_hash}.tar"
@@ -106,6 +112,8 @@ class Uploads:
                 size += len(chunk)
                 if size > self.max_bytes:
                     raise UploadTooLarge(self._too_large())
+                if quota is not None and allowance is not None and size > allowance:
+                    raise quota.refuse(team_id, allowance)
                 await asyncio.to_thread(_write_all, fd, chunk)
             if declared is not None and size != declared:
                 raise InvalidRequest(f"upload ended after {size} of {declared} bytes")
@@ -130,6 +138,15 @@ class Uploads:
 def _make_dirs(root: Path, folder: Path) -> None:
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.mkdir(mode=0o700, exist_ok=True)
+
+
+def _touch(path: Path) -> bool:
+    """Note a use of the upload (its expiry counts from the last one); False if gone."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        return False
+    return path.is_file()
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -39,7 +39,8 @@ def register_user(root: Path, data_dir: Path) -> None:
     target = _file(root, data_dir)
     if target.is_file():
         return
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target.parent.mkdir(mode=0o700, exist_ok=True)
     temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
         temp.write_text(json.dumps({"data_dir": str(data_dir.resolve())}))
