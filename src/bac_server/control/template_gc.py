@@ -92,6 +92,7 @@ class TemplateGc:
         self._task: asyncio.Task[None] | None = None
         self.passes = 0
         self.last: GcReport | None = None
+        self._passed = asyncio.Condition()
 
     async def run(self, *, dry_run: bool = False) -> GcReport:
         """One pass (one at a time in this process; other processes: the guard)."""
@@ -108,9 +109,17 @@ class TemplateGc:
                 except CollectionRefused as exc:
                     report.storage_skipped = str(exc)
             if not dry_run:
-                self.passes += 1
-                self.last = report
+                async with self._passed:
+                    self.passes += 1
+                    self.last = report
+                    self._passed.notify_all()
             return report
+
+    async def wait_passes(self, count: int) -> GcReport | None:
+        """Wait until ``count`` passes have run in this process; the last one's report."""
+        async with self._passed:
+            await self._passed.wait_for(lambda: self.passes >= count)
+            return self.last
 
     async def _live(self) -> tuple[str | None, LiveRefs | None]:
         """What must stay, or why template storage cannot be collected now."""

@@ -1,0 +1,121 @@
+"""A real server whose data dir is also its template root, for garbage collection tests.
+
+The machine's template root (/var/lib/bac) is shared by everyone's tests and must never
+be collected by a test; so this server keeps its layers, manifests and uploads in its own
+fresh data dir. Its ``base`` is the machine's, linked in (a collection never follows that
+link), and its envd bundles are hard links of the machine's (no pip install per run).
+Background passes are off (``BAC_GC_INTERVAL_S=0``) and the grace period is 0, so each
+test runs the collection itself, through ``bac admin gc``, and sees its effect at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat"))
+
+from bac_process import TEMPLATES_DIR, ServerProcess, fresh_data_dir, remove_data_dir
+
+from bac import Template, Templates
+from bac.cli import cli
+from bac_server.templates import TemplateStore
+
+
+def _link_shared(data_dir: Path) -> None:
+    shared = Path(TEMPLATES_DIR)
+    base = asyncio.run(TemplateStore(shared).get("base"))
+    templates = data_dir / "templates"
+    templates.mkdir(mode=0o700)
+    (templates / "base").symlink_to(base.rootfs.parent.parent)
+    bundles = data_dir / "envd"
+    bundles.mkdir(mode=0o755)
+    for bundle in sorted((shared / "envd").iterdir()):
+        if not bundle.name.startswith(".") and (bundle / "lib").is_dir():
+            subprocess.run(["cp", "-al", str(bundle), str(bundles / bundle.name)], check=True)
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[ServerProcess]:
+    data_dir = fresh_data_dir("gc")
+    _link_shared(data_dir)
+    server = ServerProcess(data_dir, extra_env={
+        "BAC_TEMPLATES_DIR": str(data_dir), "BAC_GC_INTERVAL_S": "0", "BAC_GC_GRACE_S": "0",
+        "BAC_POOL_SIZE": "0", "BAC_UPLOAD_QUOTA_MB": "1", "BAC_START_SNAPSHOTS": "false"})
+    server.start()
+    try:
+        server.create_key("gc")
+        yield server
+    finally:
+        server.kill_all_sandboxes()
+        server.stop()
+    remove_data_dir(server)
+
+
+def opts(server: ServerProcess) -> dict[str, str]:
+    return {"api_key": server.keys[0], "api_url": server.url}
+
+
+def name(label: str) -> str:
+    return f"gc-{label}-{uuid.uuid4().hex[:8]}"
+
+
+def collect(server: ServerProcess, *extra: str, **env: str) -> dict[str, Any]:
+    """``bac admin gc --json`` over the server's data dir (and only it)."""
+    environ = {"BAC_TEMPLATES_DIR": str(server.data_dir), "BAC_GC_GRACE_S": "0", **env}
+    result = CliRunner().invoke(cli, ["admin", "gc", "--data-dir", str(server.data_dir),
+                                      "--json", *extra], env=environ)
+    assert result.exit_code == 0, result.output
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def manifests(server: ServerProcess) -> set[str]:
+    folder = server.data_dir / "templates" / "manifests"
+    return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
+
+
+def layer_keys(server: ServerProcess, digest: str) -> set[str]:
+    """The layers the built template ``digest`` stacks (its rootfs too, if a layer)."""
+    raw = json.loads((server.data_dir / "templates" / "manifests" / f"{digest}.json")
+                     .read_text())
+    return {Path(p).parts[1] for p in [*raw["layers"], raw["rootfs"]]
+            if Path(p).parts[0] == "layers"}
+
+
+def layers(server: ServerProcess) -> set[str]:
+    return {p.name for p in (server.data_dir / "layers").iterdir()
+            if not p.name.startswith(".")}
+
+
+def build(server: ServerProcess, template: Template, label: str) -> tuple[str, str]:
+    """Build ``template`` as a new template; (its name, its manifest digest)."""
+    before = manifests(server)
+    template_name = name(label)
+    with Templates(**opts(server)) as templates:
+        templates.build(template, template_name)
+    made = manifests(server) - before
+    assert len(made) == 1, made
+    return template_name, made.pop()
+
+
+def delete(server: ServerProcess, template_name: str) -> None:
+    with Templates(**opts(server)) as templates:
+        assert templates.delete(template_name)
+
+
+def deleted(report: dict[str, Any], kind: str) -> set[str]:
+    return {f["name"] for f in report["deleted"] if f["kind"] == kind}
+
+
+__all__ = ["ServerProcess", "build", "collect", "delete", "deleted", "layer_keys", "layers", "manifests",
+           "name", "opts", "srv"]
