@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -20,15 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat"))
 
 from bac_process import TEMPLATES_DIR, ServerProcess, fresh_data_dir, remove_data_dir
 
 from bac import Template, Templates
-from bac.cli import cli
 from bac_server.templates import TemplateStore
+
+BAC = [sys.executable, "-c", "from bac.cli import main; main()"]
 
 
 def _link_shared(data_dir: Path) -> None:
@@ -69,13 +70,31 @@ def name(label: str) -> str:
     return f"gc-{label}-{uuid.uuid4().hex[:8]}"
 
 
+def _gc_command(server: ServerProcess, extra: tuple[str, ...], env: dict[str, str]
+                ) -> tuple[list[str], dict[str, str]]:
+    # Only this server's data dir, which is its own template root: never the machine's.
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("BAC_", "E2B_"))}
+    environ.update(BAC_DATA_DIR=str(server.data_dir), BAC_TEMPLATES_DIR=str(server.data_dir),
+                   BAC_GC_GRACE_S="0", **env)
+    return [*BAC, "admin", "gc", "--json", *extra], environ
+
+
 def collect(server: ServerProcess, *extra: str, **env: str) -> dict[str, Any]:
-    """``bac admin gc --json`` over the server's data dir (and only it)."""
-    environ = {"BAC_TEMPLATES_DIR": str(server.data_dir), "BAC_GC_GRACE_S": "0", **env}
-    result = CliRunner().invoke(cli, ["admin", "gc", "--data-dir", str(server.data_dir),
-                                      "--json", *extra], env=environ)
-    assert result.exit_code == 0, result.output
-    report: dict[str, Any] = json.loads(result.stdout)
+    """``bac admin gc --json`` over the server's data dir, as an operator runs it."""
+    argv, environ = _gc_command(server, extra, env)
+    done = subprocess.run(argv, env=environ, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+async def collect_async(server: ServerProcess, *extra: str, **env: str) -> dict[str, Any]:
+    argv, environ = _gc_command(server, extra, env)
+    proc = await asyncio.create_subprocess_exec(*argv, env=environ, stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    report: dict[str, Any] = json.loads(out)
     return report
 
 
@@ -93,8 +112,9 @@ def layer_keys(server: ServerProcess, digest: str) -> set[str]:
 
 
 def layers(server: ServerProcess) -> set[str]:
-    return {p.name for p in (server.data_dir / "layers").iterdir()
-            if not p.name.startswith(".")}
+    root = server.data_dir / "layers"
+    return {p.name for p in root.iterdir() if not p.name.startswith(".")} if root.is_dir() \
+        else set()
 
 
 def build(server: ServerProcess, template: Template, label: str) -> tuple[str, str]:
@@ -117,5 +137,5 @@ def deleted(report: dict[str, Any], kind: str) -> set[str]:
     return {f["name"] for f in report["deleted"] if f["kind"] == kind}
 
 
-__all__ = ["ServerProcess", "build", "collect", "delete", "deleted", "layer_keys", "layers", "manifests",
-           "name", "opts", "srv"]
+__all__ = ["ServerProcess", "build", "collect", "collect_async", "delete", "deleted",
+           "layer_keys", "layers", "manifests", "name", "opts", "srv"]
