@@ -15,7 +15,8 @@
 # * 0003: --manage-cgroups=ignore restores multi-threaded processes (a CRIU bug otherwise);
 #   Bac starts CRIU inside the sandbox's cgroups and needs this to drive CRIU itself;
 # * 0004: lazy pages (memory copied in after the processes run) for tasks in a user
-#   namespace, through /dev/userfaultfd.
+#   namespace, through /dev/userfaultfd;
+# * 0005: restore --tcp-close-external keeps a copy's loopback connections only.
 # Each adds a 'criu check --feature' name, which is how Bac recognises the build.
 #
 # CRIU caches what it probes of the kernel (~50 ms per run) only on a tmpfs; /run is not
@@ -53,7 +54,7 @@ works() {
 
 # The newest patch's feature: a build that has it has them all.
 patched() {
-    "$1" check --feature lazy_pages_userns >/dev/null 2>&1
+    "$1" check --feature tcp_close_external >/dev/null 2>&1
 }
 
 if works "$TARGET" && patched "$TARGET"; then

@@ -45,6 +45,21 @@ _ECHO = ("import socketserver\n"
          "server = socketserver.ThreadingTCPServer(('0.0.0.0', 7000), Echo)\n"
          "open('/tmp/echo-ready', 'w').close()\n"
          "server.serve_forever()\n")
+# Holds one connection to the echo server over the loopback; on each request (a file)
+# sends a line on that same connection and records whether the echo came back.
+_LOOPBACK_CLIENT = ("import os, socket, time\n"
+                    "c = socket.create_connection(('127.0.0.1', 7000))\n"
+                    "open('/tmp/lo-ready', 'w').close()\n"
+                    "while True:\n"
+                    "    if os.path.exists('/tmp/lo-ask'):\n"
+                    "        os.unlink('/tmp/lo-ask')\n"
+                    "        try:\n"
+                    "            c.sendall(b'again')\n"
+                    "            ok = c.recv(100) == b'AGAIN'\n"
+                    "        except OSError:\n"
+                    "            ok = False\n"
+                    "        open('/tmp/lo-result', 'w').write('ok' if ok else 'closed')\n"
+                    "    time.sleep(0.02)\n")
 # Takes one connection, waits for the client's half-close, then answers once asked.
 _HALF_CLOSED = ("import os, socket, time\n"
                 "s = socket.socket()\n"
@@ -368,10 +383,15 @@ async def test_half_closed_connection_survives_suspend(runc: NamespaceBackend,
 
 async def test_copy_closes_the_originals_connections(runc: NamespaceBackend,
                                                      make: SandboxFactory) -> None:
-    """A connection open when a checkpoint is taken stays with the original; the copy
-    made from it has that connection closed and serves new ones on its own address."""
+    """A connection from outside open when a checkpoint is taken stays with the original;
+    the copy made from it has that connection closed, keeps the one between two of its
+    own processes over the loopback (with Bac's CRIU), and serves new ones on its own
+    address."""
     sbx = await make()
     await _echo_server(sbx)
+    await sbx.sdk.files.write("/tmp/lo.py", _LOOPBACK_CLIENT)
+    await sbx.sdk.commands.run("python3 /tmp/lo.py", background=True)
+    await sbx.run("until [ -e /tmp/lo-ready ]; do sleep 0.02; done")
     reader, writer = await asyncio.open_connection(sbx.address, 7000)
     try:
         assert await _exchange(reader, writer, b"one") == b"ONE"
@@ -381,12 +401,16 @@ async def test_copy_closes_the_originals_connections(runc: NamespaceBackend,
         endpoint = await runc.create_from(copy_spec, info.checkpoint_id, source_token=None)
         assert await _exchange(reader, writer, b"still the original") == b"STILL THE ORIGINAL"
         copy = await make.attach(copy_spec, endpoint)
-        # Established sockets on port 7000 (0x1B58) in the copy: the echo server's
-        # connection was restored closed.
+        # Established sockets on port 7000 (0x1B58) with a peer off the loopback
+        # (127.0.0.1 is 0100007F): the host client's connection was restored closed.
         listing = await copy.run("python3 -c \"print(sum(1 for l in "
                                  "open('/proc/net/tcp').readlines()[1:] if l.split()[3] == "
-                                 "'01' and l.split()[1].endswith(':1B58')))\"")
+                                 "'01' and l.split()[1].endswith(':1B58') and not "
+                                 "l.split()[2].startswith('0100007F')))\"")
         assert listing.stdout.strip() == "0", listing.stdout
+        await copy.run("touch /tmp/lo-ask; until [ -e /tmp/lo-result ]; do sleep 0.02; done")
+        kept = (await copy.run("cat /tmp/lo-result")).stdout.strip()
+        assert kept == ("ok" if runc._criu is not None and runc._criu.tcp_repair else "closed")
         copy_reader, copy_writer = await asyncio.open_connection(copy.address, 7000)
         try:
             assert await _exchange(copy_reader, copy_writer, b"copy") == b"COPY"

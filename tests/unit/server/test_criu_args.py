@@ -7,6 +7,9 @@ from typing import Any
 
 from bac_server.backends.namespaces._criu_args import (
     RUNC_DEVICES,
+    TCP_ALL,
+    TCP_LOOPBACK,
+    TCP_NONE,
     dump_argv,
     lazy_pages_argv,
     restore_argv,
@@ -65,7 +68,7 @@ def test_restore_binds_this_slots_files() -> None:
     slot = Path("/data/sandboxes/copy")
     argv = restore_argv("criu", _config(slot), images=Path("/i"), work=Path("/w"),
                         pid_file=Path("/w/init.pid"), inherit=["fd[1]:file[1b:2]"],
-                        tcp_established=False, lazy=True)
+                        tcp=TCP_NONE, lazy=True)
     externals = _externals(argv)
     assert f"mnt[/etc/hosts]:{slot}/etc/hosts" in externals
     assert "mnt[/sys]:/run/bac-sys" in externals and "mnt[/dev/null]:/dev/null" in externals
@@ -81,3 +84,16 @@ def test_lazy_daemon_shares_the_restores_work_directory() -> None:
     argv = lazy_pages_argv("criu", images=Path("/i"), work=Path("/w"))
     assert argv[:2] == ["criu", "lazy-pages"]
     assert argv[argv.index("-D") + 1] == "/i" and argv[argv.index("-W") + 1] == "/w"
+
+
+def test_restore_tcp_modes() -> None:
+    """All connections come back after a suspend, only loopback ones in a copy, none
+    when closed."""
+    def flags(tcp: str) -> set[str]:
+        argv = restore_argv("criu", _config(Path("/s")), images=Path("/i"), work=Path("/w"),
+                            pid_file=Path("/p"), inherit=[], tcp=tcp)
+        return {a for a in argv if a.startswith("--tcp")}
+
+    assert flags(TCP_ALL) == {"--tcp-established"}
+    assert flags(TCP_LOOPBACK) == {"--tcp-established", "--tcp-close-external"}
+    assert flags(TCP_NONE) == {"--tcp-close"}

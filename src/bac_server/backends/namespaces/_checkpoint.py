@@ -12,12 +12,14 @@ direct dump leaves ``bac-criu.json`` beside its images: envd's stdio keys, the d
 rules and confinement of the sandbox (re-applied and checked at restore, see
 ``_confinement``), its network namespace, and what became of its TCP connections:
 
-* a **suspend** (the processes end) keeps established connections when CRIU has Bac's
-  patch: saved in repair mode, their packets dropped by CRIU's lock in the sandbox's
-  namespace until the restore takes them back, so peers see a stall, not a reset;
-* a **checkpoint** (the processes continue) saves them closed: a roll-back or a copy can
-  never continue the original's connections. A suspended sandbox that comes back in a
-  new network namespace (after a reboot) gets them closed too.
+* with Bac's CRIU, dumps save them in repair mode; a **suspend** (the processes end)
+  also locks them (CRIU's nftables table in the sandbox's namespace drops their packets)
+  until the restore takes them all back, so peers see a stall, not a reset;
+* a restore of a **checkpoint** (a roll-back, a copy) or in a new network namespace
+  (after a reboot) keeps only the connections between loopback addresses (processes of
+  the sandbox talking to each other): the original's peers talk to the original, and its
+  address may not exist here. A restore that fails keeping connections is retried with
+  all of them closed.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from bac_server.host import CgroupLayout
 from . import _confinement, _lazy_pages
 from ._context import Context
 from ._criu import Criu, inherit_fds, stdio_keys
-from ._criu_args import dump_argv, restore_argv
+from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, dump_argv, restore_argv
 from ._criu_cgroups import PLACEMENT_FAILED, check_placement, devices_of, direct_supported, prepare
 from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump, run_restore
 from ._ocispec import Limits
@@ -129,13 +131,14 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
         return
     paths = ctx.paths(record.slot)
     netns = netns_pin(paths)
-    keep_tcp = criu.tcp_repair and not leave_running
+    keep_tcp = criu.tcp_repair
     meta: dict[str, Any] = {
         "format": 1, "stdio": stdio_keys(pid), "netns": os.stat(netns).st_ino,
         "devices": devices_of(ctx.cgroups, record.cgroup_path),
         "confinement": _confinement.observe(pid),
-        "tcp": "established" if keep_tcp else "close",
-        "locked": keep_tcp and has_connections(pid)}
+        "tcp": "established" if keep_tcp else "close", "suspend": not leave_running,
+        # Only a suspend's connections outlive their sockets: they need the lock.
+        "locked": keep_tcp and not leave_running and has_connections(pid)}
     argv = dump_argv(criu.binary, json.loads(paths.config.read_text()), pid=pid,
                      images=where.images, work=where.work,
                      freezer=ctx.cgroups.dirs(record.cgroup_path)["freezer"],
@@ -184,28 +187,30 @@ async def _restore_direct(ctx: Context, criu: Criu, record: SlotRecord, where: I
     if marker.exists() and not meta["locked"]:
         await release_network_lock(netns)  # a suspend's lock; these images are others
         marker.unlink(missing_ok=True)
-    keep_tcp = (meta["tcp"] == "established" and criu.tcp_repair
-                and os.stat(netns).st_ino == meta["netns"])
+    tcp = TCP_NONE
+    if meta["tcp"] == "established" and criu.tcp_repair:
+        same_netns = os.stat(netns).st_ino == meta["netns"]
+        suspended = meta.get("suspend", True)  # older images saved connections on suspend only
+        tcp = TCP_ALL if suspended and same_netns else TCP_LOOPBACK
     limits = Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
                     limit_swap=ctx.cgroups.supports_swap)
     procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
     try:
-        pid = await _attempt(ctx, criu, record, where, meta, log, procs, keep_tcp=keep_tcp)
+        pid = await _attempt(ctx, criu, record, where, meta, log, procs, tcp=tcp)
     except CheckpointFailed as exc:
-        if not keep_tcp:
+        if tcp == TCP_NONE:
             raise
         # Connections are a bonus, the sandbox is not: once more with them closed.
         _log.warning("restore of slot %s with its TCP connections failed, restoring them "
                      "closed: %s", record.slot, exc)
-        pid = await _attempt(ctx, criu, record, where, meta, log, procs, keep_tcp=False)
+        pid = await _attempt(ctx, criu, record, where, meta, log, procs, tcp=TCP_NONE)
     if meta["locked"]:
         marker.unlink(missing_ok=True)  # CRIU removed its lock
     return pid
 
 
 async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, where: Images,
-                   meta: dict[str, Any], log: int, procs: list[str], *,
-                   keep_tcp: bool) -> int:
+                   meta: dict[str, Any], log: int, procs: list[str], *, tcp: str) -> int:
     """One CRIU restore; on failure nothing of it is left running."""
     paths = ctx.paths(record.slot)
     netns = netns_pin(paths)
@@ -216,8 +221,7 @@ async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, where: Images,
               if criu.lazy and _lazy_pages.worth_it(where.images) else None)
     argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
                         images=where.images, work=where.work, pid_file=pid_file,
-                        inherit=inherit_fds(stdio), tcp_established=keep_tcp,
-                        lazy=daemon is not None)
+                        inherit=inherit_fds(stdio), tcp=tcp, lazy=daemon is not None)
     try:
         code = await run_restore(argv, netns, procs, log, userfaultfd=daemon is not None)
         if code != 0:

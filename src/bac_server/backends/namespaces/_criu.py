@@ -4,7 +4,7 @@
 installs one): 4.1 is needed on kernels >= 6.13 (vDSO layout) and 4.2 on kernels >= 6.16
 (inet sockets refuse ``SO_PASSCRED``, which older versions query on every socket). The
 build script also patches it (``scripts/criu/``), and each patch names itself as a
-``criu check --feature``; the newest (``lazy_pages_userns``) stands for them all. With
+``criu check --feature``; the newest (``tcp_close_external``) stands for them all. With
 them Bac drives CRIU itself instead of through runc (``Criu.direct``, see
 ``_checkpoint``), established TCP connections survive a suspend (``Criu.tcp_repair``) and
 memory can be restored lazily (``Criu.lazy``, where the kernel has userfaultfd and
@@ -37,7 +37,7 @@ _MIN_VERSION = (4, 2)
 _CANDIDATES = ("/usr/local/sbin/criu",)
 # Must match RUNDIR of the build (scripts/build-criu.sh).
 KDAT_DIR = Path("/run/bac-criu")
-_PATCHED_FEATURE = "lazy_pages_userns"
+_PATCHED_FEATURE = "tcp_close_external"
 _UFFD_DEVICE = Path("/dev/userfaultfd")
 
 

@@ -17,8 +17,9 @@ reference host. What runc would tell CRIU is said here instead, from the same co
   the slot's cgroups (``_criu_cgroups``), so the tasks it forks are born there and their
   cgroup namespace is rooted there, as runc's are.
 * **TCP**: ``--tcp-established`` saves connections in repair mode (and the network lock
-  keeps the peers' packets away while the sandbox is only images); ``--tcp-close`` drops
-  them. Which one is the caller's choice (see ``_checkpoint``).
+  keeps the peers' packets away while the sandbox is only images); at restore they come
+  back all (``TCP_ALL``), only those between loopback addresses (``TCP_LOOPBACK``: a copy
+  or a new namespace) or none (``TCP_NONE``). The choice is the caller's (``_checkpoint``).
 * ``--freeze-cgroup``: the caller froze the cgroup; CRIU takes the tasks from there.
 
 Seccomp filters, capabilities, ``no_new_privs``, credentials, namespaces (user, pid,
@@ -36,6 +37,7 @@ from typing import Any
 RUNC_DEVICES = ("/dev/null", "/dev/random", "/dev/full", "/dev/tty", "/dev/zero",
                 "/dev/urandom")
 _MASK_KEY = "/dev/null"
+TCP_ALL, TCP_LOOPBACK, TCP_NONE = "all", "loopback", "none"
 # 2 = errors and warnings. Level 4 logs every page range (thousands of lines) and costs
 # several ms per restore.
 LOG_LEVEL = 2
@@ -79,8 +81,7 @@ def dump_argv(criu: str, config: dict[str, Any], *, pid: int, images: Path, work
 
 
 def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
-                 pid_file: Path, inherit: list[str], tcp_established: bool,
-                 lazy: bool = False) -> list[str]:
+                 pid_file: Path, inherit: list[str], tcp: str, lazy: bool = False) -> list[str]:
     argv = [criu, "restore", *_common(images, work, "restore.log"), "--restore-detached",
             "--pidfile", str(pid_file), "--root", str(config["root"]["path"]),
             "--evasive-devices"]
@@ -93,7 +94,9 @@ def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
         argv += ["--external", f"mnt[{key}]:{source}"]
     for value in inherit:
         argv += ["--inherit-fd", value]
-    argv.append("--tcp-established" if tcp_established else "--tcp-close")
+    argv += {TCP_ALL: ["--tcp-established"],
+             TCP_LOOPBACK: ["--tcp-established", "--tcp-close-external"],
+             TCP_NONE: ["--tcp-close"]}[tcp]
     return argv
 
 
