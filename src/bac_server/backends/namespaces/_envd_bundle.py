@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -24,6 +25,7 @@ import importlib.util
 import os
 import platform
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -113,8 +115,18 @@ def bundle_digest(python_version: str) -> str:
 
 async def _run(argv: list[str], what: str) -> None:
     proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    out, _ = await proc.communicate()
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True)
+    try:
+        out, _ = await proc.communicate()
+    except BaseException:
+        # A server stopping mid-build: pip, or compileall and its workers, must not outlive
+        # it and keep writing into a build dir being removed (or a data dir already gone).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 10)
+        raise
     if proc.returncode != 0:
         raise EnvdBundleError(f"{what} failed:\n{out.decode(errors='replace')[-3000:]}")
 
