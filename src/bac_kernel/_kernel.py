@@ -22,6 +22,7 @@ import contextlib
 import enum
 import logging
 
+import zmq
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
@@ -174,7 +175,8 @@ class Kernel:
         way (the kernel's socket gets a new message; ours is looked at again after the
         send). Harmless otherwise."""
         if self._requests is not None and self.state is KernelState.READY:
-            self._requests.send("kernel_info_request", {})
+            with contextlib.suppress(zmq.ZMQError):  # best effort: the deadline still holds
+                self._requests.send("kernel_info_request", {})
 
     def _watch_exit(self) -> None:
         process = process_of(self._km)
