@@ -24,9 +24,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat"))
 
-from bac_process import TEMPLATES_DIR, ServerProcess, fresh_data_dir, remove_data_dir
+from bac_process import (  # type: ignore[import-not-found]
+    TEMPLATES_DIR,
+    ServerProcess,
+    fresh_data_dir,
+    remove_data_dir,
+)
 
-from bac import Template, Templates
+from bac import ConnectionOpts, Template, Templates
 from bac_server.templates import TemplateStore
 
 BAC = [sys.executable, "-c", "from bac.cli import main; main()"]
@@ -62,7 +67,7 @@ def srv() -> Iterator[ServerProcess]:
     remove_data_dir(server)
 
 
-def opts(server: ServerProcess) -> dict[str, str]:
+def opts(server: ServerProcess) -> ConnectionOpts:
     return {"api_key": server.keys[0], "api_url": server.url}
 
 
