@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,17 @@ import pytest_asyncio
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
 from bac_server.control import Limits
 from bac_server.control.registry import Team
+from bac_server.control.states import LIVE_STATES
 from bac_server.control.template_gc import GcSettings, TemplateGc
 from bac_server.control.templates import TemplateCatalog
+from bac_server.store import (
+    BuildRecord,
+    CheckpointRecord,
+    EventRecord,
+    SandboxPin,
+    SandboxRecord,
+    TemplateRecord,
+)
 from bac_server.store.sql import SqlStore
 from bac_server.templates import (
     CollectionRefused,
@@ -192,3 +202,29 @@ async def test_deleting_a_template_starts_a_background_pass(root: Path,
     assert {(f.kind, f.name) for f in report.storage.deleted} >= {("manifest", digest),
                                                                   ("layer", "own")}
     assert on_disk(root) == set() and os.listdir(root / "layers" / ".trash") == []
+
+
+async def test_the_store_names_the_builds_something_can_still_start(store: SqlStore) -> None:
+    """The digests that stay: a tagged ready build's, and those pinned by a running or
+    paused sandbox, by an ended one that left a snapshot, or by a create with no row yet;
+    not an untagged build's, nor one pinned only by an ended sandbox."""
+    now = datetime.now(UTC)
+    await store.ensure_team("team")
+    await store.add_template(TemplateRecord("tpl", "team", "app", False, now, now))
+    for build_id, digest, tags in (("tagged", "d1", ("default",)), ("untagged", "d2", ("v1",))):
+        await store.add_build(BuildRecord(build_id, "tpl", "team", "building", now, now,
+                                          tags=tags))
+        await store.finish_build(build_id, status="ready", at=now, from_states=["building"],
+                                 digest=digest)
+    await store.delete_tags("tpl", ["v1"])
+    for sandbox_id, state, digest in (("run", "running", "d3"), ("pause", "paused", "d4"),
+                                      ("dead", "killed", "d5"), ("saved", "killed", "d6")):
+        await store.insert_sandbox(SandboxRecord(
+            sandbox_id, "team", "tpl", None, state, now, now + timedelta(minutes=5), 2, 512,
+            1024, "token", None), EventRecord(sandbox_id, "team", now, "created", "", "info"))
+        await store.pin_sandbox(SandboxPin(sandbox_id, "tpl", "tagged", digest))
+    await store.add_checkpoint(CheckpointRecord("snap", "team", "saved", "snapshot", None, now,
+                                                1, True, "tpl", "token", 2, 512))
+    await store.pin_sandbox(SandboxPin("creating", "tpl", "tagged", "d7"))
+    assert await store.live_digests([s.value for s in LIVE_STATES]) == {
+        "d1", "d3", "d4", "d6", "d7"}
