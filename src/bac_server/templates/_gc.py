@@ -12,9 +12,10 @@ Everything else is *unreferenced*; it is deleted once collections have seen it s
 ``grace_s`` (``_gc_marks``). A manifest still in quarantine keeps its layers, so a
 template's layers go one grace period after its manifest. Deleting is a rename into a
 trash directory under the entry's build lock, then a removal (``_gc_trash``); the moves
-happen under the collection guard (``_gc_guard``), so never while a build runs. Nothing
-is collected from a template root that another existing data directory uses
-(``_gc_users``). A collection never follows a symbolic link out of the root.
+happen under the collection guard (``_gc_guard``), so never while a build runs. Only the
+server whose data directory the template root is collects it, and only while no other
+existing data directory uses it too (``_gc_users``). A collection never follows a
+symbolic link out of the root.
 
 Error tree (template layer, collection)::
 
@@ -100,6 +101,13 @@ class StorageCollector:
     def _collect(self, live: LiveRefs, current: set[tuple[Kind, str]],
                  dry_run: bool) -> StorageReport:
         report = StorageReport(root=self.roots.root, dry_run=dry_run)
+        if self.roots.root != Roots.of(self.data_dir).root:
+            # SECURITY: a borrowed template root is collected only by the server whose data
+            # dir it is; what the other servers on it still need is in their own stores.
+            report.skipped = (f"the template directory {self.roots.root} belongs to another "
+                              "data directory; only the server whose data directory it is "
+                              "collects it")
+            return report
         others = other_users(self.store.data_dir, self.data_dir, forget_gone=not dry_run)
         if others:
             report.skipped = ("other data directories use this template root: "

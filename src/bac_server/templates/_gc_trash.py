@@ -55,20 +55,19 @@ def move_to_trash(entry: Entry) -> Path | None:
 
 
 def empty(trash: Path) -> int:
-    """Remove everything in ``trash``; returns how many entries were removed. One that
-    cannot be removed is logged and left for the next time."""
+    """Remove ``trash`` and everything in it; returns how many entries it held. It is
+    renamed aside first and removed as one tree (one check for mounts below it, however
+    many entries); a removal that fails is logged and finished by the next call."""
     removed = 0
+    doomed = trash.with_name(f"{TRASH}.{secrets.token_hex(4)}")
     try:
-        children = list(trash.iterdir())
+        removed = len(os.listdir(trash))
+        os.rename(trash, doomed)
     except FileNotFoundError:
-        return 0
-    for child in children:
+        removed = 0
+    for leftover in sorted(trash.parent.glob(f"{TRASH}.*")):
         try:
-            if child.is_dir() and not child.is_symlink():
-                remove_tree(child)
-            else:
-                child.unlink(missing_ok=True)
-            removed += 1
+            remove_tree(leftover)
         except (OSError, HostSetupError) as exc:
-            _log.warning("could not remove %s from the trash: %s", child, exc)
+            _log.warning("could not remove %s: %s", leftover, exc)
     return removed

@@ -106,12 +106,17 @@ async def test_unreferenced_entries_wait_out_their_grace(root: Path) -> None:
 
 async def test_another_data_dir_on_the_root_blocks_collection_until_it_is_gone(
         root: Path, tmp_path: Path) -> None:
-    """While another existing data dir is registered on the root, nothing is deleted and
-    the report names it; once that data dir is removed, the collection runs."""
+    """A server borrowing the root (its data dir is elsewhere) never collects it, even as
+    its only user; while such a data dir exists, the root's own server deletes nothing
+    either and names it; once that data dir is removed, the collection runs."""
     publish(root, "orphan")
     other = tmp_path / "other-data"
     other.mkdir()
-    StorageCollector(TemplateStore(root), data_dir=other, grace_s=0).register()
+    borrower = StorageCollector(TemplateStore(root), data_dir=other, grace_s=0)
+    borrower.register()
+    refused = await borrower.collect(LiveRefs())
+    assert refused.skipped is not None and "belongs to another" in refused.skipped
+    assert "layer orphan" in on_disk(root)
     blocked = await collector(root).collect(LiveRefs())
     assert blocked.skipped is not None and str(other.resolve()) in blocked.skipped
     assert "layer orphan" in on_disk(root)
