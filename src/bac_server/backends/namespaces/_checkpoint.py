@@ -25,12 +25,9 @@ rules and confinement of the sandbox (re-applied and checked at restore, see
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import logging
 import os
 import shutil
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,19 +36,18 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout
 
-from . import _confinement, _lazy_pages
+from . import _confinement, _devfs, _lazy_pages
 from ._context import Context
-from ._criu import Criu, inherit_fds, stdio_keys
-from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, dump_argv, restore_argv
-from ._criu_cgroups import PLACEMENT_FAILED, check_placement, devices_of, direct_supported, prepare
-from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump, run_restore
-from ._ocispec import Limits
+from ._criu import Criu, stdio_keys
+from ._criu_args import dump_argv
+from ._criu_cgroups import devices_of, direct_supported
+from ._criu_restore import restore_direct
+from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump
 from ._process import reap_if_child, start_time
 from ._restorable import LOCK_MARKER, netns_pin
 from ._runc_checkpoint import runc_dump, runc_restore
 from ._slot import SlotRecord
 
-_log = logging.getLogger(__name__)
 _FREEZE_TIMEOUT_S = 10.0
 META_FILE = "bac-criu.json"
 
@@ -132,18 +128,20 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     paths = ctx.paths(record.slot)
     netns = netns_pin(paths)
     keep_tcp = criu.tcp_repair
+    config = json.loads(paths.config.read_text())
     meta: dict[str, Any] = {
         "format": 1, "stdio": stdio_keys(pid), "netns": os.stat(netns).st_ino,
         "devices": devices_of(ctx.cgroups, record.cgroup_path),
         "confinement": _confinement.observe(pid),
         "tcp": "established" if keep_tcp else "close", "suspend": not leave_running,
         # Only a suspend's connections outlive their sockets: they need the lock.
-        "locked": keep_tcp and not leave_running and has_connections(pid)}
-    argv = dump_argv(criu.binary, json.loads(paths.config.read_text()), pid=pid,
-                     images=where.images, work=where.work,
+        "locked": keep_tcp and not leave_running and has_connections(pid),
+        "dev": _devfs.scan(pid, config)}
+    argv = dump_argv(criu.binary, config, pid=pid, images=where.images, work=where.work,
                      freezer=ctx.cgroups.dirs(record.cgroup_path)["freezer"],
                      stdio=meta["stdio"], leave_running=leave_running,
-                     tcp_established=keep_tcp, network_lock=meta["locked"])
+                     tcp_established=keep_tcp, network_lock=meta["locked"],
+                     dev_external=meta["dev"] is not None)
     (where.images / META_FILE).write_text(json.dumps(meta))
     if meta["locked"]:
         (paths.root / LOCK_MARKER).touch()  # before the lock exists: never one unrecorded
@@ -170,87 +168,13 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
         os.fchown(log, ctx.config.id_range.root, ctx.config.id_range.root)
         if meta_file.exists():
             meta = json.loads(meta_file.read_text())
-            pid = await _restore_direct(ctx, criu, record, where, meta, log)
+            pid = await restore_direct(ctx, criu, record, where.images, where.work, meta, log)
         else:
             pid = await runc_restore(ctx, criu.binary, record, where.images, where.work, log)
     finally:
         os.close(log)
     record.init_pid, record.init_start = pid, start_time(pid)
     paths.pid_file.write_text(f"{pid}\n")
-
-
-async def _restore_direct(ctx: Context, criu: Criu, record: SlotRecord, where: Images,
-                          meta: dict[str, Any], log: int) -> int:
-    paths = ctx.paths(record.slot)
-    netns = netns_pin(paths)
-    marker = paths.root / LOCK_MARKER
-    if marker.exists() and not meta["locked"]:
-        await release_network_lock(netns)  # a suspend's lock; these images are others
-        marker.unlink(missing_ok=True)
-    tcp = TCP_NONE
-    if meta["tcp"] == "established" and criu.tcp_repair:
-        same_netns = os.stat(netns).st_ino == meta["netns"]
-        suspended = meta.get("suspend", True)  # older images saved connections on suspend only
-        tcp = TCP_ALL if suspended and same_netns else TCP_LOOPBACK
-    limits = Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
-                    limit_swap=ctx.cgroups.supports_swap)
-    procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
-    try:
-        pid = await _attempt(ctx, criu, record, where, meta, log, procs, tcp=tcp)
-    except CheckpointFailed as exc:
-        if tcp == TCP_NONE:
-            raise
-        # Connections are a bonus, the sandbox is not: once more with them closed.
-        _log.warning("restore of slot %s with its TCP connections failed, restoring them "
-                     "closed: %s", record.slot, exc)
-        pid = await _attempt(ctx, criu, record, where, meta, log, procs, tcp=TCP_NONE)
-    if meta["locked"]:
-        marker.unlink(missing_ok=True)  # CRIU removed its lock
-    return pid
-
-
-async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, where: Images,
-                   meta: dict[str, Any], log: int, procs: list[str], *, tcp: str) -> int:
-    """One CRIU restore; on failure nothing of it is left running."""
-    paths = ctx.paths(record.slot)
-    netns = netns_pin(paths)
-    pid_file = where.work / "init.pid"
-    pid_file.unlink(missing_ok=True)
-    stdio = {int(fd): str(key) for fd, key in meta["stdio"].items()}
-    daemon = (await _lazy_pages.start(criu.binary, where.images, where.work)
-              if criu.lazy and _lazy_pages.worth_it(where.images) else None)
-    argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
-                        images=where.images, work=where.work, pid_file=pid_file,
-                        inherit=inherit_fds(stdio), tcp=tcp, lazy=daemon is not None)
-    try:
-        code = await run_restore(argv, netns, procs, log, userfaultfd=daemon is not None)
-        if code != 0:
-            why = ("CRIU could not join the slot's cgroups" if code == PLACEMENT_FAILED
-                   else criu_errors(where.work / "restore.log"))
-            raise CheckpointFailed(f"restore of slot {record.slot} failed (exit {code}): {why}")
-        pid = int(pid_file.read_text().strip())
-        await _check_restored(ctx, record, pid, meta, netns)
-    except BaseException:
-        if daemon is not None:
-            await _lazy_pages.stop(daemon)
-        raise
-    if daemon is not None:
-        _lazy_pages.track(record.slot, daemon)
-    return pid
-
-
-async def _check_restored(ctx: Context, record: SlotRecord, pid: int, meta: dict[str, Any],
-                          netns: Path) -> None:
-    try:
-        check_placement(ctx.cgroups, record.cgroup_path, pid)
-        _confinement.check(pid, meta["confinement"], netns)
-    except CheckpointFailed:
-        # SECURITY: the init is pid 1 of the sandbox's pid namespace: killing it ends
-        # every restored task, wherever they are.
-        os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            await asyncio.to_thread(os.waitpid, pid, 0)
-        raise
 
 
 async def release_suspend_lock(ctx: Context, record: SlotRecord) -> None:

@@ -13,6 +13,7 @@ reference host. What runc would tell CRIU is said here instead, from the same co
   each key maps to the host path in *this* slot's config, so a copy binds its own files.
 * **envd's standard streams** are host files: external at dump, CRIU's own fds 0-2 at
   restore (``--inherit-fd``).
+* **/dev** is external too when it holds only what runc put there (``_devfs``): no ``tar``.
 * **cgroups** are left alone (``--manage-cgroups=ignore``): CRIU itself is started inside
   the slot's cgroups (``_criu_cgroups``), so the tasks it forks are born there and their
   cgroup namespace is rooted there, as runc's are.
@@ -60,9 +61,12 @@ def _common(images: Path, work: Path, log: str) -> list[str]:
 
 def dump_argv(criu: str, config: dict[str, Any], *, pid: int, images: Path, work: Path,
               freezer: Path, stdio: dict[int, str], leave_running: bool,
-              tcp_established: bool, network_lock: bool) -> list[str]:
+              tcp_established: bool, network_lock: bool, dev_external: bool = False
+              ) -> list[str]:
     argv = [criu, "dump", "-t", str(pid), *_common(images, work, "dump.log"),
             "--freeze-cgroup", str(freezer)]
+    if dev_external:
+        argv += ["--external", "mnt[/dev]:/dev"]
     for bind in _binds(config):
         argv += ["--external", f"mnt[{bind['destination']}]:{bind['destination']}"]
     for path in _masked_files(config):
@@ -81,7 +85,8 @@ def dump_argv(criu: str, config: dict[str, Any], *, pid: int, images: Path, work
 
 
 def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
-                 pid_file: Path, inherit: list[str], tcp: str, lazy: bool = False) -> list[str]:
+                 pid_file: Path, inherit: list[str], tcp: str, lazy: bool = False,
+                 devfs: Path | None = None) -> list[str]:
     argv = [criu, "restore", *_common(images, work, "restore.log"), "--restore-detached",
             "--pidfile", str(pid_file), "--root", str(config["root"]["path"]),
             "--evasive-devices"]
@@ -90,6 +95,8 @@ def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
     # The masks' key is the host's /dev/null, one of the devices.
     sources = {bind["destination"]: bind["source"] for bind in _binds(config)}
     sources |= {device: device for device in RUNC_DEVICES}
+    if devfs is not None:
+        sources["/dev"] = str(devfs)
     for key, source in sources.items():
         argv += ["--external", f"mnt[{key}]:{source}"]
     for value in inherit:

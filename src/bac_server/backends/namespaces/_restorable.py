@@ -41,6 +41,7 @@ from bac_server.host._syscalls import (
     umount,
 )
 
+from ._devfs import release as release_devfs
 from ._runtime import OciRuntime
 from ._slot import SlotPaths
 
@@ -149,6 +150,7 @@ def restorable(runtime: OciRuntime) -> bool:
 def remove_slot_state(paths: SlotPaths) -> None:
     """What checkpointing adds to a slot directory (for teardown)."""
     unpin_netns(paths)
+    release_devfs(paths)
     for name in ("suspend", "criu-work"):
         remove_tree(paths.root / name)
     (paths.root / LOCK_MARKER).unlink(missing_ok=True)

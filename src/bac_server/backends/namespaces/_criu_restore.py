@@ -1,0 +1,112 @@
+"""A direct CRIU restore of a slot from images with ``bac-criu.json`` (see ``_checkpoint``).
+
+Which TCP connections come back is decided here (all after a suspend in the same network
+namespace, the loopback ones otherwise, none without Bac's CRIU; on failure once more
+with none), then one attempt runs: /dev made on the host (``_devfs``), the lazy-pages
+daemon started next to CRIU when the memory is large (``_lazy_pages``), CRIU started in
+the slot's cgroups, and the restored init checked (``_confinement``, cgroup placement).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from bac_server.backends.base import CheckpointFailed
+
+from . import _confinement, _devfs, _lazy_pages
+from ._context import Context
+from ._criu import Criu, inherit_fds
+from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
+from ._criu_cgroups import PLACEMENT_FAILED, check_placement, prepare
+from ._criu_run import criu_errors, release_network_lock, run_restore
+from ._ocispec import Limits
+from ._restorable import LOCK_MARKER, netns_pin
+from ._slot import SlotRecord
+
+_log = logging.getLogger(__name__)
+
+
+async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: Path,
+                         work: Path, meta: dict[str, Any], log: int) -> int:
+    """Restore the slot; returns the init's pid. On failure nothing of it is left running."""
+    paths = ctx.paths(record.slot)
+    netns = netns_pin(paths)
+    marker = paths.root / LOCK_MARKER
+    if marker.exists() and not meta["locked"]:
+        await release_network_lock(netns)  # a suspend's lock; these images are others
+        marker.unlink(missing_ok=True)
+    tcp = TCP_NONE
+    if meta["tcp"] == "established" and criu.tcp_repair:
+        same_netns = os.stat(netns).st_ino == meta["netns"]
+        suspended = meta.get("suspend", True)  # older images saved connections on suspend only
+        tcp = TCP_ALL if suspended and same_netns else TCP_LOOPBACK
+    limits = Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
+                    limit_swap=ctx.cgroups.supports_swap)
+    procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
+    try:
+        pid = await _attempt(ctx, criu, record, images, work, meta, log, procs, tcp=tcp)
+    except CheckpointFailed as exc:
+        if tcp == TCP_NONE:
+            raise
+        # Connections are a bonus, the sandbox is not: once more with them closed.
+        _log.warning("restore of slot %s with its TCP connections failed, restoring them "
+                     "closed: %s", record.slot, exc)
+        pid = await _attempt(ctx, criu, record, images, work, meta, log, procs, tcp=TCP_NONE)
+    if meta["locked"]:
+        marker.unlink(missing_ok=True)  # CRIU removed its lock
+    return pid
+
+
+async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, work: Path,
+                   meta: dict[str, Any], log: int, procs: list[str], *, tcp: str) -> int:
+    """One CRIU restore; on failure nothing of it is left running."""
+    paths = ctx.paths(record.slot)
+    netns = netns_pin(paths)
+    pid_file = work / "init.pid"
+    pid_file.unlink(missing_ok=True)
+    stdio = {int(fd): str(key) for fd, key in meta["stdio"].items()}
+    devfs = _devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
+    daemon = (await _lazy_pages.start(criu.binary, images, work)
+              if criu.lazy and _lazy_pages.worth_it(images) else None)
+    argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
+                        images=images, work=work, pid_file=pid_file,
+                        inherit=inherit_fds(stdio), tcp=tcp, lazy=daemon is not None,
+                        devfs=devfs)
+    try:
+        code = await run_restore(argv, netns, procs, log, userfaultfd=daemon is not None)
+        if code != 0:
+            why = ("CRIU could not join the slot's cgroups" if code == PLACEMENT_FAILED
+                   else criu_errors(work / "restore.log"))
+            raise CheckpointFailed(f"restore of slot {record.slot} failed (exit {code}): {why}")
+        pid = int(pid_file.read_text().strip())
+        await _check_restored(ctx, record, pid, meta, netns)
+    except BaseException:
+        if daemon is not None:
+            await _lazy_pages.stop(daemon)
+        raise
+    finally:
+        _devfs.release(paths)  # the sandbox holds its /dev now, or nobody needs it
+    if daemon is not None:
+        _lazy_pages.track(record.slot, daemon)
+    return pid
+
+
+async def _check_restored(ctx: Context, record: SlotRecord, pid: int, meta: dict[str, Any],
+                          netns: Path) -> None:
+    try:
+        check_placement(ctx.cgroups, record.cgroup_path, pid)
+        _confinement.check(pid, meta["confinement"], netns)
+    except CheckpointFailed:
+        # SECURITY: the init is pid 1 of the sandbox's pid namespace: killing it ends
+        # every restored task, wherever they are.
+        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            await asyncio.to_thread(os.waitpid, pid, 0)
+        raise
