@@ -43,7 +43,7 @@ async def test_a_reply_landing_while_a_request_is_sent_is_still_read(tmp_path: P
         )
         # Block the loop until the reply's wake-up is pending on our shell socket; select
         # only looks at the descriptor, it consumes nothing.
-        shell_fd = kernel._kc.shell_channel.socket.FD  # type: ignore[union-attr]
+        shell_fd = kernel._kc.shell_channel.socket.FD  # observed only, never read or written
         readable, _, _ = select.select([shell_fd], [], [], 30)
         assert readable, "the kernel never answered"
         second = kernel.execute("6 * 7", silent=False, store_history=False, stop_on_error=False)
