@@ -5,8 +5,8 @@ create target (runc, CRIU, the sandbox's mounts, cgroups and network; the raw CR
 of a Python process holding pandas alone takes 0.1-0.3 s here), so a template that serves
 creates keeps ``size`` sandboxes restored ahead. Filling starts with the first create
 from a template (a template nobody uses holds no memory) and each hand-out triggers a
-refill, one restore at a time per template, so refills never compete with the creates
-they serve for more than one restore's worth of CPU. At most ``max_templates`` templates
+refill, one restore at a time per template, started a second after the create so it
+does not compete for CPU with that sandbox's first commands. At most ``max_templates`` templates
 keep a pool; the least recently used one's is destroyed to make room.
 
 A pooled sandbox never changes semantics: it was restored with the resources, disk and
@@ -36,6 +36,7 @@ from bac_server.control.tokens import new_access_token, new_sandbox_id
 
 log = logging.getLogger(__name__)
 CLAIM_TTL_S = 60.0
+REFILL_DELAY_S = 1.0  # after a create, before the refill's restore starts
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,10 @@ Destroy = Callable[[str], Awaitable[None]]
 
 
 class RestoredPool:
-    def __init__(self, *, size: int, destroy: Destroy, max_templates: int = 8) -> None:
+    def __init__(self, *, size: int, destroy: Destroy, max_templates: int = 8,
+                 refill_delay_s: float = REFILL_DELAY_S) -> None:
         self.size = size
+        self.refill_delay_s = refill_delay_s
         self._destroy = destroy
         self._max_templates = max_templates
         self._ready: collections.OrderedDict[PoolKey, collections.deque[Pooled]] = \
@@ -110,6 +113,9 @@ class RestoredPool:
                                                      name=f"bac-start-pool-{key.template_id}")
 
     async def _refill(self, key: PoolKey, image: TemplateImage, restore: Restore) -> None:
+        # Not a synchronisation: a restore takes both CPUs of a small host for a moment,
+        # and the create that triggered it is about to run its first commands.
+        await asyncio.sleep(self.refill_delay_s)
         await self._expire_claims()
         while not self._closed and key in self._ready and len(self._ready[key]) < self.size:
             spec = SandboxSpec(sandbox_id=new_sandbox_id(), template=image, vcpus=key.vcpus,
