@@ -228,9 +228,9 @@ class StartSnapshots:
             self._known = known
             return known
 
-    def size_of(self, template_id: str, digest: str) -> int | None:
+    async def size_of(self, template_id: str, digest: str) -> int | None:
         """Disk used by the start snapshot of this build's digest, if it has one."""
-        return getattr(self._peek(template_id, digest), "size_bytes", None)
+        return getattr(await self._find(template_id, digest), "size_bytes", None)
 
 
 async def _shielded(cleanup: Coroutine[Any, Any, None]) -> None:

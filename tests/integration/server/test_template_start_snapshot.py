@@ -275,3 +275,24 @@ def _wait_for_pooled(server: ServerProcess, template_id: str, *,
         assert time.monotonic() < deadline, "no sandbox was restored ahead"
         time.sleep(0.1)
     return sorted(found)
+
+
+def test_snapshots_survive_a_crashed_server(
+        server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
+    """After a SIGKILL and a restart the sandboxes it had restored ahead are cleaned up
+    and the template's sandboxes are still restored from its snapshot."""
+    from e2b import Sandbox
+
+    info, _logs = counter
+    Sandbox.create(info.name, timeout=120).kill()
+    [ahead] = _wait_for_pooled(server, info.template_id, exclude=set())
+    server.kill9()
+    server.start()
+    assert not (server.data_dir / "claims" / ahead).exists()  # destroyed as an orphan
+    asked = time.time()
+    sbx = Sandbox.create(info.name, timeout=120)
+    try:
+        state = _service(server, sbx.sandbox_id, "/count")
+        assert state["started"] < asked and state["count"] == 1
+    finally:
+        sbx.kill()
