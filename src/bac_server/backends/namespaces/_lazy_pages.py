@@ -22,9 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 from pathlib import Path
 
 from ._criu_args import lazy_pages_argv
+from ._runtime import wait_exit
 
 _log = logging.getLogger(__name__)
 LAZY_MIN_BYTES = 16 << 20
@@ -40,17 +43,24 @@ def worth_it(images: Path) -> bool:
     return sum(p.stat().st_size for p in images.glob("pages-*.img")) >= LAZY_MIN_BYTES
 
 
-async def start(criu: str, images: Path, work: Path) -> asyncio.subprocess.Process:
-    """Start the daemon serving ``images``. The restore need not wait for it: CRIU (with
-    Bac's patch) retries connecting to its socket for a few seconds, so both start up
-    together, and a daemon that dies early fails the restore."""
+async def start(criu: str, images: Path, work: Path) -> int:
+    """Start the daemon serving ``images``; returns its pid. The restore need not wait
+    for it: CRIU (with Bac's patch) retries connecting to its socket for a few seconds,
+    so both start up together, and a daemon that dies early fails the restore."""
     (work / "lazy-pages.socket").unlink(missing_ok=True)
-    proc = await asyncio.create_subprocess_exec(
-        *lazy_pages_argv(criu, images=images, work=work), env=_ENV,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.DEVNULL)
-    _spare_from_oom_killer(proc.pid)
-    return proc
+    argv = lazy_pages_argv(criu, images=images, work=work)
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        # posix_spawn, not an asyncio subprocess: asyncio kills a child whose transport
+        # closes (as at server shutdown), and a daemon killed half-way leaves memory
+        # reading as zeros. In a session of its own, it outlives the server if need be.
+        pid = os.posix_spawn(argv[0], argv, _ENV, setsid=True, file_actions=[  # noqa: ASYNC221
+            (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, null, 1),
+            (os.POSIX_SPAWN_DUP2, null, 2)])
+    finally:
+        os.close(null)
+    _spare_from_oom_killer(pid)
+    return pid
 
 
 def _spare_from_oom_killer(pid: int) -> None:
@@ -59,18 +69,18 @@ def _spare_from_oom_killer(pid: int) -> None:
         Path(f"/proc/{pid}/oom_score_adj").write_text("-1000")
 
 
-async def stop(proc: asyncio.subprocess.Process) -> None:
+async def stop(pid: int) -> None:
     """End a daemon whose restore failed."""
     with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    await proc.wait()
+        os.kill(pid, signal.SIGKILL)
+    await wait_exit(pid)
 
 
-def track(slot: str, proc: asyncio.subprocess.Process) -> None:
+def track(slot: str, pid: int) -> None:
     """Follow a daemon that serves a restored slot until it exits."""
 
     async def follow() -> None:
-        code = await proc.wait()
+        code = await wait_exit(pid)
         if code != 0:
             _log.error("criu lazy-pages for slot %s exited %d: memory it had not copied "
                        "reads as zeros", slot, code)

@@ -39,6 +39,11 @@ async def _wait_pid(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+async def wait_exit(pid: int) -> int:
+    """The exit code of our child ``pid``, awaited through a pidfd."""
+    return await _wait_pid(pid)
+
+
 class OciRuntime:
     def __init__(self, binary: str, state_root: Path) -> None:
         found = shutil.which(binary)
