@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,14 +109,17 @@ def ensure_kdat_dir() -> None:
 
 def stdio_keys(pid: int) -> dict[int, str]:
     """CRIU's external-file keys for fds 0-2 of ``pid`` (host files the sandbox cannot
-    name), by fd number."""
+    name), by fd number. Pipes are left to CRIU, which saves and makes them itself."""
     keys: dict[int, str] = {}
     for fd in (0, 1, 2):
         try:
             info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
-            inode = os.stat(f"/proc/{pid}/fd/{fd}").st_ino
+            target = os.stat(f"/proc/{pid}/fd/{fd}")
         except FileNotFoundError:
             continue
+        if stat.S_ISFIFO(target.st_mode):
+            continue
+        inode = target.st_ino
         found = re.search(r"^mnt_id:\s*(\d+)", info, re.MULTILINE)
         if found is not None:
             keys[fd] = f"file[{int(found.group(1)):x}:{inode:x}]"

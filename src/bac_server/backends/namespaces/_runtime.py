@@ -86,18 +86,22 @@ class OciRuntime:
         argv = [*self._base(), "--log", str(log), "run", "--detach", "--preserve-fds", "1",
                 "--pid-file", str(pid_file), "--bundle", str(bundle), container_id]
         out = os.open(stdio, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        # stdin is an empty pipe (reads end at once), not the host's /dev/null: crun gives
+        # the container's stdio to its root user, and the host's /dev/null would then
+        # belong to every sandbox's root.
+        empty, writer = os.pipe2(os.O_CLOEXEC)
+        os.close(writer)
         try:
-            # SECURITY: the child gets exactly stdin=/dev/null, stdout/err=log, fd 3=ready
+            # SECURITY: the child gets exactly stdin=an empty pipe, stdout/err=log, fd 3=ready
             # pipe; every other server fd is close-on-exec.
             # posix_spawn returns once the child is exec'd; its exit is awaited below.
             pid = os.posix_spawn(self.binary, argv, dict(os.environ), file_actions=[  # noqa: ASYNC221
-                (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, out, 1),
+                (os.POSIX_SPAWN_DUP2, empty, 0), (os.POSIX_SPAWN_DUP2, out, 1),
                 (os.POSIX_SPAWN_DUP2, out, 2), (os.POSIX_SPAWN_DUP2, ready_fd, 3),
             ])
         finally:
             os.close(out)
-            os.close(null)
+            os.close(empty)
         code = await _wait_pid(pid)
         if code != 0:
             raise RuntimeFailed(f"{self.name} run exited {code}: {_tail(log)}")
