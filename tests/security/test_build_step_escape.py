@@ -182,3 +182,25 @@ async def test_host_is_unreachable_from_a_step(backend: NamespaceBackend,
                             f"{uplink}:{host_port}", "169.254.169.254:80")
     assert found.pop(f"{target}:80") == "ok"
     assert all(result != "ok" for result in found.values()), found
+
+
+async def test_step_root_cannot_take_the_hosts_dev_null(backend: NamespaceBackend,
+                                                        template: TemplateImage) -> None:
+    """A build step leaves the host's /dev/null owned by host root, so root in the step
+    can neither chmod nor chown it (which would break it for the whole host)."""
+    before = os.stat("/dev/null")
+    try:
+        result = await run_step(
+            backend, (template.rootfs,),
+            "chmod 000 /dev/null 2>&1; chown root /dev/null 2>&1; ls -ln /proc/self/fd/0; "
+            "echo done")
+        after = os.stat("/dev/null")
+        assert (after.st_uid, after.st_gid) == (0, 0)
+        assert after.st_mode == before.st_mode
+        assert "done" in result.output.stdout
+    finally:
+        now = os.stat("/dev/null")
+        if (now.st_uid, now.st_gid, now.st_mode) != (before.st_uid, before.st_gid,
+                                                       before.st_mode):
+            os.chown("/dev/null", before.st_uid, before.st_gid)
+            os.chmod("/dev/null", before.st_mode & 0o7777)

@@ -66,15 +66,18 @@ async def spawn_detached(ctx: Context, record: SlotRecord, config: dict[str, Any
     argv = [runtime.binary, "--root", str(runtime.state_root), "--log", str(paths.runtime_log),
             "run", "--detach", "--pid-file", str(paths.pid_file), "--bundle", str(paths.root),
             record.slot]
-    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    # stdin is an empty pipe, never the host's /dev/null: crun hands the container's stdio
+    # to its root user, which would give every sandbox's root the host's /dev/null.
+    empty, writer = os.pipe2(os.O_CLOEXEC)
+    os.close(writer)
     try:
-        # SECURITY: the runtime (and so the command) gets exactly stdin=/dev/null and the
-        # step's two pipes; every other server fd is close-on-exec.
+        # SECURITY: the runtime (and so the command) gets exactly stdin=an empty pipe and
+        # the step's two pipes; every other server fd is close-on-exec.
         pid = os.posix_spawn(runtime.binary, argv, dict(os.environ), file_actions=[  # noqa: ASYNC221
-            (os.POSIX_SPAWN_DUP2, null, 0), (os.POSIX_SPAWN_DUP2, stdout, 1),
+            (os.POSIX_SPAWN_DUP2, empty, 0), (os.POSIX_SPAWN_DUP2, stdout, 1),
             (os.POSIX_SPAWN_DUP2, stderr, 2)])
     finally:
-        os.close(null)
+        os.close(empty)
     waiting = asyncio.ensure_future(_wait_pid(pid))
     try:
         code = await asyncio.shield(waiting)
