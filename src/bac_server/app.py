@@ -154,12 +154,16 @@ def create_app(config: ServerConfig) -> ASGIApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await warming
             dispatcher.gateway = None
-            await gc.close()
-            await template_services.close()
-            await plane.stop()
-            gateway.close()
-            await backend.close()
-            await store.close()
+            try:
+                await gc.close()
+                await template_services.close()
+                await plane.stop()
+                gateway.close()
+            finally:
+                # Even after a failed step: the warm pool's slots and starts in flight
+                # are torn down here, or they outlive the server.
+                await backend.close()
+                await store.close()
 
     api = build_api(None, settings, lifespan=lifespan)
     dispatcher = Dispatcher(api, config.domain)

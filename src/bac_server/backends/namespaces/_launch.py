@@ -9,7 +9,6 @@ sandbox: hostname, limits, then envd's ``/init`` with the token and environment.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -35,20 +34,11 @@ from ._restorable import adapt_config, pin_netns, restorable
 from ._runtime import OciRuntime
 from ._seccomp import attach_compiled, remember_compiled
 from ._slot import SlotPaths, SlotPhase, SlotRecord, save_record
-from ._teardown import teardown
+from ._teardown import to_the_end
+from ._teardown import undo_after_failure as undo_after_failure  # slot makers import it here
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-async def undo_after_failure(ctx: Context, record: SlotRecord) -> None:
-    """Tear the slot down even if the caller is being cancelled."""
-    task = asyncio.ensure_future(teardown(ctx, record))
-    try:
-        await asyncio.shield(task)
-    except Exception:
-        _log.exception("teardown of failed slot %s left resources; recovery will retry",
-                       record.slot)
 
 
 def _tail(path: os.PathLike[str], limit: int = 1500) -> str:
@@ -62,15 +52,8 @@ def _tail(path: os.PathLike[str], limit: int = 1500) -> str:
 
 
 async def off_loop(fn: Callable[[], T]) -> T:
-    """Run blocking file work in a thread. If the caller is cancelled, wait for the thread
-    to finish before re-raising, so a teardown never races a half-done step."""
-    task = asyncio.ensure_future(asyncio.to_thread(fn))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(BaseException):
-            await task
-        raise
+    """Run blocking file work in a thread, to the end (see ``to_the_end``)."""
+    return await to_the_end(asyncio.to_thread(fn))
 
 
 def _lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
@@ -144,9 +127,9 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
                 recursive_sys=ctx.runtime.name != "crun")
             config = await off_loop(lambda: _write_config(paths, plan, preload, ctx.runtime))
             try:
-                await ctx.runtime.run_detached(
+                await to_the_end(ctx.runtime.run_detached(
                     paths.root, slot, ready_fd=write_fd, stdio=paths.envd_log,
-                    log=paths.runtime_log, pid_file=paths.pid_file)
+                    log=paths.runtime_log, pid_file=paths.pid_file))
             finally:
                 os.close(write_fd)
                 os.close(netns_fd)  # the sandbox's processes hold the namespace now

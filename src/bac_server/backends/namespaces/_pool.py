@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import os
 from pathlib import Path
@@ -20,15 +19,19 @@ from pathlib import Path
 from bac_server.backends.base import SandboxSetupError, TemplateImage
 
 from ._context import Context
-from ._launch import start_slot, undo_after_failure
+from ._launch import start_slot
 from ._ocispec import Limits
 from ._process import is_alive
 from ._slot import SlotRecord
+from ._teardown import undo_after_failure
 
 _log = logging.getLogger(__name__)
 POOL_HOSTNAME = "sandbox"
 # Starts are mostly CPU (the runtime, then envd's imports): one per CPU fills fastest.
 _PARALLEL_STARTS = max(1, min(4, os.cpu_count() or 1))
+# How long closing waits for starts in flight to unwind and pooled slots to go; what is
+# left then (a runtime that hangs) the next start's recovery removes.
+_CLOSE_BOUND_S = 45.0
 
 
 class WarmPool:
@@ -113,19 +116,34 @@ class WarmPool:
                     return
                 queue.append(record)
 
-        await asyncio.gather(*(one() for _ in range(_PARALLEL_STARTS)))
+        # return_exceptions: cancelled (by close), gather would return as soon as the first
+        # start has unwound, abandoning the others' teardowns to the loop's end.
+        outcomes = await asyncio.gather(*(one() for _ in range(_PARALLEL_STARTS)),
+                                        return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                _log.error("warm pool: refilling %s failed", template.template_id,
+                           exc_info=outcome)
 
     async def close(self) -> None:
-        """Stop refilling and destroy every pooled slot (they were never handed out)."""
+        """Stop refilling and destroy every pooled slot (they were never handed out).
+
+        Starts in flight are cancelled and each tears its slot down; closing waits for
+        that (bounded), so a clean stop leaves no slot behind."""
         self._closed = True
-        for task in self._refills.values():
+        refills = list(self._refills.values())
+        for task in refills:
             task.cancel()
-        for task in self._refills.values():
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
         records = [r for queue in self._ready.values() for r in queue]
         self._ready.clear()
-        await asyncio.gather(*(undo_after_failure(self._ctx, r) for r in records))
-        # Tear-downs of dead candidates started by take() must finish before the loop
-        # goes away, or their slots outlive the server until the next start's sweep.
-        await asyncio.gather(*self._cleanups, return_exceptions=True)
+        # Tear-downs of dead candidates started by take() must finish too, or their slots
+        # outlive the server until the next start's sweep.
+        work = [*refills, *self._cleanups,
+                *(asyncio.ensure_future(undo_after_failure(self._ctx, r)) for r in records)]
+        if not work:
+            return
+        _, pending = await asyncio.wait(work, timeout=_CLOSE_BOUND_S)
+        if pending:
+            _log.warning("warm pool: %d slot start(s) or teardown(s) still running after "
+                         "%.0f s; the next start removes what they leave", len(pending),
+                         _CLOSE_BOUND_S)

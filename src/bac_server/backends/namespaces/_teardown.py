@@ -1,8 +1,10 @@
 """Remove everything a slot made. One idempotent function for destroy, failure and recovery.
 
-Order matters: processes first (freeze, kill every member, thaw, wait until each has
-exited), then the runtime's state and the cgroups, the network, the mount, and the files;
-the slot's record goes last so an interrupted teardown is found and finished later.
+Order matters: processes first (a runtime command a dead server left making the slot's
+container, then the cgroup: freeze, kill every member, thaw, wait until each has exited),
+then the runtime's state and the cgroups, the network, the mount, and the files; the
+slot's record goes last so an interrupted teardown is found and finished later.
+``undo_after_failure`` runs it to the end even when its caller is cancelled.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import logging
 import os
 import select
 import time
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 from bac_server.host import remove_tree
 
@@ -24,10 +28,11 @@ from ._netns import delete_veth
 from ._network import detach_egress
 from ._process import is_alive, kill_pidfd, reap_if_child
 from ._restorable import remove_slot_state
-from ._slot import SlotRecord
+from ._slot import SlotPhase, SlotRecord
 
 _log = logging.getLogger(__name__)
 _KILL_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 def _wait_exited(pidfds: list[int], timeout: float) -> bool:
@@ -76,6 +81,48 @@ def _kill_slot_processes(ctx: Context, record: SlotRecord) -> bool:
     return False
 
 
+def _runtime_calls(ctx: Context, record: SlotRecord) -> list[int]:
+    """pidfds of runtime commands still making the slot's container (``run --bundle``)."""
+    binary, bundle = os.fsencode(ctx.runtime.binary), os.fsencode(ctx.paths(record.slot).root)
+
+    def making_it(pid: str) -> bool:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        at = argv.index(b"--bundle") + 1 if b"--bundle" in argv else 0
+        return argv[0] == binary and 0 < at < len(argv) and argv[at] == bundle
+
+    pidfds: list[int] = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if not making_it(pid):
+            continue
+        try:
+            pidfd = os.pidfd_open(int(pid))
+        except OSError:
+            continue
+        # Checked again once the pidfd pins the process: a reused pid is never signalled.
+        if making_it(pid):
+            pidfds.append(pidfd)
+        else:
+            os.close(pidfd)
+    return pidfds
+
+
+def _end_runtime_calls(ctx: Context, record: SlotRecord) -> None:
+    """A server that died while the runtime was starting this slot left that command
+    running; it would go on making the container behind the teardown. End it first."""
+    pidfds = _runtime_calls(ctx, record)
+    try:
+        for fd in pidfds:
+            # SECURITY: only the runtime's own command for this slot's bundle is killed.
+            kill_pidfd(fd)
+        _wait_exited(pidfds, _KILL_TIMEOUT_S)
+    finally:
+        for fd in pidfds:
+            os.close(fd)
+
+
 def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
@@ -99,6 +146,8 @@ def _release_names(ctx: Context, record: SlotRecord) -> None:
 
 async def teardown(ctx: Context, record: SlotRecord) -> None:
     """Destroy the slot completely; raises only if something could not be removed."""
+    if record.phase is SlotPhase.CREATING and record.init_pid is None:
+        await asyncio.to_thread(_end_runtime_calls, ctx, record)
     if not await asyncio.to_thread(_kill_slot_processes, ctx, record):
         raise RuntimeError(f"slot {record.slot}: processes survive SIGKILL")
     with contextlib.suppress(Exception):
@@ -119,3 +168,27 @@ async def teardown(ctx: Context, record: SlotRecord) -> None:
     with contextlib.suppress(FileNotFoundError):
         paths.root.rmdir()
     _log.debug("slot %s (sandbox %s) torn down", record.slot, record.sandbox_id)
+
+
+async def to_the_end(step: Awaitable[T]) -> T:
+    """Await ``step``; if the caller is cancelled (once or more), let the step finish
+    before re-raising, so a teardown never races a half-done step or is cut short."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller sees its own cancellation
+        raise
+
+
+async def undo_after_failure(ctx: Context, record: SlotRecord) -> None:
+    """Tear the slot down, to the end even if the caller is being cancelled."""
+    try:
+        await to_the_end(teardown(ctx, record))
+    except Exception:
+        _log.exception("teardown of failed slot %s left resources; recovery will retry",
+                       record.slot)
