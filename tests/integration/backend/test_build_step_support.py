@@ -69,7 +69,7 @@ class StepResult:
 
 def layers_dir(backend: NamespaceBackend) -> Path:
     """A fresh directory to put step layers in (inside the test session's data dir)."""
-    path = backend.config.data_dir / "layers" / secrets.token_hex(4)
+    path = backend.config.data_dir / "step-layers" / secrets.token_hex(4)
     path.mkdir(parents=True, mode=0o700)
     return path
 
