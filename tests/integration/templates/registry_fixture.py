@@ -8,6 +8,8 @@ written with :mod:`tarfile` and assembled with ``umoci``, then pushed with ``sko
         digest = registry.push(f"oci:{layout}:v1", "team/app:1")
         registry.blob_fetches(layer_digest)                      # GETs seen in its log
 
+``write_tree_layer`` packs a whole (shifted) rootfs as a layer, ids back to container ids.
+
 ``running_registry(..., auth=("alice", "pw"))`` requires basic auth (htpasswd, bcrypt).
 """
 
@@ -159,6 +161,24 @@ def write_layer(path: Path, entries: list[Entry]) -> Path:
                 tar.addfile(info, io.BytesIO(entry.data))
             else:
                 tar.addfile(info)
+    return path
+
+
+def write_tree_layer(path: Path, root: Path, id_base: int, id_size: int = 65536) -> Path:
+    """A layer tar of the tree ``root`` (a rootfs shifted to host ids ``id_base``..), its
+    owners shifted back to container ids as an image would carry them."""
+    def to_container(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        for attr in ("uid", "gid"):
+            host_id = getattr(info, attr)
+            if not id_base <= host_id < id_base + id_size:
+                raise ValueError(f"{info.name}: {attr} {host_id} is outside the shifted range")
+            setattr(info, attr, host_id - id_base)
+        info.uname = info.gname = ""  # only the numbers count; host names would mislead
+        return info
+
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+        for child in sorted(root.iterdir()):
+            tar.add(child, arcname=child.name, filter=to_container)
     return path
 
 
