@@ -3,9 +3,12 @@ again on the same data dir, and check what survived, what was cleaned, and that 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -26,7 +29,8 @@ def server() -> Iterator[ServerProcess]:
     try:
         yield srv
     finally:
-        srv.kill_all_sandboxes()
+        with contextlib.suppress(httpx.TransportError):  # a failed test may leave it down
+            srv.kill_all_sandboxes()
         srv.stop()
     remove_data_dir(srv)
 
@@ -37,7 +41,10 @@ def _opts(server: ServerProcess) -> dict[str, str]:
 
 def _slot_of(server: ServerProcess, sandbox_id: str) -> str:
     for slot in server.slots():
-        record = (server.data_dir / "sandboxes" / slot / "state.json").read_text()
+        try:
+            record = (server.data_dir / "sandboxes" / slot / "state.json").read_text()
+        except FileNotFoundError:
+            continue  # a warm pool slot being laid out: its record comes right after
         if f'"sandbox_id": "{sandbox_id}"' in record:
             return slot
     raise AssertionError(f"no slot holds {sandbox_id}")
@@ -125,4 +132,45 @@ def test_expired_while_down_is_killed_at_start(server: ServerProcess) -> None:
     server.start()
     assert datetime.now(UTC) > end, "precondition: the end passed while the server was down"
     assert not short.is_running()
+    assert Sandbox.list(**opts).next_items() == []
+
+
+def _start_in_background(server: ServerProcess) -> threading.Thread:
+    def start() -> None:
+        with contextlib.suppress(RuntimeError):  # stopped before it was ready
+            server.start()
+
+    starting = threading.Thread(target=start, daemon=True)
+    starting.start()
+    return starting
+
+
+def test_stop_during_the_expiry_kill_at_start_finishes_it(server: ServerProcess) -> None:
+    """A clean stop while the start is killing an expired sandbox waits for that kill:
+    nothing of the sandbox is left half torn down."""
+    opts = _opts(server)
+    short = Sandbox.create(timeout=120, **opts)
+    slot = _slot_of(server, short.sandbox_id)
+    # Many files make removing its layer take a while: the stop lands in the kill.
+    short.commands.run("mkdir /home/user/many && cd /home/user/many && seq 60000 | xargs touch")
+    short.set_timeout(1)
+    server.kill9()
+    starting = _start_in_background(server)
+    record = server.data_dir / "sandboxes" / slot / "state.json"
+    deadline = time.monotonic() + 120
+    # Nothing announces the kill across the process boundary: poll its record.
+    while True:
+        try:
+            if '"phase": "destroying"' in record.read_text():
+                break
+        except FileNotFoundError:
+            raise AssertionError("precondition: the kill was caught under way") from None
+        assert time.monotonic() < deadline, "the expired sandbox was never killed"
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGTERM)
+    starting.join()
+    server.proc.wait(timeout=90)
+    assert slot not in server.slots()
+    assert slot not in _runtime_containers()
+    server.start()
     assert Sandbox.list(**opts).next_items() == []

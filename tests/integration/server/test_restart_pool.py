@@ -185,3 +185,28 @@ def test_sigkill_with_the_runtime_mid_start_is_repaired_at_start(
         assert _left_of(server, slot) == []
     finally:
         _release(pidfd)
+
+
+def _hold_server_before_a_record(server: ServerProcess) -> str | None:
+    """SIGSTOP the server between a slot's mkdir and its first record: that slot, or None
+    (the server let go again) if the record was written first."""
+    root = server.data_dir / "sandboxes"
+    for slot in os.listdir(root) if root.is_dir() else []:
+        if (root / slot / "state.json").exists():
+            continue
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGSTOP)
+        if _stopped(server.proc.pid) and (root / slot).is_dir() \
+                and not (root / slot / "state.json").exists():
+            return slot
+        server.proc.send_signal(signal.SIGCONT)
+    return None
+
+
+def test_sigkill_before_a_slot_record_is_repaired_at_start(server: ServerProcess) -> None:
+    """A slot directory a crash left without a record (killed between its mkdir and its
+    first record) is removed at the next start, not only after a grace period."""
+    slot = _during_pool_fill(server, lambda: _hold_server_before_a_record(server))
+    server.kill9()
+    server.start()
+    assert _left_of(server, slot) == []

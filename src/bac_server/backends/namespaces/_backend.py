@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import resource
+from collections.abc import Awaitable
 from pathlib import Path
 
 from bac_server.backends.base import (
@@ -51,12 +52,12 @@ from ._layers import prepare_data_dirs
 from ._layers_in_use import layers_in_use
 from ._network import restore_egress
 from ._ocispec import NOFILE_LIMIT, Limits
-from ._pool import WarmPool
+from ._pool import CLOSE_BOUND_S, WarmPool
 from ._process import become_subreaper, is_alive, owner_token
 from ._recovery import PENDING_CLAIM, recover
 from ._runtime import OciRuntime, RuntimeFailed
 from ._slot import SlotPhase, SlotRecord, save_record
-from ._teardown import teardown
+from ._teardown import teardown, to_the_end
 from ._usage import UsageSampler
 from ._validate import validate
 
@@ -75,6 +76,7 @@ class NamespaceBackend(CheckpointMixin):
         self._start_lock = asyncio.Lock()
         self._usage = UsageSampler()
         self._criu: Criu | None = None
+        self._teardowns: set[asyncio.Future[None]] = set()
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -204,9 +206,17 @@ class NamespaceBackend(CheckpointMixin):
             if record.phase is not SlotPhase.DESTROYING:
                 record.move(SlotPhase.DESTROYING)
                 save_record(ctx.paths(record.slot), record)
-            await teardown(ctx, record)
-            self._sandboxes.pop(sandbox_id, None)
-            self._usage.forget(sandbox_id)
+            # To the end even if the caller is cancelled (an expiry at shutdown); close()
+            # waits for it, so a stop never leaves a sandbox half torn down.
+            task = asyncio.ensure_future(teardown(ctx, record))
+            self._teardowns.add(task)
+            task.add_done_callback(self._teardowns.discard)
+            try:
+                await to_the_end(task)
+            finally:
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    self._sandboxes.pop(sandbox_id, None)
+                    self._usage.forget(sandbox_id)
         self._locks.pop(sandbox_id, None)
 
     async def status(self, sandbox_id: str) -> SandboxStatus:
@@ -284,10 +294,15 @@ class NamespaceBackend(CheckpointMixin):
         return await ctx.egress.usage(self._record(sandbox_id).veth)
 
     async def close(self) -> None:
-        """Stop the warm pool (its slots are destroyed); sandboxes keep running."""
+        """Stop the warm pool (its slots are destroyed) and let destroys in flight finish
+        (bounded); sandboxes keep running."""
         if self._ctx is None:
             return
+        closing: list[Awaitable[object]] = []
         if self._pool is not None:
-            await self._pool.close()
+            closing.append(self._pool.close())
+        if self._teardowns:
+            closing.append(asyncio.wait(set(self._teardowns), timeout=CLOSE_BOUND_S))
+        await asyncio.gather(*closing)
         self._ctx.egress.close()
         self._ctx = None

@@ -31,7 +31,7 @@ POOL_HOSTNAME = "sandbox"
 _PARALLEL_STARTS = max(1, min(4, os.cpu_count() or 1))
 # How long closing waits for starts in flight to unwind and pooled slots to go; what is
 # left then (a runtime that hangs) the next start's recovery removes.
-_CLOSE_BOUND_S = 45.0
+CLOSE_BOUND_S = 45.0
 
 
 class WarmPool:
@@ -142,8 +142,8 @@ class WarmPool:
                 *(asyncio.ensure_future(undo_after_failure(self._ctx, r)) for r in records)]
         if not work:
             return
-        _, pending = await asyncio.wait(work, timeout=_CLOSE_BOUND_S)
+        _, pending = await asyncio.wait(work, timeout=CLOSE_BOUND_S)
         if pending:
             _log.warning("warm pool: %d slot start(s) or teardown(s) still running after "
                          "%.0f s; the next start removes what they leave", len(pending),
-                         _CLOSE_BOUND_S)
+                         CLOSE_BOUND_S)

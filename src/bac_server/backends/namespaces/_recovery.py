@@ -27,8 +27,8 @@ from ._teardown import teardown
 
 _log = logging.getLogger(__name__)
 PENDING_CLAIM = "pending:"
-# A slot directory gets its record right after mkdir; one without a record for this long
-# was left by a crash.
+# A slot directory gets its record right after mkdir; one without a record (nor an address
+# lease naming it) for this long was left by a crash.
 _RECORDLESS_GRACE_S = 600.0
 # A bundle is made before the record that names it; one unused for a day is garbage.
 _BUNDLE_GRACE_S = 86_400.0
@@ -44,7 +44,7 @@ async def recover(ctx: Context) -> dict[str, SlotRecord]:
         if record is not None:
             bundles_in_use.add(record.envd_bundle)
         if record is None:
-            if time.time() - entry.stat().st_mtime > _RECORDLESS_GRACE_S:
+            if _abandoned(ctx, entry):
                 _log.warning("removing slot directory without a record: %s", entry)
                 remove_tree(entry)
             continue
@@ -63,6 +63,18 @@ async def recover(ctx: Context) -> dict[str, SlotRecord]:
     _sweep_claims(ctx)
     _sweep_bundles(ctx, bundles_in_use | bundles_in_use_by_checkpoints(ctx.config))
     return attached
+
+
+def _abandoned(ctx: Context, entry: Path) -> bool:
+    """A slot directory without a record is being laid out, or a crash hit between its
+    mkdir and its first record (nothing runs in it yet). The address lease, taken before
+    the mkdir, names the server that made it; without one, only age tells."""
+    pool = ctx.addresses
+    for index in pool.indexes():
+        owner = pool.owner(index)
+        if owner is not None and owner.slot_dir == str(entry):
+            return not owner_alive(owner.server)
+    return time.time() - entry.stat().st_mtime > _RECORDLESS_GRACE_S
 
 
 def _sweep_bundles(ctx: Context, in_use: set[str]) -> None:
