@@ -172,7 +172,9 @@ async def test_concurrent_builds_share_layers(
         await first_running.wait()
     second = asyncio.create_task(engine.build(base_recipe(*commands), files=uploads,
                                               resolve_template=no_templates, log=logs[1]))
-    child_dir = tmp_path / "child-backend"
+    # The child's sandboxes live in a data dir sandbox root can traverse (pytest's tmp_path
+    # is 0700 root): it may have to run a step itself when it gets there first.
+    child_dir = data_dir.parent / f"{data_dir.name}-child-{token}"
     child = await asyncio.create_subprocess_exec(
         sys.executable, str(Path(__file__).parent / "engine_build_child.py"), str(data_dir),
         str(child_dir), *commands, stdout=asyncio.subprocess.PIPE)
