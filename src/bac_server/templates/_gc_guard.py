@@ -17,6 +17,8 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+from ._flock import lock_fd
+
 GUARD = ".gc.lock"
 
 
@@ -34,17 +36,7 @@ def _open(root: Path) -> int:
 async def build_guard(root: Path) -> AsyncIterator[None]:
     """Hold the guard shared (a build); waits while a collection moves entries."""
     fd = await asyncio.to_thread(_open, root)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        waiter = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_SH))
-        try:
-            await asyncio.shield(waiter)
-        except BaseException:
-            # The thread may still get the lock later: closing the descriptor once it
-            # returns releases it, so a cancelled wait never holds the guard.
-            waiter.add_done_callback(lambda _: os.close(fd))
-            raise
+    await lock_fd(fd, fcntl.LOCK_SH)
     try:
         yield
     finally:

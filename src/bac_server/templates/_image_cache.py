@@ -20,7 +20,6 @@ never used.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from bac_server.host import IdRange, remove_tree
 
+from ._flock import lock_fd
 from ._image_model import ImageConfig, ImageError, ImportedImage
 from ._image_tools import off_loop
 
@@ -82,17 +82,7 @@ async def entry_lock(root: Path, name: str) -> AsyncIterator[None]:
     """Hold the entry's flock (across processes, and between tasks of this one: every
     holder opens its own file description)."""
     fd = os.open(root / ".locks" / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        waiter = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
-        try:
-            await asyncio.shield(waiter)
-        except BaseException:
-            # The thread may still get the lock later: closing the descriptor once it
-            # returns releases it, so a cancelled wait never holds the lock.
-            waiter.add_done_callback(lambda _: os.close(fd))
-            raise
+    await lock_fd(fd, fcntl.LOCK_EX)
     try:
         yield
     finally:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
+from ._flock import lock_fd
+
 LAYER_FILE = "layer.json"
 
 
@@ -163,12 +165,7 @@ async def _flock(path: Path) -> int:
     """An fd holding an exclusive flock on ``path``. Waits in a thread; if the waiting
     task is cancelled the fd is closed once the thread gets the lock, releasing it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    waiter = asyncio.ensure_future(asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX))
-    try:
-        await asyncio.shield(waiter)
-    except BaseException:
-        waiter.add_done_callback(lambda _: os.close(fd))
-        raise
+    await lock_fd(fd, fcntl.LOCK_EX)
     return fd
 
 
