@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from starlette.datastructures import QueryParams
 
 from bac_server.api.errors import BadRequest
+
+T = TypeVar("T")
 
 # Far enough for any real timestamp, small enough that datetime never overflows.
 _MAX_EPOCH = 253_402_300_799  # 9999-12-31T23:59:59Z
@@ -40,3 +44,21 @@ def choice_param(params: QueryParams, name: str, choices: tuple[str, ...]) -> st
     if raw not in choices:
         raise BadRequest(f"{name} {raw[:40]!r} is not one of: {', '.join(choices)}")
     return raw
+
+
+def page_after(items: Sequence[T], key: Callable[[T], str], params: QueryParams, limit: int
+               ) -> tuple[Sequence[T], dict[str, str]]:
+    """The page of ``items`` after the one whose key is ``nextToken`` (from the start when
+    absent), and the ``X-Next-Token`` header when more follow."""
+    start = 0
+    token = params.get("nextToken")
+    if token:
+        ids = [key(item) for item in items]
+        if token not in ids:
+            raise BadRequest("invalid nextToken: pass the X-Next-Token value unchanged")
+        start = ids.index(token) + 1
+    page = items[start:start + limit]
+    headers = {}
+    if start + limit < len(items) and page:
+        headers["X-Next-Token"] = key(page[-1])
+    return page, headers

@@ -16,9 +16,9 @@ from starlette.responses import JSONResponse, Response
 from bac_server.api import checkpoint_views
 from bac_server.api.body import read_model
 from bac_server.api.context import plane, sandbox_id, settings, team
-from bac_server.api.errors import BadRequest, error_response
+from bac_server.api.errors import error_response
 from bac_server.api.models import SnapshotRequest
-from bac_server.api.query import int_param
+from bac_server.api.query import int_param, page_after
 
 
 async def create(request: Request) -> Response:
@@ -35,17 +35,7 @@ async def listing(request: Request) -> Response:
     limit = int_param(query, "limit", default=100, low=1, high=100) or 100
     found = await plane(request).snapshots.listing(caller, sandbox_id=query.get("sandboxID"),
                                                    name=query.get("name"))
-    start = 0
-    token = query.get("nextToken")
-    if token:
-        ids = [s.checkpoint_id for s in found]
-        if token not in ids:
-            raise BadRequest("invalid nextToken: pass the X-Next-Token value unchanged")
-        start = ids.index(token) + 1
-    page = found[start:start + limit]
-    headers = {}
-    if start + limit < len(found) and page:
-        headers["X-Next-Token"] = page[-1].checkpoint_id
+    page, headers = page_after(found, lambda s: s.checkpoint_id, query, limit)
     return JSONResponse([checkpoint_views.snapshot(s) for s in page], headers=headers)
 
 

@@ -21,7 +21,7 @@ from bac_server.api import templates_views as views
 from bac_server.api.body import read_model
 from bac_server.api.context import plane, settings, team
 from bac_server.api.errors import BadRequest, error_response
-from bac_server.api.query import int_param
+from bac_server.api.query import int_param, page_after
 from bac_server.api.templates_context import template_ref, templates
 from bac_server.api.templates_models import TemplateBuildRequest, TemplateUpdate
 from bac_server.control import InvalidRequest
@@ -62,18 +62,8 @@ async def list_v2(request: Request) -> Response:
     query = request.query_params
     limit = int_param(query, "limit", default=100, low=1, high=100) or 100
     found = await _listing(request)
-    start = 0
-    token = query.get("nextToken")
-    if token:
-        ids = [t["templateID"] for t in found]
-        if token not in ids:
-            raise BadRequest("invalid nextToken: pass the X-Next-Token value unchanged")
-        start = ids.index(token) + 1
-    page = found[start:start + limit]
-    headers = {}
-    if start + limit < len(found) and page:
-        headers["X-Next-Token"] = page[-1]["templateID"]
-    return JSONResponse(page, headers=headers)
+    page, headers = page_after(found, lambda t: str(t["templateID"]), query, limit)
+    return JSONResponse(list(page), headers=headers)
 
 
 async def get_template(request: Request) -> Response:
@@ -92,17 +82,7 @@ async def get_template(request: Request) -> Response:
     body = views.template(await services.catalog.summary(found), limits=limits,
                           envd_version=conf.envd_version)
     builds = await services.catalog.builds(found) if found.team_id == caller.team_id else []
-    start = 0
-    token = query.get("nextToken")
-    if token:
-        ids = [b.build_id for b in builds]
-        if token not in ids:
-            raise BadRequest("invalid nextToken: pass the X-Next-Token value unchanged")
-        start = ids.index(token) + 1
-    page = builds[start:start + limit]
-    headers = {}
-    if start + limit < len(builds) and page:
-        headers["X-Next-Token"] = page[-1].build_id
+    page, headers = page_after(builds, lambda b: b.build_id, query, limit)
     body["builds"] = [views.build(b, limits=limits, envd_version=conf.envd_version)
                       for b in page]
     return JSONResponse(body, headers=headers)
