@@ -132,7 +132,7 @@ class Footprint:
     claim: Path
 
 
-def _start_time(pid: int) -> int | None:
+def start_time(pid: int) -> int | None:
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -151,7 +151,7 @@ def footprint(backend: NamespaceBackend, sandbox_id: str) -> Footprint:
     for cgroup in cgroups:
         pids.update(int(x) for x in (cgroup / "cgroup.procs").read_text().split())
     processes = tuple((pid, start) for pid in sorted(pids)
-                      if (start := _start_time(pid)) is not None)
+                      if (start := start_time(pid)) is not None)
     ifindex = int(Path(f"/sys/class/net/{record['veth']}/ifindex").read_text())
     return Footprint(sandbox_id, cfg.sandboxes_dir / slot, cgroups, record["veth"], ifindex,
                      processes, cfg.leases_dir / str(record["lease_index"]),
@@ -171,7 +171,7 @@ def leftovers(fp: Footprint) -> list[str]:
     veth = Path(f"/sys/class/net/{fp.veth}/ifindex")
     if veth.exists() and int(veth.read_text()) == fp.veth_ifindex:
         found.append(f"veth {fp.veth}")
-    found += [f"process {pid}" for pid, start in fp.processes if _start_time(pid) == start]
+    found += [f"process {pid}" for pid, start in fp.processes if start_time(pid) == start]
     return found
 
 

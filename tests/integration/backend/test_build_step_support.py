@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend_harness import start_time
+
 from bac_server.backends.base import BuildStep
 from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.host import nft
@@ -91,15 +93,6 @@ def _build_slots(backend: NamespaceBackend) -> list[Path]:
     return [p for p in root.iterdir() if p.name.startswith("b")] if root.is_dir() else []
 
 
-def _start_time(pid: int) -> int | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2:].split()
-    return None if fields[0] == "Z" else int(fields[19])
-
-
 @dataclass(frozen=True)
 class BuildWatch:
     """Every host resource of the one build slot running in ``backend``'s data dir."""
@@ -122,7 +115,7 @@ class BuildWatch:
                         if (p / "bac" / slot).is_dir())
         pids = {int(x) for c in cgroups for x in (c / "cgroup.procs").read_text().split()}
         processes = tuple((pid, start) for pid in sorted(pids)
-                          if (start := _start_time(pid)) is not None)
+                          if (start := start_time(pid)) is not None)
         return cls(slot_dir=slot_dir, work_dir=Path(record["work_dir"]),
                    runtime_state=backend.config.runtime_root / slot, cgroups=cgroups,
                    processes=processes, veth=record["veth"],
@@ -144,7 +137,7 @@ class BuildWatch:
         if link.exists() and int(link.read_text()) == self.veth_ifindex:
             found.append(f"veth {self.veth}")
         found += [f"process {pid}" for pid, start in self.processes
-                  if _start_time(pid) == start]
+                  if start_time(pid) == start]
         if f'"{self.veth}"' in nft("list map inet bac egress"):
             found.append(f"egress rules of {self.veth}")
         return found
