@@ -83,8 +83,13 @@ class BuildLog:
 
     async def _flush_soon(self) -> None:
         # Batching, not synchronisation: lines that arrive within the delay share a write.
-        await asyncio.sleep(FLUSH_DELAY_S)
-        await self.flush()
+        # Lines added while this task writes see it running and schedule nothing: it goes
+        # round again for them (the check and the task's end have no await between them).
+        while True:
+            await asyncio.sleep(FLUSH_DELAY_S)
+            await self.flush()
+            if not self._pending:
+                return
 
     async def flush(self) -> None:
         async with self._lock:

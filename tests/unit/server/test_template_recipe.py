@@ -3,6 +3,7 @@ of a recipe and its log never holds the registry password; the log is bounded.""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from bac_server.api.templates_models import TemplateBuildStart
 from bac_server.api.templates_recipe import to_recipe
 from bac_server.control.template_builds_log import MAX_LINES, BuildLog
 from bac_server.control.template_builds_recipe import recipe_record
+from bac_server.store import BuildLogRecord
 from bac_server.store.sql import SqlStore
 from bac_server.templates import (
     CopyStep,
@@ -109,3 +111,29 @@ async def test_log_is_bounded_redacted_and_thread_safe(store: SqlStore) -> None:
                                                                     "1")
     assert stored[-1].message == f"8 more log lines were not kept (at most {MAX_LINES} per build)"
     assert log.last_step == "2" and writes >= 2
+
+
+async def test_a_line_added_during_a_write_is_written_without_another_line(
+        store: SqlStore) -> None:
+    """A line that arrives while the delayed flush is writing the previous batch (a step
+    that prints once and then runs quietly) still reaches the store and its followers."""
+    writing, release = asyncio.Event(), asyncio.Event()
+    real_add = store.add_build_logs
+
+    async def slow_add(batch: list[BuildLogRecord]) -> None:
+        writing.set()
+        await release.wait()
+        await real_add(batch)
+
+    store.add_build_logs = slow_add  # type: ignore[method-assign]
+    written = asyncio.Event()
+    log = BuildLog(store, "b2", on_write=written.set)
+    log.line(LogLevel.INFO, "first", "1")
+    await asyncio.wait_for(writing.wait(), 10)
+    log.line(LogLevel.INFO, "running-42", "2")  # the delayed flush is mid-write
+    release.set()
+    for _ in range(2):  # the first batch's write, then the second's
+        await asyncio.wait_for(written.wait(), 10)
+        written.clear()
+    stored = await store.build_logs("b2", limit=10)
+    assert [e.message for e in stored] == ["first", "running-42"]
