@@ -88,6 +88,9 @@ class ServerConfig:
     # Prepare the host (cgroups, firewall) at start-up; tests that share a prepared host
     # may turn it off to save time.
     prepare_host: bool = True
+    # Set ``favordynmods`` on the host's cgroup2 mount at start-up, so moving a process
+    # into a sandbox's cgroups (every resume) does not wait for an RCU grace period.
+    cgroup_favordynmods: bool = True
 
     @property
     def template_root(self) -> Path:

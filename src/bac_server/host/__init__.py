@@ -6,6 +6,7 @@ Everything here is idempotent and is called by the server at start-up and by tes
     prepare_host()            # raises HostSetupError with advice when the host cannot work
 """
 
+from ._cgroup_migrations import dynamic_migrations_favored
 from ._cgroups import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
 from ._cleanup import remove_tree, unmount_tree
 from ._errors import HostChangeFailed, HostSetupError, MissingDependency
@@ -41,6 +42,7 @@ __all__ = [
     "cgroup_layout",
     "controller_dirs",
     "default_data_dir",
+    "dynamic_migrations_favored",
     "ensure_firewall",
     "is_mount_point",
     "mount_table",

@@ -27,7 +27,7 @@ class CgroupLayout(enum.Enum):
     HYBRID = "hybrid"  # v1 mounts plus a v2 mount that still owns controllers (crun fails)
 
 
-def _unified_mount() -> Path | None:
+def unified_mount() -> Path | None:
     for entry in mount_table():
         if entry.fs_type == "cgroup2" and entry.mount_point.startswith(str(CGROUP_ROOT)):
             return Path(entry.mount_point)
@@ -42,7 +42,7 @@ def _v2_controllers(mount: Path) -> list[str]:
 
 
 def cgroup_layout() -> CgroupLayout:
-    unified = _unified_mount()
+    unified = unified_mount()
     if unified == CGROUP_ROOT:
         return CgroupLayout.V2
     if not any(e.fs_type == "cgroup" for e in mount_table()):
@@ -57,7 +57,7 @@ def ensure_crun_compatible_cgroups() -> CgroupLayout:
     layout = cgroup_layout()
     if layout is not CgroupLayout.HYBRID:
         return layout
-    unified = _unified_mount()
+    unified = unified_mount()
     assert unified is not None
     for name in _v2_controllers(unified):
         target = CGROUP_ROOT / name
@@ -94,7 +94,7 @@ def controller_dirs(layout: CgroupLayout, relative: str) -> dict[str, Path]:
                           "blkio", "hugetlb", "net_cls", "net_prio", "perf_event", "rdma",
                           "misc"} or option.startswith("name="):
                 found.setdefault(option, Path(entry.mount_point) / rel)
-    unified = _unified_mount()
+    unified = unified_mount()
     if unified is not None:
         found["unified"] = unified / rel
     return found

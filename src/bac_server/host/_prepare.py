@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._cgroup_migrations import favor_dynamic_migrations
 from ._cgroups import CgroupLayout, controller_dirs, ensure_crun_compatible_cgroups
 from ._checks import check_binaries, check_cgroup_controllers, check_kernel, check_root
 from ._errors import HostChangeFailed
@@ -26,6 +27,8 @@ class HostSettings:
     parent_cgroup: str = PARENT_CGROUP
     # Share of kernel.pid_max all sandboxes together may use, so the host can always fork.
     sandbox_pid_share: float = 0.75
+    # cgroup migrations (every resume, every runc start) without an RCU grace period.
+    favor_dynamic_cgroups: bool = True
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ def prepare_host(settings: HostSettings | None = None) -> HostReport:
     check_kernel()
     layout = ensure_crun_compatible_cgroups()
     check_cgroup_controllers(unified=layout is CgroupLayout.V2)
+    if cfg.favor_dynamic_cgroups:
+        favor_dynamic_migrations()
     changed = raise_sysctls()
     ensure_firewall(cfg.veth_prefix)
     _ensure_parent_cgroup(layout, cfg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -10,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from bac_server.backends.base import TemplateImage, TemplateNotFound
-from bac_server.host import CgroupLayout, IdRange, prepare_host, table_present
+from bac_server.host import (
+    CgroupLayout,
+    HostSettings,
+    IdRange,
+    dynamic_migrations_favored,
+    mount_table,
+    prepare_host,
+    table_present,
+)
+from bac_server.host._syscalls import mount
 from bac_server.templates import TemplateBuildError, TemplateStore, base_recipe
 from bac_server.templates._idshift import shift_ownership
 
@@ -27,6 +37,35 @@ def test_prepare_host_is_idempotent(template: TemplateImage) -> None:
                            text=True, check=True).stdout
     assert "fib saddr . iif oif missing drop" in rules
     assert "ct state new iifname vmap @egress" in rules and "masquerade" in rules
+
+
+def _cgroup2_options() -> tuple[str, list[str]] | None:
+    for entry in mount_table():
+        if entry.fs_type == "cgroup2" and entry.mount_point.startswith("/sys/fs/cgroup"):
+            return entry.mount_point, entry.super_options.split(",")
+    return None
+
+
+def test_prepare_host_favors_dynamic_cgroup_migrations() -> None:
+    """prepare_host sets favordynmods on the cgroup2 mount (keeping its other flags) unless
+    told not to; a host without the option gets it back at the next preparation."""
+    found = _cgroup2_options()
+    if found is None:
+        pytest.skip("no cgroup2 mount on this host")
+    target, options = found
+    kept = [o for o in options if o not in ("rw", "favordynmods")]
+    mount("none", target, None, 0x20, ",".join(kept))  # MS_REMOUNT without the option
+    try:
+        prepare_host(HostSettings(favor_dynamic_cgroups=False))
+        assert not dynamic_migrations_favored()
+        prepare_host()
+        if not dynamic_migrations_favored():
+            pytest.skip("this kernel has no favordynmods (Linux < 6.0)")
+        after = _cgroup2_options()
+        assert after is not None and set(kept) <= set(after[1])
+    finally:
+        with contextlib.suppress(OSError):  # as the server's own preparation leaves it
+            mount("none", target, None, 0x20, ",".join([*kept, "favordynmods"]))
 
 
 def test_base_template_is_built_and_shifted(template: TemplateImage) -> None:

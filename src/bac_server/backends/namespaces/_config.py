@@ -18,6 +18,8 @@ class NamespaceConfig:
     id_range: IdRange = field(default_factory=IdRange)
     address_pool: str = "10.202.0.0/16"
     veth_prefix: str = "bacs"
+    # Host preparation sets cgroup2's ``favordynmods`` (cheap migrations into cgroups).
+    favor_dynamic_cgroups: bool = True
     max_vcpus: int = 8
     min_memory_mb: int = 64
     max_memory_mb: int = 8192
@@ -67,4 +69,5 @@ class NamespaceConfig:
         return self.shared_dir / "envd"
 
     def host_settings(self) -> HostSettings:
-        return HostSettings(runtime=self.runtime, veth_prefix=self.veth_prefix)
+        return HostSettings(runtime=self.runtime, veth_prefix=self.veth_prefix,
+                            favor_dynamic_cgroups=self.favor_dynamic_cgroups)
