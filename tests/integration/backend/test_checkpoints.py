@@ -30,7 +30,7 @@ from bac_server.backends.base import (
     TemplateImage,
 )
 from bac_server.backends.namespaces import NamespaceBackend
-from bac_server.host import remove_tree
+from bac_server.host import mounts_under, remove_tree
 from bac_server.host._syscalls import umount
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
@@ -270,6 +270,44 @@ async def test_suspended_sandbox_survives_a_new_backend(template: TemplateImage,
         assert counter in {p.pid for p in await sbx.sdk.commands.list()}
         await again.destroy(sbx.id)
         assert data_dir_leftovers(again) == []
+    finally:
+        await again.close()
+        remove_tree(config.data_dir)
+
+
+async def test_wake_deletes_its_images_off_the_resume_path(template: TemplateImage,
+                                                              runc: NamespaceBackend) -> None:
+    """A wake frees the slot's image paths at once and deletes the images in the
+    background (gone once the backend closes); the host lets go of the sandbox's /dev;
+    images a stopped server left aside are swept by the next one."""
+    config = dataclasses.replace(runc.config,
+                                 data_dir=runc.config.data_dir.with_name(new_id("discard")))
+    first = NamespaceBackend(config)
+    spec = SandboxSpec(sandbox_id=new_id(), template=template)
+    factory = SandboxFactory(first, template)
+    sbx = await factory.attach(spec, await first.create(spec))
+    counter = await _counting(sbx)
+    root = config.sandboxes_dir / first._record(sbx.id).slot
+    await first.suspend(sbx.id, memory=True)
+    assert any((root / "suspend" / "images").iterdir())
+    await first.wake(spec)
+    assert not (root / "suspend" / "images").exists() and not (root / "criu-work").exists()
+    assert counter in {p.pid for p in await sbx.sdk.commands.list()}
+    deadline = asyncio.get_running_loop().time() + 20
+    while mounts_under(root / "devfs"):  # detached by a thread of its own
+        assert asyncio.get_running_loop().time() < deadline, mounts_under(root / "devfs")
+        await asyncio.sleep(0.01)
+    await first.destroy(sbx.id)
+    await first.close()
+    bin_dir = config.data_dir / ".discard"
+    assert not bin_dir.exists() or list(bin_dir.iterdir()) == []
+    left = bin_dir / "0123-images"
+    left.mkdir(parents=True, exist_ok=True)
+    (left / "pages-1.img").write_bytes(b"\0" * 4096)
+    again = NamespaceBackend(config)
+    try:
+        await again.list()
+        assert list(bin_dir.iterdir()) == []
     finally:
         await again.close()
         remove_tree(config.data_dir)

@@ -29,7 +29,7 @@ from bac_server.backends.base import (
 )
 from bac_server.host import remove_tree
 
-from . import _stored
+from . import _discard, _stored
 from ._checkpoint import (
     Images,
     copy_tree,
@@ -56,6 +56,7 @@ async def prepare_checkpoints(ctx: Context) -> Criu | None:
     """At start-up: what runc slots need, and the CRIU to use (None: memory cannot be
     saved on this host, files-only suspend still works)."""
     await off_loop(lambda: _stored.sweep_partial(ctx.config))
+    await off_loop(lambda: _discard.sweep(ctx.config.data_dir))
     if not restorable(ctx.runtime):
         _log.info("runtime %s cannot checkpoint; pause keeps memory or files only",
                   ctx.runtime.name)
@@ -70,11 +71,18 @@ def _suspend_images(ctx: Context, record: SlotRecord) -> Images:
     return Images(root / "suspend" / "images", root / "criu-work")
 
 
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        _log.warning("deleting a resume's images failed (swept at the next start): %s",
+                     task.exception())
+
+
 class CheckpointMixin:
     """Mixed into ``NamespaceBackend``; relies on its slot table, locks and context."""
 
     _sandboxes: dict[str, SlotRecord]
     _criu: Criu | None
+    _teardowns: set[asyncio.Future[None]]
 
     async def _context(self) -> Context:
         raise NotImplementedError
@@ -137,12 +145,22 @@ class CheckpointMixin:
                 else:
                     await release_suspend_lock(ctx, record)
                     await cold_start(ctx, record, spec)
-                remove_images(where)
+                self._discard_later(ctx, where)
             if record.phase is SlotPhase.PAUSED:
                 record.move(SlotPhase.RUNNING)
             record.paused_to = None
             await off_loop(lambda: save_record(ctx.paths(record.slot), record))
             return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
+
+    def _discard_later(self, ctx: Context, where: Images) -> None:
+        """The images are garbage once the sandbox runs: moved aside now (the slot's
+        paths are free for its next suspend), deleted off the resume's path."""
+        moved = _discard.set_aside(ctx.config.data_dir, where.images, where.work)
+        if moved:
+            task = asyncio.ensure_future(off_loop(lambda: _discard.delete(moved)))
+            self._teardowns.add(task)
+            task.add_done_callback(self._teardowns.discard)
+            task.add_done_callback(_log_failure)
 
     async def _restore_in_place(self, ctx: Context, record: SlotRecord,
                                 where: Images) -> None:

@@ -8,8 +8,9 @@ largest single cost of a restore. When /dev holds nothing else, its entries are 
 the dump's metadata instead (``scan``) and /dev is declared external; the restore gets a
 fresh tmpfs made on the host with the same entries, owner and size (``prepare``), which
 CRIU binds in as the sandbox's /dev (still a tmpfs of its own), and the host lets go of
-it once the sandbox holds it (``release``). Anything else in /dev (a file with data, a
-device node, a socket) leaves it to CRIU and ``tar``.
+it once the sandbox holds it (``release``: in a thread, since a detach may wait for an RCU
+grace period and the restored sandbox need not). Anything else in /dev (a file with data,
+a device node, a socket) leaves it to CRIU and ``tar``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,10 @@ from bac_server.host._syscalls import MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID
 from ._slot import SlotPaths
 
 _MS_STRICTATIME = 1 << 24
+# Host mounts being detached in the background, by path: the next ``prepare`` of the
+# same slot waits for its own.
+_detaching: dict[str, threading.Thread] = {}
+_detaching_lock = threading.Lock()
 # Mount flags of the config's /dev options. They must be those of the mount CRIU saved:
 # made outside the sandbox's user namespace, the bind's flags are locked inside it and
 # CRIU, restoring them from there, may not change them.
@@ -84,7 +90,7 @@ def host_dir(paths: SlotPaths) -> Path:
 def prepare(paths: SlotPaths, dev: dict[str, Any]) -> Path:
     """A fresh tmpfs with ``dev``'s entries, to be bound in as the sandbox's /dev."""
     target = host_dir(paths)
-    release(paths)
+    _release_now(target)
     target.mkdir(mode=0o700, exist_ok=True)
     options = f"size={dev['size']},mode={dev['mode']:o},uid={dev['uid']},gid={dev['gid']}"
     # SECURITY: a tmpfs owned by the sandbox's root, under the slot's own directory; it
@@ -103,14 +109,38 @@ def prepare(paths: SlotPaths, dev: dict[str, Any]) -> Path:
             if entry["kind"] != "link":
                 path.chmod(entry["mode"])
     except BaseException:
-        release(paths)
+        _release_now(target)
         raise
     return target
 
 
 def release(paths: SlotPaths) -> None:
-    """Detach the host's mount of it (the sandbox's bind keeps it alive). Idempotent."""
+    """Detach the host's mount of it (the sandbox's bind keeps it alive), in a thread;
+    returns at once. The empty directory stays for the next ``prepare`` or the teardown
+    (which tolerates a detach racing its own)."""
     target = host_dir(paths)
+    worker = threading.Thread(target=_detach, args=(target,), name="bac-devfs-release",
+                              daemon=True)
+    with _detaching_lock:
+        _detaching[str(target)] = worker
+        worker.start()
+
+
+def _detach(target: Path) -> None:
+    try:
+        with contextlib.suppress(OSError):
+            umount(str(target), MNT_DETACH)
+    finally:
+        with _detaching_lock:
+            if _detaching.get(str(target)) is threading.current_thread():
+                del _detaching[str(target)]
+
+
+def _release_now(target: Path) -> None:
+    with _detaching_lock:
+        pending = _detaching.get(str(target))
+    if pending is not None:
+        pending.join()
     with contextlib.suppress(OSError):
         umount(str(target), MNT_DETACH)
     with contextlib.suppress(OSError):
