@@ -15,6 +15,7 @@ from ._mounts import is_mount_point, mount_table, mounts_under
 from ._nft import NftError, nft, nft_json
 from ._nftables import (
     EGRESS_PROXY_PORT,
+    HELD_SET,
     INFRA_DENY,
     TABLE_FAMILY,
     TABLE_NAME,
@@ -27,6 +28,7 @@ from ._prepare import PARENT_CGROUP, HostReport, HostSettings, prepare_host
 __all__ = [
     "DEFAULT_DATA_DIR",
     "EGRESS_PROXY_PORT",
+    "HELD_SET",
     "INFRA_DENY",
     "PARENT_CGROUP",
     "TABLE_FAMILY",

@@ -10,6 +10,11 @@ must pass every base chain on a hook, so an ``accept`` elsewhere does not overri
 
 What the table enforces for every sandbox veth, whatever the sandbox's policy:
 
+* ``held_in``/``held_out`` (prerouting and output, before anything else and before
+  conntrack sees the packet): nothing reaches or leaves an address in the set ``held``
+  (``HELD_SET``: sandboxes suspended with TCP connections, see
+  ``backends/namespaces/_tcp_hold``), so peers see a stall, not a reset. Chains of their
+  own: an older server refreshing the table flushes only the chains it knows;
 * prerouting: a sandbox may only send from its own address (reverse-path check);
 * input (the host's own addresses): only answers to host-opened connections, DNS to the
   resolver listening for that very sandbox (set ``dns_listeners``), and connections the
@@ -28,6 +33,7 @@ from ._nft import NftError, nft
 TABLE_FAMILY = "inet"
 TABLE_NAME = "bac"
 T = f"{TABLE_FAMILY} {TABLE_NAME}"
+HELD_SET = "held"
 
 # Always denied destinations (unless a server's configuration exempts a range for its
 # sandboxes): "this" network, private ranges, carrier NAT, loopback, link-local (cloud
@@ -41,6 +47,8 @@ INFRA_DENY = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.25
 _OBJECTS = """\
 add table {t}
 add chain {t} prerouting {{ type filter hook prerouting priority raw; policy accept; }}
+add chain {t} held_in {{ type filter hook prerouting priority raw - 1; policy accept; }}
+add chain {t} held_out {{ type filter hook output priority raw - 1; policy accept; }}
 add chain {t} input {{ type filter hook input priority filter - 10; policy accept; }}
 add chain {t} forward {{ type filter hook forward priority filter - 10; policy accept; }}
 add chain {t} postrouting {{ type nat hook postrouting priority srcnat; policy accept; }}
@@ -49,6 +57,7 @@ add chain {t} from_sandbox
 add chain {t} to_sandbox
 add set {t} infra_deny {{ type ipv4_addr; flags interval; auto-merge; }}
 add set {t} dns_listeners {{ type ipv4_addr . ifname; }}
+add set {t} {held} {{ type ipv4_addr; }}
 add map {t} egress {{ type ifname : verdict; }}
 add map {t} proxied {{ type ifname : verdict; }}
 add map {t} tx_bytes {{ type ifname : counter; }}
@@ -58,6 +67,8 @@ add element {t} infra_deny {{ {infra} }}
 
 # reject (not drop) so a blocked connect fails at once instead of hanging until a timeout.
 _RULES = """\
+flush chain {t} held_in
+flush chain {t} held_out
 flush chain {t} prerouting
 flush chain {t} input
 flush chain {t} forward
@@ -65,6 +76,9 @@ flush chain {t} postrouting
 flush chain {t} prerouting_nat
 flush chain {t} from_sandbox
 flush chain {t} to_sandbox
+add rule {t} held_in ip saddr @{held} drop
+add rule {t} held_in ip daddr @{held} drop
+add rule {t} held_out ip daddr @{held} drop
 add rule {t} prerouting iifname "{p}*" fib saddr . iif oif missing drop
 add rule {t} input iifname "{p}*" ct state established,related accept
 add rule {t} input iifname "{p}*" meta l4proto {{ tcp, udp }} th dport 53 \
@@ -95,38 +109,47 @@ def _check_prefix(veth_prefix: str) -> None:
         raise ValueError(f"veth prefix must be 1-6 alphanumerics, got {veth_prefix!r}")
 
 
-def render_ruleset(veth_prefix: str, guard_forwarding: bool = False) -> str:
+def render_ruleset(veth_prefix: str, guard_forwarding: bool = False,
+                   table: str = TABLE_NAME) -> str:
+    """The static part of the table (``table``: another name, for tests)."""
     _check_prefix(veth_prefix)
-    guard = _GUARD.format(t=T, p=veth_prefix) if guard_forwarding else ""
-    return (_OBJECTS.format(t=T, infra=", ".join(INFRA_DENY))
-            + _RULES.format(t=T, p=veth_prefix, guard=guard, proxy=EGRESS_PROXY_PORT))
+    t = f"{TABLE_FAMILY} {table}"
+    guard = _GUARD.format(t=t, p=veth_prefix) if guard_forwarding else ""
+    return (_OBJECTS.format(t=t, infra=", ".join(INFRA_DENY), held=HELD_SET)
+            + _RULES.format(t=t, p=veth_prefix, guard=guard, proxy=EGRESS_PROXY_PORT,
+                            held=HELD_SET))
 
 
-def _has_current_shape() -> bool:
+def _has_current_shape(t: str) -> bool:
     try:
-        nft(f"list map {T} egress")
+        nft(f"list map {t} egress")
     except NftError:
         return False
     return True
 
 
-def ensure_table(veth_prefix: str, guard_forwarding: bool = False) -> None:
-    """Install or refresh the ``inet bac`` table, keeping every sandbox's own objects."""
-    script = render_ruleset(veth_prefix, guard_forwarding)
+def ensure_table(veth_prefix: str, guard_forwarding: bool = False,
+                 table: str = TABLE_NAME) -> None:
+    """Install or refresh the ``inet bac`` table, keeping every sandbox's own objects.
+
+    A table made by an older version gains what is new here (the ``held`` set and the
+    chains dropping its packets) the same way: ``add`` keeps what exists."""
+    script = render_ruleset(veth_prefix, guard_forwarding, table)
+    t = f"{TABLE_FAMILY} {table}"
     # SECURITY: the only host firewall change Bac makes; it lives in its own table and
-    # only matches interfaces named with Bac's veth prefix.
+    # only matches interfaces named with Bac's veth prefix (and held sandbox addresses).
     try:
         nft(script)
         return
     except NftError as exc:
-        if _has_current_shape():
-            raise HostChangeFailed(f"nft could not refresh table {T}: {exc}") from exc
+        if _has_current_shape(t):
+            raise HostChangeFailed(f"nft could not refresh table {t}: {exc}") from exc
     try:
         # An older table without the egress objects: replace it whole (sandboxes of an
         # older server had no egress anyway; their veths stay rejected).
-        nft(f"add table {T}\ndelete table {T}\n" + script)
+        nft(f"add table {t}\ndelete table {t}\n" + script)
     except NftError as exc:
-        raise HostChangeFailed(f"nft could not install table {T}: {exc}") from exc
+        raise HostChangeFailed(f"nft could not install table {t}: {exc}") from exc
 
 
 def table_present() -> bool:

@@ -97,3 +97,23 @@ def test_restore_tcp_modes() -> None:
     assert flags(TCP_ALL) == {"--tcp-established"}
     assert flags(TCP_LOOPBACK) == {"--tcp-established", "--tcp-close-external"}
     assert flags(TCP_NONE) == {"--tcp-close"}
+
+
+def test_suspend_dump_held_by_the_host_skips_criu_lock() -> None:
+    """A suspend whose connections the host holds saves them in repair mode and leaves
+    the network alone (no lock table in the sandbox's namespace)."""
+    argv = dump_argv("criu", _config(Path("/s/a")), pid=7, images=Path("/i"), work=Path("/w"),
+                     freezer=Path("/f"), stdio={}, leave_running=False, tcp_established=True,
+                     network_lock=False)
+    assert "--tcp-established" in argv and "--leave-running" not in argv
+    assert argv[argv.index("--network-lock") + 1] == "skip"
+    assert argv.count("--network-lock") == 1
+
+
+def test_restore_names_no_network_lock() -> None:
+    """A restore leaves the lock method to the images (the dump's: skip when the host held
+    the connections, nftables in older images); CRIU would ignore the option and warn
+    into the restored sandbox's log."""
+    argv = restore_argv("criu", _config(Path("/s")), images=Path("/i"), work=Path("/w"),
+                        pid_file=Path("/p"), inherit=[], tcp=TCP_ALL)
+    assert "--network-lock" not in argv

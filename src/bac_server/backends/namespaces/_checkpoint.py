@@ -13,8 +13,11 @@ rules and confinement of the sandbox (re-applied and checked at restore, see
 ``_confinement``), its network namespace, and what became of its TCP connections:
 
 * with Bac's CRIU, dumps save them in repair mode; a **suspend** (the processes end)
-  also locks them (CRIU's nftables table in the sandbox's namespace drops their packets)
-  until the restore takes them all back, so peers see a stall, not a reset;
+  also holds them: the host drops every packet to and from the sandbox's address
+  (``_tcp_hold``) from before the dump until the restore has taken them all back, so
+  peers see a stall, not a reset. If the hold cannot be taken, CRIU locks them itself
+  (an nftables table in the sandbox's namespace, ``meta["locked"]``, as older images
+  were saved): never are connections saved with neither;
 * a restore of a **checkpoint** (a roll-back, a copy) or in a new network namespace
   (after a reboot) keeps only the connections between loopback addresses (processes of
   the sandbox talking to each other): the original's peers talk to the original, and its
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import time
@@ -36,18 +40,20 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout
 
-from . import _confinement, _devfs, _lazy_pages
+from . import _confinement, _devfs, _lazy_pages, _tcp_hold
 from ._context import Context
 from ._criu import Criu, stdio_keys
 from ._criu_args import dump_argv
 from ._criu_cgroups import devices_of, direct_supported
-from ._criu_restore import restore_direct
+from ._criu_restore import release_hold, restore_direct
 from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump
 from ._process import reap_if_child, start_time
 from ._restorable import LOCK_MARKER, netns_pin
 from ._runc_checkpoint import runc_dump, runc_restore
-from ._slot import SlotRecord
+from ._slot import SlotPaths, SlotRecord
+from ._teardown import to_the_end
 
+_log = logging.getLogger(__name__)
 _FREEZE_TIMEOUT_S = 10.0
 META_FILE = "bac-criu.json"
 
@@ -129,26 +135,34 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     netns = netns_pin(paths)
     keep_tcp = criu.tcp_repair
     config = json.loads(paths.config.read_text())
-    meta: dict[str, Any] = {
-        "format": 1, "stdio": stdio_keys(pid), "netns": os.stat(netns).st_ino,
-        "devices": devices_of(ctx.cgroups, record.cgroup_path),
-        "confinement": _confinement.observe(pid),
-        "tcp": "established" if keep_tcp else "close", "suspend": not leave_running,
-        # Only a suspend's connections outlive their sockets: they need the lock.
-        "locked": keep_tcp and not leave_running and has_connections(pid),
-        "dev": _devfs.scan(pid, config)}
-    argv = dump_argv(criu.binary, config, pid=pid, images=where.images, work=where.work,
-                     freezer=ctx.cgroups.dirs(record.cgroup_path)["freezer"],
-                     stdio=meta["stdio"], leave_running=leave_running,
-                     tcp_established=keep_tcp, network_lock=meta["locked"],
-                     dev_external=meta["dev"] is not None)
-    (where.images / META_FILE).write_text(json.dumps(meta))
-    if meta["locked"]:
-        (paths.root / LOCK_MARKER).touch()  # before the lock exists: never one unrecorded
-    code, err = await run_dump(argv, netns)
-    if code != 0:
-        raise CheckpointFailed(f"checkpoint of slot {record.slot} failed (criu exit {code}): "
-                               f"{err.strip()[-300:]}\n{criu_errors(where.work / 'dump.log')}")
+    # Only a suspend's connections outlive their sockets: they are held until the wake.
+    # A checkpoint's are restored closed (or, over the loopback, never leave the sandbox).
+    hold = keep_tcp and not leave_running and has_connections(pid)
+    try:
+        held = hold and await _take_hold(paths, record)
+        meta: dict[str, Any] = {
+            "format": 1, "stdio": stdio_keys(pid), "netns": os.stat(netns).st_ino,
+            "devices": devices_of(ctx.cgroups, record.cgroup_path),
+            "confinement": _confinement.observe(pid),
+            "tcp": "established" if keep_tcp else "close", "suspend": not leave_running,
+            "held": held, "locked": hold and not held,  # locked: CRIU's own lock
+            "dev": _devfs.scan(pid, config)}
+        argv = dump_argv(criu.binary, config, pid=pid, images=where.images, work=where.work,
+                         freezer=ctx.cgroups.dirs(record.cgroup_path)["freezer"],
+                         stdio=meta["stdio"], leave_running=leave_running,
+                         tcp_established=keep_tcp, network_lock=meta["locked"],
+                         dev_external=meta["dev"] is not None)
+        (where.images / META_FILE).write_text(json.dumps(meta))
+        if meta["locked"]:
+            (paths.root / LOCK_MARKER).touch()  # before the lock exists: never one unrecorded
+        code, err = await run_dump(argv, netns)
+        if code != 0:
+            raise CheckpointFailed(
+                f"checkpoint of slot {record.slot} failed (criu exit {code}): "
+                f"{err.strip()[-300:]}\n{criu_errors(where.work / 'dump.log')}")
+    except BaseException:
+        await _drop_hold(paths)  # the sandbox goes on running (CRIU let go of its lock)
+        raise
     if not leave_running:
         # The server is the init's subreaper: collect it now, so no zombie stays behind.
         reap_if_child(pid)
@@ -177,9 +191,34 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
     paths.pid_file.write_text(f"{pid}\n")
 
 
+async def _take_hold(paths: SlotPaths, record: SlotRecord) -> bool:
+    """Hold the sandbox's connections on the host; False when that failed (an older host
+    table without the set, netlink refused): CRIU then locks them itself."""
+    try:
+        # To the end even when cancelled: the caller then finds the hold and releases it.
+        await to_the_end(asyncio.to_thread(_tcp_hold.take, paths.root,
+                                           record.sandbox_address))
+    except (_tcp_hold.HoldError, OSError) as exc:
+        _log.warning("slot %s: holding its TCP connections on the host failed, CRIU locks "
+                     "them instead: %s", record.slot, exc)
+        return False
+    return True
+
+
+async def _drop_hold(paths: SlotPaths) -> None:
+    """Release a hold the slot may have (taken, or being taken when cancelled)."""
+    if _tcp_hold.is_held(paths.root):
+        try:
+            await to_the_end(asyncio.to_thread(_tcp_hold.release, paths.root))
+        except _tcp_hold.HoldError:
+            _log.exception("the TCP hold of %s could not be released", paths.root)
+
+
 async def release_suspend_lock(ctx: Context, record: SlotRecord) -> None:
-    """Drop the network lock of a suspend whose images are discarded, if it took one."""
+    """Drop the hold or network lock of a suspend whose images are discarded, if it took
+    one (also at start-up, for a sandbox that is not suspended to disk)."""
     paths = ctx.paths(record.slot)
+    await release_hold(paths.root)
     marker = paths.root / LOCK_MARKER
     if marker.exists():
         await release_network_lock(netns_pin(paths))

@@ -17,10 +17,14 @@ reference host. What runc would tell CRIU is said here instead, from the same co
 * **cgroups** are left alone (``--manage-cgroups=ignore``): CRIU itself is started inside
   the slot's cgroups (``_criu_cgroups``), so the tasks it forks are born there and their
   cgroup namespace is rooted there, as runc's are.
-* **TCP**: ``--tcp-established`` saves connections in repair mode (and the network lock
-  keeps the peers' packets away while the sandbox is only images); at restore they come
+* **TCP**: ``--tcp-established`` saves connections in repair mode; at restore they come
   back all (``TCP_ALL``), only those between loopback addresses (``TCP_LOOPBACK``: a copy
   or a new namespace) or none (``TCP_NONE``). The choice is the caller's (``_checkpoint``).
+* **network lock**: ``--network-lock skip``. While a suspended sandbox is only images the
+  host drops its packets (``_tcp_hold``); CRIU's own lock (``nftables``: a table in the
+  sandbox's namespace, made and removed through libnftables, ~20 ms per cycle) is used
+  only when that hold cannot be taken, and for images an older Bac saved that way. A
+  restore follows the method recorded in the images (skip: nothing to remove).
 * ``--freeze-cgroup``: the caller froze the cgroup; CRIU takes the tasks from there.
 
 Seccomp filters, capabilities, ``no_new_privs``, credentials, namespaces (user, pid,
@@ -87,6 +91,8 @@ def dump_argv(criu: str, config: dict[str, Any], *, pid: int, images: Path, work
 def restore_argv(criu: str, config: dict[str, Any], *, images: Path, work: Path,
                  pid_file: Path, inherit: list[str], tcp: str, lazy: bool = False,
                  devfs: Path | None = None) -> list[str]:
+    # No --network-lock: the restore uses the dump's method, recorded in the images (CRIU
+    # ignores the option there and warns, into the restored sandbox's log).
     argv = [criu, "restore", *_common(images, work, "restore.log"), "--restore-detached",
             "--pidfile", str(pid_file), "--root", str(config["root"]["path"]),
             "--evasive-devices"]

@@ -5,6 +5,8 @@ namespace, the loopback ones otherwise, none without Bac's CRIU; on failure once
 with none), then one attempt runs: /dev made on the host (``_devfs``), the lazy-pages
 daemon started next to CRIU when the memory is large (``_lazy_pages``), CRIU started in
 the slot's cgroups, and the restored init checked (``_confinement``, cgroup placement).
+A suspend's hold on the connections (``_tcp_hold``) is released once the restore has
+finished: the tasks run and CRIU has taken their sockets out of repair mode.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
 
-from . import _confinement, _devfs, _lazy_pages
+from . import _confinement, _devfs, _lazy_pages, _tcp_hold
 from ._context import Context
 from ._criu import Criu, inherit_fds
 from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
@@ -29,6 +31,7 @@ from ._criu_run import criu_errors, release_network_lock, run_restore
 from ._ocispec import Limits
 from ._restorable import LOCK_MARKER, netns_pin
 from ._slot import SlotRecord
+from ._teardown import to_the_end
 
 _log = logging.getLogger(__name__)
 
@@ -42,6 +45,9 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
     if marker.exists() and not meta["locked"]:
         await release_network_lock(netns)  # a suspend's lock; these images are others
         marker.unlink(missing_ok=True)
+    held = meta.get("held", False)  # older images: False
+    if not held and _tcp_hold.is_held(paths.root):
+        await release_hold(paths.root)  # a suspend's hold; these images are others
     tcp = TCP_NONE
     if meta["tcp"] == "established" and criu.tcp_repair:
         same_netns = os.stat(netns).st_ino == meta["netns"]
@@ -61,7 +67,21 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
         pid = await _attempt(ctx, criu, record, images, work, meta, log, procs, tcp=TCP_NONE)
     if meta["locked"]:
         marker.unlink(missing_ok=True)  # CRIU removed its lock
+    if held:
+        # On failure the caller ends the restored tasks, as after any failed restore;
+        # the images and the hold stay for another try.
+        await release_hold(paths.root)
     return pid
+
+
+async def release_hold(slot_root: Path) -> None:
+    """Let the slot's held packets through (to the end, even if cancelled); raises
+    CheckpointFailed if netlink refuses (the hold and its marker stay)."""
+    try:
+        await to_the_end(asyncio.to_thread(_tcp_hold.release, slot_root))
+    except _tcp_hold.HoldError as exc:
+        raise CheckpointFailed(f"{slot_root}: the TCP hold could not be released: {exc}"
+                               ) from exc
 
 
 async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, work: Path,

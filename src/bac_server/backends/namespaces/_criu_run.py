@@ -1,5 +1,5 @@
 """Running CRIU for one slot: inside its network namespace, and for a restore inside its
-cgroups; reading its errors; the network lock a suspend leaves behind.
+cgroups; reading its errors; whether a suspend must hold connections; CRIU's own lock.
 
 CRIU runs in the sandbox's network namespace (``nsenter``), which the host owns: it then
 treats the namespace as its own and neither saves nor re-creates it, and the restored
@@ -7,10 +7,12 @@ tasks inherit it before their user namespace is made, as under runc. A restore s
 shell that moves itself into the slot's cgroups and becomes ``nsenter``, then CRIU
 (``_criu_cgroups.PLACE_AND_EXEC``): the tasks CRIU forks are born in the right cgroups.
 
-A suspend that keeps TCP connections locks them (an nftables table ``CRIU-<id>`` in the
-sandbox's namespace drops their packets, so peers see a stalled connection rather than a
-reset). CRIU's restore removes it; when the images are discarded instead (a restart from
-the files only, a roll-back to a checkpoint) ``release_network_lock`` does.
+A suspend that keeps TCP connections holds them on the host side (``_tcp_hold``). Only
+when that fails, and in images an older Bac saved, are they locked by CRIU itself (an
+nftables table ``CRIU-<id>`` in the sandbox's namespace drops their packets, so peers see
+a stalled connection rather than a reset). CRIU's restore removes that table; when the
+images are discarded instead (a restart from the files only, a roll-back to a checkpoint)
+``release_network_lock`` does.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Find every slot again after a restart, and sweep what crashed operations left behind.
 
-Running and paused sandboxes are re-attached. Slots whose owning server process is gone
-and that were being created, handed out, pooled or destroyed are torn down.
+Running and paused sandboxes are re-attached; one that is not suspended to disk holds no
+TCP connections (a suspend cut short by a crash may have left a hold on them, released
+here). Slots whose owning server process is gone and that were being created, handed
+out, pooled or destroyed are torn down.
 
 Other servers (and other backend objects in this process) may be creating sandboxes at
 the same moment, so the sweep only removes what is provably orphaned, deciding each item
@@ -12,12 +14,17 @@ earlier, and nothing belonging to a live server is touched.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from pathlib import Path
 
+from bac_server.backends.base import CheckpointFailed
 from bac_server.host import remove_tree
 
+from . import _tcp_hold
+from ._checkpoint import release_suspend_lock
+from ._checkpointing import DISK
 from ._context import Context
 from ._netns import delete_veth, host_links_with_prefix
 from ._process import owner_alive
@@ -51,6 +58,11 @@ async def recover(ctx: Context) -> dict[str, SlotRecord]:
         if record.phase in (SlotPhase.RUNNING, SlotPhase.PAUSED) and record.sandbox_id \
                 and ctx.claimed_slot(record.sandbox_id) == record.slot:
             attached[record.sandbox_id] = record
+            if record.paused_to != DISK:
+                try:
+                    await release_suspend_lock(ctx, record)
+                except CheckpointFailed:
+                    _log.exception("slot %s: its TCP connections stay held", record.slot)
             continue
         if owner_alive(record.owner):
             continue  # a live server is working on it
@@ -98,6 +110,7 @@ def _sweep_leases(ctx: Context) -> None:
 
 async def _sweep_addresses(ctx: Context) -> None:
     _sweep_leases(ctx)
+    await asyncio.to_thread(_tcp_hold.sweep, ctx.addresses)
     pool = ctx.addresses
     for name in await host_links_with_prefix(ctx.config.veth_prefix):
         index = pool.index_of(name)

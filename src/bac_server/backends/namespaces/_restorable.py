@@ -41,12 +41,14 @@ from bac_server.host._syscalls import (
     umount,
 )
 
+from . import _tcp_hold
 from ._devfs import release as release_devfs
 from ._runtime import OciRuntime
 from ._slot import SlotPaths
 
 FLAT_SYSFS = Path("/run/bac-sys")
-# In a slot directory while a suspend holds a network lock in its namespace (_checkpoint).
+# In a slot directory while a suspend holds CRIU's own network lock in its namespace (when
+# the host-side hold could not be taken, or images of an older Bac; see _checkpoint).
 LOCK_MARKER = "tcp-locked"
 _MS_REMOUNT = 0x20  # changing a bind mount's flags takes a remount
 
@@ -148,7 +150,9 @@ def restorable(runtime: OciRuntime) -> bool:
 
 
 def remove_slot_state(paths: SlotPaths) -> None:
-    """What checkpointing adds to a slot directory (for teardown)."""
+    """What checkpointing adds to a slot directory (for teardown). The host-side hold
+    goes first: the sandbox's address is leased to another one next."""
+    _tcp_hold.release(paths.root)
     unpin_netns(paths)
     release_devfs(paths)
     for name in ("suspend", "criu-work"):

@@ -1,0 +1,68 @@
+"""The host table's hold (set ``held`` and its chains) reaches tables made by older code.
+
+Run on a private table (its own name, a veth prefix no interface has, addresses from
+TEST-NET-1), never on the shared ``inet bac``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from bac_server.host import nft, nft_json
+from bac_server.host._nftables import ensure_table, render_ruleset
+
+pytestmark = [pytest.mark.root]
+_PREFIX = "zq9"
+
+
+@pytest.fixture
+def table() -> Iterator[str]:
+    name = f"bachold{os.getpid()}"
+    yield name
+    nft(f"add table inet {name}\ndelete table inet {name}\n")
+
+
+def _older_script(table: str) -> str:
+    """The ruleset as Bac made it before the hold existed."""
+    return "".join(line + "\n" for line in render_ruleset(_PREFIX, table=table).splitlines()
+                   if "held" not in line)
+
+
+def _listing(table: str) -> list[dict[str, object]]:
+    return nft_json(f"list table inet {table}")
+
+
+def _rules(table: str, chain: str) -> list[str]:
+    out = nft(f"list chain inet {table} {chain}")
+    return [line.strip() for line in out.splitlines() if "@held" in line]
+
+
+def test_an_older_table_gains_the_hold_and_keeps_its_sandboxes(table: str) -> None:
+    """Preparing the host over a table made before the hold adds the set and its drop
+    rules (first, at raw priority, both ways) and leaves a sandbox's policy chain, map
+    entry and DNS listener as they were; held addresses survive the next refresh."""
+    nft(_older_script(table))
+    t = f"inet {table}"
+    nft(f"add chain {t} p_{_PREFIX}0\nadd rule {t} p_{_PREFIX}0 accept\n"
+        f'add element {t} egress {{ "{_PREFIX}0" : jump p_{_PREFIX}0 }}\n'
+        f'add element {t} dns_listeners {{ 192.0.2.10 . "{_PREFIX}0" }}\n')
+    before = json.dumps(nft_json(f"list chain {t} p_{_PREFIX}0"))
+
+    ensure_table(_PREFIX, table=table)
+
+    assert _rules(table, "held_in") == ["ip saddr @held drop", "ip daddr @held drop"]
+    assert _rules(table, "held_out") == ["ip daddr @held drop"]
+    chains = {c["chain"]["name"]: c["chain"] for c in _listing(table) if "chain" in c}
+    assert chains["held_in"]["hook"] == "prerouting" and chains["held_out"]["hook"] == "output"
+    assert chains["held_in"]["prio"] < chains["prerouting"]["prio"]
+    assert json.dumps(nft_json(f"list chain {t} p_{_PREFIX}0")) == before
+    assert f'"{_PREFIX}0" : jump p_{_PREFIX}0' in nft(f"list map {t} egress")
+    assert "192.0.2.10" in nft(f"list set {t} dns_listeners")
+
+    nft(f"add element {t} held {{ 192.0.2.11 }}")
+    ensure_table(_PREFIX, table=table)
+    assert "192.0.2.11" in nft(f"list set {t} held")
+    assert len(_rules(table, "held_in")) == 2
