@@ -161,6 +161,28 @@ async def test_a_files_only_wake_releases_the_address(runc: NamespaceBackend,
         writer.close()
 
 
+async def test_a_roll_back_of_a_suspended_sandbox_releases_the_address(
+        runc: NamespaceBackend, make: SandboxFactory) -> None:
+    """Rolling a suspended sandbox back to a checkpoint discards the suspend's images and
+    releases its hold; the checkpoint's copy of the connection is restored closed."""
+    sbx = await make()
+    reader, writer = await connected(sbx)
+    try:
+        info = await runc.checkpoint(sbx.id, new_id("c"), memory=True)
+        await runc.suspend(sbx.id, memory=True)
+        assert sbx.address in held()
+        await runc.restore(SandboxSpec(sandbox_id=sbx.id, template=make.template),
+                           info.checkpoint_id)
+        assert sbx.address not in held()
+        assert not _tcp_hold.is_held(slot_root(runc, sbx.id))
+        writer.write(b"anyone there?")
+        with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
+            await asyncio.wait_for(reader.readexactly(1), 20)
+        await runc.delete_checkpoint(info.checkpoint_id)
+    finally:
+        writer.close()
+
+
 async def test_a_checkpoint_while_running_holds_nothing(runc: NamespaceBackend,
                                                         make: SandboxFactory) -> None:
     """A checkpoint of a sandbox with an open connection leaves no element behind and
