@@ -16,13 +16,17 @@
 #   Bac starts CRIU inside the sandbox's cgroups and needs this to drive CRIU itself;
 # * 0004: lazy pages (memory copied in after the processes run) for tasks in a user
 #   namespace, through /dev/userfaultfd;
-# * 0005: restore --tcp-close-external keeps a copy's loopback connections only.
-# Each adds a 'criu check --feature' name, which is how Bac recognises the build.
+# * 0005: restore --tcp-close-external keeps a copy's loopback connections only;
+# * 0006: lazy pages: a fault brings in the 64 KiB around it and shrinks every task's
+#   background chunk (a busy task's faults no longer wait behind 4 MiB copies for another).
+# 0001-0005 each add a 'criu check --feature' name, which is how Bac recognises the build;
+# a stamp next to it names the patch set it was built from (a new patch rebuilds it).
 #
 # CRIU caches what it probes of the kernel (~50 ms per run) only on a tmpfs; /run is not
 # one on every host, so the build keeps it in /run/bac-criu, a tmpfs the server mounts.
 #
-# Idempotent: does nothing when a working, patched criu >= 4.2 is installed. Run as root.
+# Idempotent: does nothing when a working criu >= 4.2 built from these patches is
+# installed. Run as root.
 # Bac finds criu at /usr/local/sbin/criu first, then on PATH (BAC_CRIU overrides both); an
 # unpatched criu >= 4.2 still works, with established connections closed at a pause.
 set -euo pipefail
@@ -63,7 +67,15 @@ lean() {
     ! ldd "$1" 2>/dev/null | grep -q libgnutls
 }
 
-if works "$TARGET" && patched "$TARGET" && lean "$TARGET"; then
+# Which patches (and build options) the installed CRIU was built with: a changed
+# patch set rebuilds it, even where no 'criu check' feature tells the builds apart.
+STAMP=/usr/local/lib/bac/criu.build
+want_stamp="$(cat "$PATCHES"/*.patch | sha256sum | cut -d' ' -f1) NO_GNUTLS=1"
+current() {
+    [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want_stamp" ]
+}
+
+if works "$TARGET" && patched "$TARGET" && lean "$TARGET" && current; then
     echo "build-criu: $TARGET $("$TARGET" --version | awk '/^Version:/ {print $2}') (patched) works"
     exit 0
 fi
@@ -127,6 +139,8 @@ done
 make -C "$srcdir" -j"$(nproc)" criu RUNDIR="$KDAT_DIR" NO_GNUTLS=1 >"$work/build.log" 2>&1 \
     || { tail -40 "$work/build.log" >&2; exit 1; }
 install -D -m 0755 "$srcdir/criu/criu" "$TARGET"
+mkdir -p "$(dirname "$STAMP")"
+echo "$want_stamp" > "$STAMP"
 
 if ! works "$TARGET" || ! patched "$TARGET" || ! lean "$TARGET"; then
     echo "build-criu: the built criu fails 'criu check':" >&2
