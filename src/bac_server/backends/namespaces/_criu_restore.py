@@ -2,9 +2,10 @@
 
 Which TCP connections come back is decided here (all after a suspend in the same network
 namespace, the loopback ones otherwise, none without Bac's CRIU; on failure once more
-with none), then one attempt runs: /dev made on the host (``_devfs``), the lazy-pages
-daemon started next to CRIU when the memory is large (``_lazy_pages``), CRIU started in
-the slot's cgroups, and the restored init checked (``_confinement``, cgroup placement).
+with none), then one attempt runs: the lazy-pages daemon started when the memory is
+large (``_lazy_pages``), the slot's cgroups and /dev made on the host (``_criu_cgroups``,
+``_devfs``) while it starts, CRIU started in those cgroups, and the restored init checked
+(``_confinement``, cgroup placement).
 A suspend's hold on the connections (``_tcp_hold``) is released once the restore has
 finished: the tasks run and CRIU has taken their sockets out of repair mode.
 """
@@ -55,16 +56,16 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
         tcp = TCP_ALL if suspended and same_netns else TCP_LOOPBACK
     limits = Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
                     limit_swap=ctx.cgroups.supports_swap)
-    procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
     try:
-        pid = await _attempt(ctx, criu, record, images, work, meta, log, procs, tcp=tcp)
+        pid = await _attempt(ctx, criu, record, images, work, meta, log, limits, tcp=tcp)
     except CheckpointFailed as exc:
         if tcp == TCP_NONE:
             raise
         # Connections are a bonus, the sandbox is not: once more with them closed.
         _log.warning("restore of slot %s with its TCP connections failed, restoring them "
                      "closed: %s", record.slot, exc)
-        pid = await _attempt(ctx, criu, record, images, work, meta, log, procs, tcp=TCP_NONE)
+        pid = await _attempt(ctx, criu, record, images, work, meta, log, limits,
+                             tcp=TCP_NONE)
     if meta["locked"]:
         marker.unlink(missing_ok=True)  # CRIU removed its lock
     if held:
@@ -85,21 +86,24 @@ async def release_hold(slot_root: Path) -> None:
 
 
 async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, work: Path,
-                   meta: dict[str, Any], log: int, procs: list[str], *, tcp: str) -> int:
+                   meta: dict[str, Any], log: int, limits: Limits, *, tcp: str) -> int:
     """One CRIU restore; on failure nothing of it is left running."""
     paths = ctx.paths(record.slot)
     netns = netns_pin(paths)
     pid_file = work / "init.pid"
     pid_file.unlink(missing_ok=True)
     stdio = {int(fd): str(key) for fd, key in meta["stdio"].items()}
-    devfs = _devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
+    # The daemon first: its start (a CRIU of its own, ~3 ms) overlaps the cgroups and
+    # /dev made here, and the restore, which connects to it early, finds it listening.
     daemon = (await _lazy_pages.start(criu.binary, images, work)
               if criu.lazy and _lazy_pages.worth_it(images) else None)
-    argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
-                        images=images, work=work, pid_file=pid_file,
-                        inherit=inherit_fds(stdio), tcp=tcp, lazy=daemon is not None,
-                        devfs=devfs)
     try:
+        procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
+        devfs = _devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
+        argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
+                            images=images, work=work, pid_file=pid_file,
+                            inherit=inherit_fds(stdio), tcp=tcp, lazy=daemon is not None,
+                            devfs=devfs)
         code = await run_restore(argv, netns, procs, log, userfaultfd=daemon is not None)
         if code != 0:
             why = ("CRIU could not join the slot's cgroups" if code == PLACEMENT_FAILED
