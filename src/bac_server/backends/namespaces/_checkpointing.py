@@ -13,6 +13,9 @@ instant) that then continues; ``restore`` rolls a sandbox back to one, ``create_
 starts a new sandbox from one in a slot of its own (own id, address, network namespace,
 cgroup): the copy's established connections are restored closed, since nobody is at the
 other end of them, and its hostname and envd token are set to its own.
+
+Suspends and checkpoints reach the disk in the background once the call returns
+(``_durable``), off the pause's path.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from ._checkpoint import (
 from ._context import Context
 from ._copies import start_copy
 from ._criu import Criu, ensure_kdat_dir, find_criu
+from ._durable import DurableMixin
 from ._launch import off_loop
 from ._restorable import ensure_flat_sysfs, restorable
 from ._slot import SlotPhase, SlotRecord, save_record
@@ -77,7 +81,7 @@ def _log_failure(task: asyncio.Future[None]) -> None:
                      task.exception())
 
 
-class CheckpointMixin:
+class CheckpointMixin(DurableMixin):
     """Mixed into ``NamespaceBackend``; relies on its slot table, locks and context."""
 
     _sandboxes: dict[str, SlotRecord]
@@ -130,7 +134,11 @@ class CheckpointMixin:
             if record.phase is not SlotPhase.PAUSED:
                 record.move(SlotPhase.PAUSED)
             record.paused_to = DISK if memory else FILESYSTEM
-            await off_loop(lambda: save_record(ctx.paths(record.slot), record))
+            paths = ctx.paths(record.slot)
+            await off_loop(lambda: save_record(paths, record))
+            # The images, the record and the sandbox's files (the overlay's upper).
+            self._flushes.request(f"sandbox {sandbox_id}", paths.root / "suspend",
+                                  paths.root, paths.layer / "upper")
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
         ctx = await self._context()
@@ -208,6 +216,8 @@ class CheckpointMixin:
                 template_rootfs=record.template_rootfs, envd_bundle=record.envd_bundle,
                 layers=tuple(str(p) for p in record.layer_stack))
             meta = await off_loop(lambda: _stored.finish(ctx.config, work, meta))
+            self._flushes.request(f"checkpoint {checkpoint_id}",
+                                  _stored.root(ctx.config) / checkpoint_id)
             return meta.info()
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
