@@ -5,6 +5,11 @@ sandbox ``+ 2n + 1`` (both /32 with each other as peer), and the host veth ``<pr
 A /16 holds 32768 sandboxes. A lease is the file ``<dir>/<n>`` created with ``O_EXCL``
 holding the slot directory and the owning server; the directory is host-wide (addresses and
 interface names are), so servers with different data directories never collide.
+
+Each pool starts leasing at a random slot and goes round from there: an address freed by
+an earlier server (or an earlier pool of this process) is not the next one handed out,
+so a client's pooled keep-alive connection to a sandbox that is gone, or a stale
+neighbour or conntrack entry, does not meet a new sandbox at the same address.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import os
+import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +49,7 @@ class AddressPool:
             raise ValueError("veth prefix too long for interface names (15 bytes max)")
         self.lease_dir = lease_dir
         self.veth_prefix = veth_prefix
-        self._cursor = itertools.count()
+        self._cursor = itertools.count(secrets.randbelow(self.capacity))
         self._lock = threading.Lock()
 
     def describe(self, index: int) -> Lease:
