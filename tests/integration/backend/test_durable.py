@@ -24,6 +24,7 @@ from backend_harness import (
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces._writeback import CHUNK, write_back
 from bac_server.host import remove_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
@@ -109,11 +110,17 @@ def make(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> SandboxFactory:
 
 
 @pytest.fixture
-def flush_errors(caplog: pytest.LogCaptureFixture) -> Callable[[], list[str]]:
-    """What the flusher has logged at error level so far in the test."""
+def flush_log(caplog: pytest.LogCaptureFixture) -> Callable[[int], list[str]]:
+    """What the flusher has logged so far in the test, at a level or above."""
     caplog.set_level(logging.DEBUG, logger=_LOGGER)
-    return lambda: [r.getMessage() for r in caplog.records
-                    if r.name == _LOGGER and r.levelno >= logging.ERROR]
+    return lambda level: [r.getMessage() for r in caplog.records
+                          if r.name == _LOGGER and r.levelno >= level]
+
+
+@pytest.fixture
+def flush_errors(flush_log: Callable[[int], list[str]]) -> Callable[[], list[str]]:
+    """What the flusher has logged at error level so far in the test."""
+    return lambda: flush_log(logging.ERROR)
 
 
 async def holding_memory(make: SandboxFactory) -> Sandbox:
@@ -171,10 +178,11 @@ async def test_checkpoint_is_on_disk_once_flushed(runc: NamespaceBackend,
 
 async def test_wake_and_destroy_do_not_wait_for_the_flush(runc: NamespaceBackend,
                                                           make: SandboxFactory,
+                                                          flush_log: Callable[[int], list[str]],
                                                           flush_errors: Callable[[], list[str]]
                                                           ) -> None:
     """A wake right after a suspend (its flush still pending) restores the sandbox and
-    the flush finishes without error; so does a destroy right after a suspend, leaving
+    drops the flush (its images are garbage); a destroy right after a suspend leaves
     nothing behind; a checkpoint deleted before its flush ran is no error either."""
     sbx = await holding_memory(make)
     spec = SandboxSpec(sandbox_id=sbx.id, template=make.template)
@@ -183,6 +191,7 @@ async def test_wake_and_destroy_do_not_wait_for_the_flush(runc: NamespaceBackend
     await runc.wake(spec)
     assert (await sbx.run("pgrep -f memory.py")).exit_code == 0
     await runc.suspend_flushed(sbx.id)
+    assert any(m.startswith(f"sandbox {sbx.id} dropped") for m in flush_log(logging.DEBUG))
 
     held = footprint(runc, sbx.id)
     await runc.suspend(sbx.id, memory=True)
@@ -195,3 +204,16 @@ async def test_wake_and_destroy_do_not_wait_for_the_flush(runc: NamespaceBackend
     await runc.delete_checkpoint("durable-gone")
     await runc.checkpoint_flushed("durable-gone")
     assert flush_errors() == []
+
+
+async def test_write_back_goes_in_chunks_and_stops_when_unwanted(tmp_path: Path) -> None:
+    """The chunked writer leaves no page of a file unwritten, and writes none of one
+    nobody wants any more (it checks before the first chunk)."""
+    kept, dropped = tmp_path / "kept", tmp_path / "dropped"
+    for path in (kept, dropped):
+        path.write_bytes(os.urandom(4 * CHUNK + 4096))
+        assert unwritten_pages(path) > 0
+    assert write_back(kept, lambda: True)
+    assert unwritten_pages(kept) == 0
+    assert not write_back(dropped, lambda: False)
+    assert unwritten_pages(dropped) > 0

@@ -147,6 +147,7 @@ class CheckpointMixin(DurableMixin):
             if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
                 thaw(ctx, record)
             elif record.phase is SlotPhase.PAUSED:
+                self._flushes.drop(f"sandbox {spec.sandbox_id}")  # its images are garbage now
                 where = _suspend_images(ctx, record)
                 if memory and record.paused_to == DISK:
                     await self._restore_in_place(ctx, record, where)
@@ -230,6 +231,7 @@ class CheckpointMixin(DurableMixin):
         meta = stored.meta()
         async with self._lock(spec.sandbox_id):
             record = self._record(spec.sandbox_id)
+            self._flushes.drop(f"sandbox {spec.sandbox_id}")
             await stop_processes(ctx, record)
             await release_suspend_lock(ctx, record)
             remove_images(_suspend_images(ctx, record))

@@ -3,86 +3,71 @@
 A suspend or a checkpoint returns as soon as CRIU and ``cp`` have handed their data to the
 page cache; the kernel writes it out up to ~30 s later (``vm.dirty_expire_centisecs``),
 so a power loss or kernel crash in that window would lose a pause that was reported
-done. Waiting for the disk on the pause's own path would cost more than the dump itself
-(64 MiB of images), so a ``Flusher`` does it right after, off the event loop.
+done. Waiting for the disk on the pause's own path would double its time at 64 MiB, so a
+``Flusher`` does it right after, off the event loop, in one worker thread.
 
-**How: one ``syncfs(2)`` per file system, not ``fsync`` per file.** What must reach the
-disk is the images, the directories naming them, the slot record (written by rename) and
-the sandbox's own files — the overlay's upper layer, whose every file the user may have
-written just before the pause. The upper layer can hold tens of thousands of files:
-walking it and calling ``fsync`` on each costs a syscall, and on ext4 often a journal
-commit, per file. ``syncfs`` on a directory writes back every dirty page and inode of its
-file system, then commits the journal and flushes the device cache once: everything
-above in one call, renames included, and since Linux 5.8 it reports writeback errors.
-It also writes other dirty data of that file system, which the kernel would write within
-the same 30 s anyway; only the moment moves. Python 3.11 has no ``os.syncfs``: glibc's,
-through ctypes.
+**What and how.** What must reach the disk: the images, the directories naming them, the
+slot record (written by rename), and the sandbox's own files — the overlay's upper layer,
+whose every file the user may have written just before the pause. Two steps per batch:
 
-**When.** Requests queue; one worker runs them in batches, one thread (``to_thread``)
-and one ``syncfs`` per file system per batch, so pausing a hundred sandboxes at once
-costs a few ``syncfs`` calls, not a hundred, and never holds more than one of the
-default executor's threads. A batch covers every request made before it started.
+1. The large files of the images (a checkpoint: of its whole directory, the copied files
+   too) are written a few MiB at a time (``_writeback.write_back``). Handed to the disk
+   all at once, as ``syncfs`` or ``fsync`` do, 64 MiB of images made every other
+   synchronous write on the disk wait behind them: a wake right after a pause took
+   ~200 ms instead of ~65. In chunks, nobody waits behind more than a few MiB.
+2. One ``syncfs(2)`` per file system then writes what is left — small files, the upper
+   layer, inodes, directories — commits the journal and flushes the device cache, and
+   reports writeback errors (Linux >= 5.8). Not ``fsync`` per file: the upper layer can
+   hold tens of thousands of files, and ``fsync`` costs a syscall and often a journal
+   commit each, where ``syncfs`` is one call. It also writes other dirty data of the file
+   system, which the kernel would write within the same 30 s anyway.
 
-**Racing the sandbox's next step.** A wake, a roll-back or a destroy never waits for the
-flush: the flush holds only directory descriptors, opened when its batch starts (a path
-already renamed away by ``_discard.set_aside`` or deleted is skipped; nothing of it then
-needs to survive), and ``syncfs`` writes what exists when it runs; a file deleted under it
-is fine. ``close()`` of the backend waits for pending batches, bounded like teardowns.
+**Batches.** Requests made while a batch runs form the next one, with one ``syncfs`` per
+file system for all of it: pausing a hundred sandboxes at once costs a few ``syncfs``
+calls, and the flusher never holds more than one of the default executor's threads.
 
-How long a flush took is logged at debug level for each sandbox or checkpoint.
+**Racing the sandbox's next step.** Nothing waits for a flush. A wake or a roll-back
+``drop``s its suspend's flush, which stops at the next chunk (the images are garbage
+now: no point writing them); a file deleted under it (a destroy, a deleted checkpoint)
+stops it too, and paths renamed away or deleted are skipped. ``close()`` of the backend
+waits for pending batches, bounded like teardowns. How long each flush took is logged
+at debug level.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._writeback import large_files, sync_file_systems, write_back
+
 _log = logging.getLogger(__name__)
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-
-
-def syncfs(fd: int) -> None:
-    """Write back everything of the file system holding ``fd``, and wait (blocking)."""
-    if _libc.syncfs(fd) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"syncfs: {os.strerror(err)}")
-
-
-def sync_file_systems(paths: list[Path]) -> int:
-    """``syncfs`` once on each file system holding one of ``paths`` (those that still
-    exist); returns how many. Blocking; raises the first ``OSError`` of a ``syncfs``."""
-    by_device: dict[int, int] = {}
-    try:
-        for path in paths:
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # renamed away or deleted since: no longer needed on disk
-            device = os.fstat(fd).st_dev
-            if device in by_device:
-                os.close(fd)
-            else:
-                by_device[device] = fd
-        for fd in by_device.values():
-            syncfs(fd)
-    finally:
-        for fd in by_device.values():
-            os.close(fd)
-    return len(by_device)
 
 
 @dataclass
 class _Request:
     name: str
-    paths: tuple[Path, ...]
+    files: Path  # the tree whose large files are written in chunks
+    paths: tuple[Path, ...]  # directories whose file systems get a ``syncfs``
     done: asyncio.Future[None]
     since: float = field(default_factory=time.monotonic)
+    dropped: bool = False  # read by the worker thread between chunks
+
+    def wanted(self) -> bool:
+        return not self.dropped
+
+
+def _flush(batch: list[_Request]) -> int:
+    """Blocking: the batch's large files in chunks, then one ``syncfs`` per file system
+    (none if every request was dropped); returns how many file systems."""
+    for request in batch:
+        for path in large_files(request.files) if request.wanted() else ():
+            if not write_back(path, request.wanted):
+                break
+    return sync_file_systems([p for r in batch if r.wanted() for p in (r.files, *r.paths)])
 
 
 class Flusher:
@@ -93,48 +78,54 @@ class Flusher:
         self._tasks = tasks
         self._queue: list[_Request] = []
         self._worker: asyncio.Future[None] | None = None
-        self._pending: dict[str, asyncio.Future[None]] = {}
+        self._pending: dict[str, _Request] = {}
 
-    def request(self, name: str, *paths: Path) -> None:
-        """Have ``paths`` (directories) and everything on their file systems written to
-        disk soon; ``name`` (e.g. "sandbox <id>") is for ``flushed`` and the log.
-        Returns at once."""
-        done = asyncio.get_running_loop().create_future()
-        self._queue.append(_Request(name, paths, done))
-        self._pending[name] = done
+    def request(self, name: str, files: Path, *paths: Path) -> None:
+        """Have the tree ``files`` and everything on its file system and on those of
+        ``paths`` (directories) written to disk soon; ``name`` (e.g. "sandbox <id>") is
+        for ``flushed``, ``drop`` and the log. Returns at once."""
+        request = _Request(name, files, paths, asyncio.get_running_loop().create_future())
+        self._queue.append(request)
+        self._pending[name] = request
 
         def forget(_: asyncio.Future[None]) -> None:
-            if self._pending.get(name) is done:
+            if self._pending.get(name) is request:
                 del self._pending[name]
 
-        done.add_done_callback(forget)
+        request.done.add_done_callback(forget)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.ensure_future(self._work())
             self._tasks.add(self._worker)
             self._worker.add_done_callback(self._tasks.discard)
 
+    def drop(self, name: str) -> None:
+        """What ``name``'s pending flush would write is no longer needed on disk."""
+        request = self._pending.get(name)
+        if request is not None:
+            request.dropped = True
+
     async def flushed(self, name: str) -> None:
-        """Wait until the last flush requested for ``name`` has finished (a failure is
-        logged, not raised); at once if none is pending."""
-        done = self._pending.get(name)
-        if done is not None:
-            await asyncio.shield(done)
+        """Wait until the last flush requested for ``name`` has finished (or stopped,
+        dropped; a failure is logged, not raised); at once if none is pending."""
+        request = self._pending.get(name)
+        if request is not None:
+            await asyncio.shield(request.done)
 
     async def _work(self) -> None:
         while self._queue:
             batch, self._queue = self._queue, []
-            paths = [path for request in batch for path in request.paths]
             try:
                 # Runs to the end even if this task is cancelled: the thread cannot be.
-                count = await asyncio.shield(asyncio.to_thread(sync_file_systems, paths))
+                count = await asyncio.shield(asyncio.to_thread(_flush, batch))
             except Exception as exc:  # logged, never raised: nobody awaits this task
                 _log.error("writing %s to disk failed; they may not survive a host crash: %s",
-                           ", ".join(r.name for r in batch), exc)
+                           ", ".join(r.name for r in batch if r.wanted()), exc)
             else:
                 now = time.monotonic()
                 for request in batch:
-                    _log.debug("%s on disk %.0f ms after it was taken (%d file system(s))",
-                               request.name, (now - request.since) * 1000, count)
+                    _log.debug("%s %s %.0f ms after it was taken (%d file system(s))",
+                               request.name, "on disk" if request.wanted() else "dropped",
+                               (now - request.since) * 1000, count)
             finally:
                 for request in batch:
                     if not request.done.done():
@@ -154,7 +145,8 @@ class DurableMixin:
         return self._flusher
 
     async def suspend_flushed(self, sandbox_id: str) -> None:
-        """Wait until the sandbox's last suspend is on disk (at once if it is)."""
+        """Wait until the sandbox's last suspend is on disk (at once if it is, or if a
+        wake made writing it pointless)."""
         await self._flushes.flushed(f"sandbox {sandbox_id}")
 
     async def checkpoint_flushed(self, checkpoint_id: str) -> None:
