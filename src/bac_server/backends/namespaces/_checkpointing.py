@@ -21,8 +21,10 @@ Suspends and checkpoints reach the disk in the background once the call returns
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 
 from bac_server.backends.base import (
     CheckpointFailed,
@@ -112,9 +114,16 @@ class CheckpointMixin(DurableMixin):
 
     # -- suspend / wake -------------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def _working(self, sandbox_id: str) -> AsyncIterator[None]:
+        """The sandbox's lock, and background flushes held back meanwhile."""
+        async with self._lock(sandbox_id):
+            with self._flushes.busy():
+                yield
+
     async def suspend(self, sandbox_id: str, *, memory: bool) -> None:
         ctx = await self._context()
-        async with self._lock(sandbox_id):
+        async with self._working(sandbox_id):
             record = self._record(sandbox_id)
             if record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER:
                 return
@@ -142,7 +151,7 @@ class CheckpointMixin(DurableMixin):
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
         ctx = await self._context()
-        async with self._lock(spec.sandbox_id):
+        async with self._working(spec.sandbox_id):
             record = self._record(spec.sandbox_id)
             if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
                 thaw(ctx, record)
@@ -189,7 +198,7 @@ class CheckpointMixin(DurableMixin):
                          memory: bool) -> CheckpointInfo:
         ctx = await self._context()
         criu = self._need_criu() if memory else None
-        async with self._lock(sandbox_id):
+        async with self._working(sandbox_id):
             record = self._record(sandbox_id)
             if record.phase is not SlotPhase.RUNNING and record.paused_to != FREEZER:
                 raise CheckpointFailed(f"sandbox {sandbox_id} is suspended; resume it to "
@@ -229,7 +238,7 @@ class CheckpointMixin(DurableMixin):
         ctx = await self._context()
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
-        async with self._lock(spec.sandbox_id):
+        async with self._working(spec.sandbox_id):
             record = self._record(spec.sandbox_id)
             self._flushes.drop(f"sandbox {spec.sandbox_id}")
             await stop_processes(ctx, record)
@@ -257,8 +266,9 @@ class CheckpointMixin(DurableMixin):
         criu = self._need_criu() if meta.memory else None
         self._claim(ctx, spec.sandbox_id)
         try:
-            record = await start_copy(ctx, criu, stored, meta, spec,
-                                      source_token=source_token)
+            with self._flushes.busy():
+                record = await start_copy(ctx, criu, stored, meta, spec,
+                                          source_token=source_token)
         except BaseException:
             ctx.claim_path(spec.sandbox_id).unlink(missing_ok=True)
             raise

@@ -37,14 +37,20 @@ at debug level.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._writeback import large_files, sync_file_systems, write_back
 
 _log = logging.getLogger(__name__)
+# How long the flusher waits, before each chunk, for running operations to finish: it
+# yields to them, but is never starved by a steady stream of them.
+YIELD_S = 1.0
 
 
 @dataclass
@@ -60,16 +66,6 @@ class _Request:
         return not self.dropped
 
 
-def _flush(batch: list[_Request]) -> int:
-    """Blocking: the batch's large files in chunks, then one ``syncfs`` per file system
-    (none if every request was dropped); returns how many file systems."""
-    for request in batch:
-        for path in large_files(request.files) if request.wanted() else ():
-            if not write_back(path, request.wanted):
-                break
-    return sync_file_systems([p for r in batch if r.wanted() for p in (r.files, *r.paths)])
-
-
 class Flusher:
     """The background flushes of one backend (one event loop)."""
 
@@ -79,6 +75,41 @@ class Flusher:
         self._queue: list[_Request] = []
         self._worker: asyncio.Future[None] | None = None
         self._pending: dict[str, _Request] = {}
+        self._busy = 0  # pauses, wakes and checkpoints running; guarded by ``_quiet``
+        self._quiet = threading.Condition()
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Around a pause, wake or checkpoint: the flusher waits until none runs (up to
+        ``YIELD_S`` per chunk), so they do not share the disk and CPUs with it."""
+        with self._quiet:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._busy -= 1
+                self._quiet.notify_all()
+
+    def _pace(self) -> None:
+        """Worker thread: before each chunk, let running operations finish first."""
+        with self._quiet:
+            self._quiet.wait_for(lambda: self._busy == 0, timeout=YIELD_S)
+
+    def _flush(self, batch: list[_Request]) -> int:
+        """Worker thread: the batch's large files in chunks, then one ``syncfs`` per file
+        system (none if every request was dropped); returns how many file systems."""
+        for request in batch:
+
+            def go(request: _Request = request) -> bool:
+                self._pace()
+                return request.wanted()
+
+            for path in large_files(request.files) if request.wanted() else ():
+                if not write_back(path, go):
+                    break
+        self._pace()
+        return sync_file_systems([p for r in batch if r.wanted() for p in (r.files, *r.paths)])
 
     def request(self, name: str, files: Path, *paths: Path) -> None:
         """Have the tree ``files`` and everything on its file system and on those of
@@ -116,7 +147,7 @@ class Flusher:
             batch, self._queue = self._queue, []
             try:
                 # Runs to the end even if this task is cancelled: the thread cannot be.
-                count = await asyncio.shield(asyncio.to_thread(_flush, batch))
+                count = await asyncio.shield(asyncio.to_thread(self._flush, batch))
             except Exception as exc:  # logged, never raised: nobody awaits this task
                 _log.error("writing %s to disk failed; they may not survive a host crash: %s",
                            ", ".join(r.name for r in batch if r.wanted()), exc)
