@@ -3,8 +3,9 @@
 A suspend or a checkpoint returns as soon as CRIU and ``cp`` have handed their data to the
 page cache; the kernel writes it out up to ~30 s later (``vm.dirty_expire_centisecs``),
 so a power loss or kernel crash in that window would lose a pause that was reported
-done. Waiting for the disk on the pause's own path would double its time at 64 MiB, so a
-``Flusher`` does it right after, off the event loop, in one worker thread.
+done. Waiting for the disk on the pause's own path would more than double its time at
+64 MiB (~200 ms of flush here), so a ``Flusher`` does it right after, off the event
+loop, in one worker thread.
 
 **What and how.** What must reach the disk: the images, the directories naming them, the
 slot record (written by rename), and the sandbox's own files — the overlay's upper layer,
@@ -25,6 +26,12 @@ whose every file the user may have written just before the pause. Two steps per 
 **Batches.** Requests made while a batch runs form the next one, with one ``syncfs`` per
 file system for all of it: pausing a hundred sandboxes at once costs a few ``syncfs``
 calls, and the flusher never holds more than one of the default executor's threads.
+
+**Yielding.** Pauses, wakes, checkpoints and copies hold ``Flusher.busy`` while they run;
+before each chunk and the ``syncfs`` the flusher waits until none does, up to
+``YIELD_S``, so they do not compete for the disk and the CPUs (a 64 MiB pause while
+another sandbox's flush ran took ~230 ms instead of ~140). A steady stream of them
+slows a flush to a chunk per ``YIELD_S``, never stops it.
 
 **Racing the sandbox's next step.** Nothing waits for a flush. A wake or a roll-back
 ``drop``s its suspend's flush, which stops at the next chunk (the images are garbage
