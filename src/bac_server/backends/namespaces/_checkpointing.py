@@ -156,13 +156,14 @@ class CheckpointMixin(DurableMixin):
             if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
                 thaw(ctx, record)
             elif record.phase is SlotPhase.PAUSED:
-                self._flushes.drop(f"sandbox {spec.sandbox_id}")  # its images are garbage now
                 where = _suspend_images(ctx, record)
                 if memory and record.paused_to == DISK:
                     await self._restore_in_place(ctx, record, where)
                 else:
                     await release_suspend_lock(ctx, record)
                     await cold_start(ctx, record, spec)
+                # The images are garbage now (on failure they stay, and get written).
+                self._flushes.drop(f"sandbox {spec.sandbox_id}")
                 self._discard_later(ctx, where)
             if record.phase is SlotPhase.PAUSED:
                 record.move(SlotPhase.RUNNING)
