@@ -6,21 +6,19 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from backend_harness import (
     Sandbox,
     SandboxFactory,
-    backend_and_factory,
     data_dir_leftovers,
     footprint,
     leftovers,
     new_id,
 )
 from e2b import PtySize
+from runc_fixtures import runc_fixtures
 
 from bac_server.backends.base import (
     Checkpointable,
@@ -89,27 +87,7 @@ _MEMORY = ("import hashlib, mmap, os, time\n"
            "    time.sleep(0.02)\n")
 
 
-@pytest_asyncio.fixture(loop_scope="session", scope="module")
-async def runc_pair(template: TemplateImage, data_dir: Path
-                    ) -> AsyncIterator[tuple[NamespaceBackend, SandboxFactory]]:
-    path = data_dir.with_name(data_dir.name + "-runc")
-    async with backend_and_factory(template, data_dir=path, pool_size=0,
-                                   runtime="runc") as pair:
-        await pair[0].list()  # starts the backend, which looks for CRIU
-        if not pair[0].memory_checkpoints:
-            pytest.skip("no CRIU >= 4.2 on this host (scripts/build-criu.sh)")
-        yield pair
-    remove_tree(path)
-
-
-@pytest.fixture
-def runc(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> NamespaceBackend:
-    return runc_pair[0]
-
-
-@pytest.fixture
-def make(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> SandboxFactory:
-    return runc_pair[1]
+runc_pair, runc, make = runc_fixtures("runc")
 
 
 async def _last_count(sbx: Sandbox) -> int:

@@ -9,23 +9,21 @@ import ctypes.util
 import errno
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from backend_harness import (
     Sandbox,
     SandboxFactory,
-    backend_and_factory,
     footprint,
     leftovers,
 )
+from runc_fixtures import runc_fixtures
 
-from bac_server.backends.base import SandboxSpec, TemplateImage
+from bac_server.backends.base import SandboxSpec
 from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.backends.namespaces._writeback import CHUNK, write_back
-from bac_server.host import remove_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -86,27 +84,7 @@ def _cachestat() -> None:
         raise
 
 
-@pytest_asyncio.fixture(loop_scope="session", scope="module")
-async def runc_pair(template: TemplateImage, data_dir: Path
-                    ) -> AsyncIterator[tuple[NamespaceBackend, SandboxFactory]]:
-    path = data_dir.with_name(data_dir.name + "-durable")
-    async with backend_and_factory(template, data_dir=path, pool_size=0,
-                                   runtime="runc") as pair:
-        await pair[0].list()  # starts the backend, which looks for CRIU
-        if not pair[0].memory_checkpoints:
-            pytest.skip("no CRIU >= 4.2 on this host (scripts/build-criu.sh)")
-        yield pair
-    remove_tree(path)
-
-
-@pytest.fixture
-def runc(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> NamespaceBackend:
-    return runc_pair[0]
-
-
-@pytest.fixture
-def make(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> SandboxFactory:
-    return runc_pair[1]
+runc_pair, runc, make = runc_fixtures("durable")
 
 
 @pytest.fixture

@@ -8,13 +8,12 @@ import dataclasses
 import json
 import socket
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-import pytest_asyncio
-from backend_harness import Sandbox, SandboxFactory, backend_and_factory, new_id
+from backend_harness import Sandbox, SandboxFactory, new_id
+from runc_fixtures import runc_fixtures
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, _tcp_hold
@@ -34,28 +33,7 @@ _ECHO = ("import socketserver\n"
 _TCP_ESTABLISHED = 1
 
 
-@pytest_asyncio.fixture(loop_scope="session", scope="module")
-async def runc_pair(template: TemplateImage, data_dir: Path
-                    ) -> AsyncIterator[tuple[NamespaceBackend, SandboxFactory]]:
-    path = data_dir.with_name(data_dir.name + "-hold")
-    async with backend_and_factory(template, data_dir=path, pool_size=0,
-                                   runtime="runc") as pair:
-        await pair[0].list()  # starts the backend, which looks for CRIU
-        criu = pair[0]._criu
-        if criu is None or not criu.tcp_repair:
-            pytest.skip("needs Bac's CRIU (scripts/build-criu.sh): connections are closed")
-        yield pair
-    remove_tree(path)
-
-
-@pytest.fixture
-def runc(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> NamespaceBackend:
-    return runc_pair[0]
-
-
-@pytest.fixture
-def make(runc_pair: tuple[NamespaceBackend, SandboxFactory]) -> SandboxFactory:
-    return runc_pair[1]
+runc_pair, runc, make = runc_fixtures("hold", tcp_repair=True)
 
 
 def held() -> set[str]:

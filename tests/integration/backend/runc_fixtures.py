@@ -1,0 +1,51 @@
+"""A runc backend with CRIU for one test module, in a data dir of its own.
+
+A module takes the three fixtures with
+``runc_pair, runc, make = runc_fixtures("name")``: the backend and its sandbox factory
+(module-scoped, skipped without CRIU >= 4.2, or without Bac's CRIU when the module
+needs established connections kept), and each of them alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from backend_harness import SandboxFactory, backend_and_factory
+
+from bac_server.backends.base import TemplateImage
+from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.host import remove_tree
+
+Pair = tuple[NamespaceBackend, SandboxFactory]
+
+
+def runc_fixtures(suffix: str, *, tcp_repair: bool = False
+                  ) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    @pytest_asyncio.fixture(loop_scope="session", scope="module")
+    async def runc_pair(template: TemplateImage, data_dir: Path) -> AsyncIterator[Pair]:
+        path = data_dir.with_name(f"{data_dir.name}-{suffix}")
+        async with backend_and_factory(template, data_dir=path, pool_size=0,
+                                       runtime="runc") as pair:
+            await pair[0].list()  # starts the backend, which looks for CRIU
+            criu = pair[0]._criu
+            if criu is None:
+                pytest.skip("no CRIU >= 4.2 on this host (scripts/build-criu.sh)")
+            if tcp_repair and not criu.tcp_repair:
+                pytest.skip("needs Bac's CRIU (scripts/build-criu.sh): connections are "
+                            "closed")
+            yield pair
+        remove_tree(path)
+
+    @pytest.fixture
+    def runc(runc_pair: Pair) -> NamespaceBackend:
+        return runc_pair[0]
+
+    @pytest.fixture
+    def make(runc_pair: Pair) -> SandboxFactory:
+        return runc_pair[1]
+
+    return runc_pair, runc, make
