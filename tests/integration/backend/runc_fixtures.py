@@ -3,7 +3,8 @@
 A module takes the three fixtures with
 ``runc_pair, runc, make = runc_fixtures("name")``: the backend and its sandbox factory
 (module-scoped, skipped without CRIU >= 4.2, or without Bac's CRIU when the module
-needs established connections kept), and each of them alone.
+needs established connections kept), and each of them alone. ``ECHO_SERVER`` is a
+script whose connections those modules keep across pauses.
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.host import remove_tree
 
 Pair = tuple[NamespaceBackend, SandboxFactory]
+# A server for connections kept across a pause: upper-cases what it receives on port 7000,
+# one thread per connection; touches /tmp/echo-ready once listening.
+ECHO_SERVER = ("import socketserver\n"
+               "class Echo(socketserver.BaseRequestHandler):\n"
+               "    def handle(self):\n"
+               "        while data := self.request.recv(4096):\n"
+               "            self.request.sendall(data.upper())\n"
+               "server = socketserver.ThreadingTCPServer(('0.0.0.0', 7000), Echo)\n"
+               "open('/tmp/echo-ready', 'w').close()\n"
+               "server.serve_forever()\n")
 
 
 def runc_fixtures(suffix: str, *, tcp_repair: bool = False

@@ -18,7 +18,7 @@ from backend_harness import (
     new_id,
 )
 from e2b import PtySize
-from runc_fixtures import runc_fixtures
+from runc_fixtures import ECHO_SERVER, runc_fixtures
 
 from bac_server.backends.base import (
     Checkpointable,
@@ -34,15 +34,6 @@ from bac_server.host._syscalls import umount
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
 _COUNTER = "i=0; while true; do i=$((i+1)); echo $i >> /home/user/count; sleep 0.05; done"
-# Upper-cases what it receives, one thread per connection; touches a file once listening.
-_ECHO = ("import socketserver\n"
-         "class Echo(socketserver.BaseRequestHandler):\n"
-         "    def handle(self):\n"
-         "        while data := self.request.recv(4096):\n"
-         "            self.request.sendall(data.upper())\n"
-         "server = socketserver.ThreadingTCPServer(('0.0.0.0', 7000), Echo)\n"
-         "open('/tmp/echo-ready', 'w').close()\n"
-         "server.serve_forever()\n")
 # Holds one connection to the echo server over the loopback; on each request (a file)
 # sends a line on that same connection and records whether the echo came back.
 _LOOPBACK_CLIENT = ("import os, socket, time\n"
@@ -334,7 +325,7 @@ async def test_suspended_sandbox_wakes_after_a_simulated_reboot(runc: NamespaceB
 
 
 async def _echo_server(sbx: Sandbox) -> None:
-    await sbx.sdk.files.write("/tmp/echo.py", _ECHO)
+    await sbx.sdk.files.write("/tmp/echo.py", ECHO_SERVER)
     await sbx.sdk.commands.run("python3 /tmp/echo.py", background=True)
     await sbx.run("until [ -e /tmp/echo-ready ]; do sleep 0.02; done")
 

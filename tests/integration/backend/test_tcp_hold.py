@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from backend_harness import Sandbox, SandboxFactory, new_id
-from runc_fixtures import runc_fixtures
+from runc_fixtures import ECHO_SERVER, runc_fixtures
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, _tcp_hold
@@ -22,14 +22,6 @@ from bac_server.host import nft, remove_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
-_ECHO = ("import socketserver\n"
-         "class Echo(socketserver.BaseRequestHandler):\n"
-         "    def handle(self):\n"
-         "        while data := self.request.recv(4096):\n"
-         "            self.request.sendall(data.upper())\n"
-         "server = socketserver.ThreadingTCPServer(('0.0.0.0', 7000), Echo)\n"
-         "open('/tmp/echo-ready', 'w').close()\n"
-         "server.serve_forever()\n")
 _TCP_ESTABLISHED = 1
 
 
@@ -50,11 +42,11 @@ def slot_root(backend: NamespaceBackend, sandbox_id: str) -> Path:
 async def connected(sbx: Sandbox) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """The echo server in the sandbox and a host client connected to it."""
     try:
-        await sbx.sdk.files.write("/tmp/echo.py", _ECHO)
+        await sbx.sdk.files.write("/tmp/echo.py", ECHO_SERVER)
     except httpx.TransportError:
         # The SDK pools connections per address across sandboxes: one to an earlier
         # sandbox that had this address is reset on first use, and dropped.
-        await sbx.sdk.files.write("/tmp/echo.py", _ECHO)
+        await sbx.sdk.files.write("/tmp/echo.py", ECHO_SERVER)
     await sbx.sdk.commands.run("python3 /tmp/echo.py", background=True)
     await sbx.run("until [ -e /tmp/echo-ready ]; do sleep 0.02; done")
     reader, writer = await asyncio.open_connection(sbx.address, 7000)
