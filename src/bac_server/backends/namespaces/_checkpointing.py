@@ -1,30 +1,17 @@
-"""``Checkpointable`` for the namespace backend: suspend, wake, checkpoints, copies.
-
-Which pause is which (the control plane chooses, see docs/pause-and-checkpoints.md):
-
-* freezer (``Pausable.pause``): processes stop in place, memory stays resident; <1 ms.
-* suspend with memory: runc + CRIU save processes, memory, sockets and PTYs to the slot's
-  directory and the processes end, freeing their memory; the files (overlay upper), the
-  address and the network namespace stay. ``wake`` restores them with the same pids.
-* suspend without memory: the processes end, the files stay; ``wake`` starts envd afresh.
+"""``Checkpointable`` for the namespace backend: checkpoints, roll-backs and copies, on top
+of suspend and wake (``_suspending``).
 
 A checkpoint is taken from a frozen sandbox (files copied and memory dumped at the same
 instant) that then continues; ``restore`` rolls a sandbox back to one, ``create_from``
 starts a new sandbox from one in a slot of its own (own id, address, network namespace,
 cgroup): the copy's established connections are restored closed, since nobody is at the
-other end of them, and its hostname and envd token are set to its own.
-
-Suspends and checkpoints reach the disk in the background once the call returns
-(``_durable``), off the pause's path.
+other end of them, and its hostname and envd token are set to its own. A checkpoint
+reaches the disk in the background once published (``_durable``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
 import time
-from collections.abc import AsyncIterator
 
 from bac_server.backends.base import (
     CheckpointFailed,
@@ -34,166 +21,26 @@ from bac_server.backends.base import (
 )
 from bac_server.host import remove_tree
 
-from . import _discard, _stored
-from ._checkpoint import (
-    Images,
-    copy_tree,
-    dump,
-    freeze,
-    release_suspend_lock,
-    remove_images,
-    restore,
-    thaw,
-)
-from ._context import Context
+from . import _stored
+from ._checkpoint import Images, copy_tree, dump, freeze, release_suspend_lock, remove_images, thaw
 from ._copies import start_copy
-from ._criu import Criu, ensure_kdat_dir, find_criu
-from ._durable import DurableMixin
 from ._launch import off_loop
-from ._restorable import ensure_flat_sysfs, restorable
-from ._slot import SlotPhase, SlotRecord, save_record
+from ._slot import SlotPhase, save_record
 from ._slotops import cold_start, ensure_in_place, replace_upper, stop_processes
+from ._suspending import (
+    DISK,
+    FILESYSTEM,
+    FREEZER,
+    SuspendMixin,
+    prepare_checkpoints,
+    suspend_images,
+)
 
-_log = logging.getLogger(__name__)
-FREEZER, DISK, FILESYSTEM = "freezer", "disk", "filesystem"
-
-
-async def prepare_checkpoints(ctx: Context) -> Criu | None:
-    """At start-up: what runc slots need, and the CRIU to use (None: memory cannot be
-    saved on this host, files-only suspend still works)."""
-    await off_loop(lambda: _stored.sweep_partial(ctx.config))
-    await off_loop(lambda: _discard.sweep(ctx.config.data_dir))
-    if not restorable(ctx.runtime):
-        _log.info("runtime %s cannot checkpoint; pause keeps memory or files only",
-                  ctx.runtime.name)
-        return None
-    await off_loop(ensure_flat_sysfs)
-    await off_loop(ensure_kdat_dir)
-    return await asyncio.to_thread(find_criu)
+__all__ = ["DISK", "FILESYSTEM", "FREEZER", "CheckpointMixin", "prepare_checkpoints"]
 
 
-def _suspend_images(ctx: Context, record: SlotRecord) -> Images:
-    root = ctx.paths(record.slot).root
-    return Images(root / "suspend" / "images", root / "criu-work")
-
-
-def _log_failure(task: asyncio.Future[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        _log.warning("deleting a resume's images failed (swept at the next start): %s",
-                     task.exception())
-
-
-class CheckpointMixin(DurableMixin):
+class CheckpointMixin(SuspendMixin):
     """Mixed into ``NamespaceBackend``; relies on its slot table, locks and context."""
-
-    _sandboxes: dict[str, SlotRecord]
-    _criu: Criu | None
-    _teardowns: set[asyncio.Future[None]]
-
-    async def _context(self) -> Context:
-        raise NotImplementedError
-
-    def _lock(self, sandbox_id: str) -> asyncio.Lock:
-        raise NotImplementedError
-
-    def _record(self, sandbox_id: str) -> SlotRecord:
-        raise NotImplementedError
-
-    def _claim(self, ctx: Context, sandbox_id: str) -> None:
-        raise NotImplementedError
-
-    @property
-    def memory_checkpoints(self) -> bool:
-        return self._criu is not None
-
-    def _need_criu(self) -> Criu:
-        if self._criu is None:
-            raise CheckpointFailed("saving memory needs runc and CRIU >= 4.2 on this host "
-                                   "(scripts/build-criu.sh); pause with memory=false instead")
-        return self._criu
-
-    # -- suspend / wake -------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _working(self, sandbox_id: str) -> AsyncIterator[None]:
-        """The sandbox's lock, and background flushes held back meanwhile."""
-        async with self._lock(sandbox_id):
-            with self._flushes.busy():
-                yield
-
-    async def suspend(self, sandbox_id: str, *, memory: bool) -> None:
-        ctx = await self._context()
-        async with self._working(sandbox_id):
-            record = self._record(sandbox_id)
-            if record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER:
-                return
-            if memory:
-                criu = self._need_criu()
-                where = _suspend_images(ctx, record)
-                remove_images(where)
-                await off_loop(lambda: freeze(ctx, record))
-                try:
-                    await dump(ctx, criu, record, where, leave_running=False)
-                except BaseException:
-                    thaw(ctx, record)
-                    raise
-                await stop_processes(ctx, record)  # runc left the cgroups: free them
-            else:
-                await stop_processes(ctx, record)
-            if record.phase is not SlotPhase.PAUSED:
-                record.move(SlotPhase.PAUSED)
-            record.paused_to = DISK if memory else FILESYSTEM
-            paths = ctx.paths(record.slot)
-            await off_loop(lambda: save_record(paths, record))
-            # The images, the record and the sandbox's files (the overlay's upper).
-            self._flushes.request(f"sandbox {sandbox_id}", paths.root / "suspend",
-                                  paths.root, paths.layer / "upper")
-
-    async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
-        ctx = await self._context()
-        async with self._working(spec.sandbox_id):
-            record = self._record(spec.sandbox_id)
-            if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
-                thaw(ctx, record)
-            elif record.phase is SlotPhase.PAUSED:
-                where = _suspend_images(ctx, record)
-                if memory and record.paused_to == DISK:
-                    await self._restore_in_place(ctx, record, where)
-                else:
-                    await release_suspend_lock(ctx, record)
-                    await cold_start(ctx, record, spec)
-                # The images are garbage now (on failure they stay, and get written).
-                self._flushes.drop(f"sandbox {spec.sandbox_id}")
-                self._discard_later(ctx, where)
-            if record.phase is SlotPhase.PAUSED:
-                record.move(SlotPhase.RUNNING)
-            record.paused_to = None
-            await off_loop(lambda: save_record(ctx.paths(record.slot), record))
-            return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
-
-    def _discard_later(self, ctx: Context, where: Images) -> None:
-        """The images are garbage once the sandbox runs: moved aside now (the slot's
-        paths are free for its next suspend), deleted off the resume's path."""
-        moved = _discard.set_aside(ctx.config.data_dir, where.images, where.work)
-        if moved:
-            task = asyncio.ensure_future(off_loop(lambda: _discard.delete(moved)))
-            self._teardowns.add(task)
-            task.add_done_callback(self._teardowns.discard)
-            task.add_done_callback(_log_failure)
-
-    async def _restore_in_place(self, ctx: Context, record: SlotRecord,
-                                where: Images) -> None:
-        criu = self._need_criu()
-        await ensure_in_place(ctx, record)
-        try:
-            await restore(ctx, criu, record, where)
-        except CheckpointFailed:
-            await stop_processes(ctx, record)
-            raise
-        if ctx.cgroups.is_frozen(record.cgroup_path):
-            thaw(ctx, record)  # dumped from a frozen cgroup: CRIU brings it back frozen
-
-    # -- checkpoints ----------------------------------------------------------------------
 
     async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
                          memory: bool) -> CheckpointInfo:
@@ -244,7 +91,7 @@ class CheckpointMixin(DurableMixin):
             self._flushes.drop(f"sandbox {spec.sandbox_id}")
             await stop_processes(ctx, record)
             await release_suspend_lock(ctx, record)
-            remove_images(_suspend_images(ctx, record))
+            remove_images(suspend_images(ctx, record))
             await ensure_in_place(ctx, record)
             await replace_upper(ctx, record, stored.upper)
             if meta.memory:
