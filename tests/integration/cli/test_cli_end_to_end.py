@@ -119,6 +119,18 @@ def _read_until(fd: int, marker: bytes, seen: bytearray, timeout: float = 20.0) 
             seen.extend(chunk)
 
 
+def _drain(fd: int, seen: bytearray) -> None:
+    """Whatever the terminal still holds, once its writer has exited."""
+    while select.select([fd], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            return
+        if not chunk:
+            return
+        seen.extend(chunk)
+
+
 def test_shell_in_a_real_terminal(cli_env: dict[str, str], sandbox_id: str) -> None:
     """`bac shell` in a pseudo-terminal: typing runs commands, resizing reaches the PTY."""
     master, slave = pty.openpty()
@@ -145,7 +157,10 @@ def test_shell_in_a_real_terminal(cli_env: dict[str, str], sandbox_id: str) -> N
             with contextlib.suppress(AssertionError):
                 _read_until(master, b"50 120", seen, timeout=1)
         os.write(master, b"exit 5\r")
-        assert proc.wait(timeout=30) == 5
+        code = proc.wait(timeout=30)
+        if code != 5:  # what the CLI printed last says why (a Python fatal error, a trace)
+            _drain(master, seen)
+        assert code == 5, bytes(seen)[-1500:]
     finally:
         if proc.poll() is None:
             proc.kill()
