@@ -96,4 +96,10 @@ def shell(ctx: click.Context, sandbox_id: str, cwd: str | None, user: str | None
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
         with contextlib.suppress(OSError):
             os.write(sys.stdout.fileno(), b"\r\n")
-    ctx.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The session is over and the terminal restored: the remote shell's exit code is
+    # the answer. Interpreter finalization (which also tears down the SDK's native
+    # transport) is skipped: this process once ended there by SIGABRT, losing that code;
+    # the cause was not reproduced.
+    os._exit(code)
