@@ -1,4 +1,5 @@
-"""Thin ctypes wrappers for the mount, namespace and hostname syscalls Python lacks (3.11).
+"""Thin ctypes wrappers for the mount, namespace, hostname and write-back syscalls Python
+lacks (3.11).
 
 Each raises ``OSError`` with the real errno; callers decide what a failure means.
 """
@@ -53,6 +54,22 @@ def setns(fd: int, nstype: int) -> None:
 def sethostname(name: str) -> None:
     raw = name.encode()
     _check(_libc.sethostname(raw, len(raw)), "sethostname", name)
+
+
+_libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+SYNC_FILE_RANGE_WAIT_BEFORE = 1
+SYNC_FILE_RANGE_WRITE = 2
+SYNC_FILE_RANGE_WAIT_AFTER = 4
+
+
+def sync_file_range(fd: int, offset: int, length: int, flags: int,
+                    target: str | None = None) -> None:
+    _check(_libc.sync_file_range(fd, offset, length, flags), "sync_file_range", target)
+
+
+def syncfs(fd: int) -> None:
+    """Write back everything of the file system holding ``fd``, and wait."""
+    _check(_libc.syncfs(fd), "syncfs")
 
 
 # The new mount API (Linux >= 5.2; overlayfs' ``lowerdir+`` needs >= 6.8). The numbers

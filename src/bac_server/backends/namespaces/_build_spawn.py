@@ -22,7 +22,7 @@ from ._build_user import StepUser
 from ._context import Context
 from ._ocispec import Limits, SandboxPlan
 from ._ocispec import build_config as sandbox_config
-from ._runtime import RuntimeFailed, _wait_pid
+from ._runtime import RuntimeFailed, empty_stdin, wait_exit
 from ._seccomp import attach_compiled, remember_compiled
 from ._slot import SlotRecord
 
@@ -66,10 +66,7 @@ async def spawn_detached(ctx: Context, record: SlotRecord, config: dict[str, Any
     argv = [runtime.binary, "--root", str(runtime.state_root), "--log", str(paths.runtime_log),
             "run", "--detach", "--pid-file", str(paths.pid_file), "--bundle", str(paths.root),
             record.slot]
-    # stdin is an empty pipe, never the host's /dev/null: crun hands the container's stdio
-    # to its root user, which would give every sandbox's root the host's /dev/null.
-    empty, writer = os.pipe2(os.O_CLOEXEC)
-    os.close(writer)
+    empty = empty_stdin()
     try:
         # SECURITY: the runtime (and so the command) gets exactly stdin=an empty pipe and
         # the step's two pipes; every other server fd is close-on-exec.
@@ -78,7 +75,7 @@ async def spawn_detached(ctx: Context, record: SlotRecord, config: dict[str, Any
             (os.POSIX_SPAWN_DUP2, stderr, 2)])
     finally:
         os.close(empty)
-    waiting = asyncio.ensure_future(_wait_pid(pid))
+    waiting = asyncio.ensure_future(wait_exit(pid))
     try:
         code = await asyncio.shield(waiting)
     except asyncio.CancelledError:

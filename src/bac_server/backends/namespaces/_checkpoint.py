@@ -209,8 +209,8 @@ async def _drop_hold(paths: SlotPaths) -> None:
     """Release a hold the slot may have (taken, or being taken when cancelled)."""
     if _tcp_hold.is_held(paths.root):
         try:
-            await to_the_end(asyncio.to_thread(_tcp_hold.release, paths.root))
-        except _tcp_hold.HoldError:
+            await release_hold(paths.root)
+        except CheckpointFailed:
             _log.exception("the TCP hold of %s could not be released", paths.root)
 
 

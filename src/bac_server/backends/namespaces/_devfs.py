@@ -117,7 +117,7 @@ def prepare(paths: SlotPaths, dev: dict[str, Any]) -> Path:
 def release(paths: SlotPaths) -> None:
     """Detach the host's mount of it (the sandbox's bind keeps it alive), in a thread;
     returns at once. The empty directory stays for the next ``prepare`` or the teardown
-    (which tolerates a detach racing its own)."""
+    (``release_now``, which waits for this detach first)."""
     target = host_dir(paths)
     worker = threading.Thread(target=_detach, args=(target,), name="bac-devfs-release",
                               daemon=True)
@@ -134,6 +134,11 @@ def _detach(target: Path) -> None:
         with _detaching_lock:
             if _detaching.get(str(target)) is threading.current_thread():
                 del _detaching[str(target)]
+
+
+def release_now(paths: SlotPaths) -> None:
+    """Detach and remove it before returning (a teardown), after any detach under way."""
+    _release_now(host_dir(paths))
 
 
 def _release_now(target: Path) -> None:

@@ -42,7 +42,7 @@ from bac_server.host._syscalls import (
 )
 
 from . import _tcp_hold
-from ._devfs import release as release_devfs
+from ._devfs import release_now as release_devfs
 from ._runtime import OciRuntime
 from ._slot import SlotPaths
 

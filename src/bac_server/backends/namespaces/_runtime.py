@@ -39,6 +39,15 @@ async def _wait_pid(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def empty_stdin() -> int:
+    """A close-on-exec pipe whose reads end at once: a runtime's stdin. Never the host's
+    /dev/null: crun hands the container's stdio to its root user, which would give every
+    sandbox's root the host's /dev/null."""
+    empty, writer = os.pipe2(os.O_CLOEXEC)
+    os.close(writer)
+    return empty
+
+
 async def wait_exit(pid: int) -> int:
     """The exit code of our child ``pid``, awaited through a pidfd."""
     return await _wait_pid(pid)
@@ -86,11 +95,7 @@ class OciRuntime:
         argv = [*self._base(), "--log", str(log), "run", "--detach", "--preserve-fds", "1",
                 "--pid-file", str(pid_file), "--bundle", str(bundle), container_id]
         out = os.open(stdio, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        # stdin is an empty pipe (reads end at once), not the host's /dev/null: crun gives
-        # the container's stdio to its root user, and the host's /dev/null would then
-        # belong to every sandbox's root.
-        empty, writer = os.pipe2(os.O_CLOEXEC)
-        os.close(writer)
+        empty = empty_stdin()
         try:
             # SECURITY: the child gets exactly stdin=an empty pipe, stdout/err=log, fd 3=ready
             # pipe; every other server fd is close-on-exec.

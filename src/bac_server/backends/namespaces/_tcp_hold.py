@@ -27,19 +27,17 @@ import contextlib
 import errno
 import ipaddress
 import logging
-import threading
 from pathlib import Path
 
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.nftables.main import NFTables, NFTSet
 
 from bac_server.host import HELD_SET, TABLE_FAMILY, TABLE_NAME, NftError, nft_json
 
 from ._addresses import AddressPool
+from ._set_elements import SetElements
 
 _log = logging.getLogger(__name__)
 HOLD_MARKER = "tcp-held"
-_NFPROTO_INET = 1
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -48,36 +46,23 @@ class HoldError(RuntimeError):
 
 
 class _HeldSet:
-    """One netlink socket for the process, used from worker threads only (pyroute2's
-    blocking API runs an event loop of its own)."""
+    """The set ``held``: one address at a time, from worker threads."""
 
     def __init__(self) -> None:
-        self._socket: NFTables | None = None
-        self._lock = threading.Lock()
+        self._elements = SetElements()
 
     def change(self, command: str, address: str) -> None:
         """``add`` or ``del`` one address; blocking. Deleting a missing one succeeds."""
-        target = NFTSet(table=TABLE_NAME, name=HELD_SET, key_type="ipv4_addr")
-        with self._lock:
-            try:
-                if self._socket is None:
-                    self._socket = NFTables(nfgen_family=_NFPROTO_INET)
-                # SECURITY: only ever a sandbox address Bac leased; dropping its packets
-                # is all an element does.
-                self._socket.set_elems(command, set=target, elements=[{"value": address}])
-            except NetlinkError as exc:
-                if command == "del" and exc.code == errno.ENOENT:
-                    return
-                raise HoldError(f"{command} {address} in set {HELD_SET}: {exc}") from exc
-            except OSError as exc:
-                self._close()
-                raise HoldError(f"{command} {address} in set {HELD_SET}: {exc}") from exc
-
-    def _close(self) -> None:
-        if self._socket is not None:
-            with contextlib.suppress(OSError):
-                self._socket.close()
-            self._socket = None
+        try:
+            # SECURITY: only ever a sandbox address Bac leased; dropping its packets
+            # is all an element does.
+            self._elements.change(command, HELD_SET, [{"value": address}])
+        except NetlinkError as exc:
+            if command == "del" and exc.code == errno.ENOENT:
+                return
+            raise HoldError(f"{command} {address} in set {HELD_SET}: {exc}") from exc
+        except OSError as exc:
+            raise HoldError(f"{command} {address} in set {HELD_SET}: {exc}") from exc
 
 
 _held = _HeldSet()

@@ -23,7 +23,6 @@ from bac_server.host import remove_tree
 
 from ._addresses import LeaseOwner
 from ._context import Context
-from ._devfs import host_dir as devfs_dir
 from ._layers import unmount_rootfs
 from ._netns import delete_veth
 from ._network import detach_egress
@@ -128,8 +127,7 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
     remove_slot_state(paths)
-    # The restore's /dev on the host: its detach may still be under way (``_devfs``).
-    for child in (paths.layer, paths.rootfs, paths.etc, paths.binds, devfs_dir(paths)):
+    for child in (paths.layer, paths.rootfs, paths.etc, paths.binds):
         remove_tree(child)
     if record.work_dir is not None:
         # SECURITY: a build slot's upper layer (the step's result) is never removed here;

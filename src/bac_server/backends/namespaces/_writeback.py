@@ -8,35 +8,28 @@ host, measured on a wake). It stops between chunks once the caller no longer wan
 the file has been deleted. ``sync_file_range`` only starts and waits for data writes:
 ``syncfs`` afterwards makes everything durable (allocations, directories, device cache).
 
-Python 3.11 has neither ``os.syncfs`` nor ``os.sync_file_range``: glibc's, through ctypes.
+Python 3.11 has neither ``os.syncfs`` nor ``os.sync_file_range``: ``host._syscalls`` wraps
+glibc's.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-_libc.syncfs.argtypes = [ctypes.c_int]
-_WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
+from bac_server.host._syscalls import (
+    SYNC_FILE_RANGE_WAIT_AFTER,
+    SYNC_FILE_RANGE_WAIT_BEFORE,
+    SYNC_FILE_RANGE_WRITE,
+    sync_file_range,
+    syncfs,
+)
+
+_WAIT_FOR_ONE = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER
 CHUNK = 4 << 20  # what another writer may find queued ahead of it, at most twice
 SMALL = 1 << 20  # files below are left to ``syncfs`` (images' metadata, small files)
-
-
-def _check(result: int, what: str, path: Path | None = None) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}", None if path is None else str(path))
-
-
-def syncfs(fd: int) -> None:
-    """Write back everything of the file system holding ``fd``, and wait."""
-    _check(_libc.syncfs(fd), "syncfs")
 
 
 def write_back(path: Path, wanted: Callable[[], bool]) -> bool:
@@ -57,16 +50,12 @@ def write_back(path: Path, wanted: Callable[[], bool]) -> bool:
         for offset in range(0, info.st_size, CHUNK):
             if not wanted() or os.fstat(fd).st_nlink == 0:
                 return False
-            _check(_libc.sync_file_range(fd, offset, CHUNK, _WRITE), "sync_file_range", path)
+            sync_file_range(fd, offset, CHUNK, SYNC_FILE_RANGE_WRITE, str(path))
             if previous is not None:  # two chunks queued: wait for the older
-                _check(_libc.sync_file_range(fd, previous, CHUNK,
-                                             _WAIT_BEFORE | _WRITE | _WAIT_AFTER),
-                       "sync_file_range", path)
+                sync_file_range(fd, previous, CHUNK, _WAIT_FOR_ONE, str(path))
             previous = offset
         if previous is not None:
-            _check(_libc.sync_file_range(fd, previous, CHUNK,
-                                         _WAIT_BEFORE | _WRITE | _WAIT_AFTER),
-                   "sync_file_range", path)
+            sync_file_range(fd, previous, CHUNK, _WAIT_FOR_ONE, str(path))
         return True
     finally:
         os.close(fd)
