@@ -4,20 +4,23 @@ A module takes the three fixtures with
 ``runc_pair, runc, make = runc_fixtures("name")``: the backend and its sandbox factory
 (module-scoped, skipped without CRIU >= 4.2, or without Bac's CRIU when the module
 needs established connections kept), and each of them alone. ``ECHO_SERVER`` is a
-script whose connections those modules keep across pauses.
+script whose connections those modules keep across pauses; ``second_backend`` starts a
+backend like ``runc`` on a data dir of its own (a server to stop and start again) with
+one sandbox in it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from backend_harness import SandboxFactory, backend_and_factory
+from backend_harness import Sandbox, SandboxFactory, backend_and_factory, new_id
 
-from bac_server.backends.base import TemplateImage
+from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.host import remove_tree
 
@@ -60,3 +63,15 @@ def runc_fixtures(suffix: str, *, tcp_repair: bool = False
         return runc_pair[1]
 
     return runc_pair, runc, make
+
+
+async def second_backend(runc: NamespaceBackend, template: TemplateImage, label: str
+                         ) -> tuple[NamespaceBackend, SandboxSpec, Sandbox]:
+    """A backend configured as ``runc`` on a data dir of its own (named after ``label``)
+    and a sandbox made in it; the caller closes the backend and removes its data dir."""
+    config = dataclasses.replace(runc.config,
+                                 data_dir=runc.config.data_dir.with_name(new_id(label)))
+    backend = NamespaceBackend(config)
+    spec = SandboxSpec(sandbox_id=new_id(), template=template)
+    sandbox = await SandboxFactory(backend, template).attach(spec, await backend.create(spec))
+    return backend, spec, sandbox

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from backend_harness import (
     new_id,
 )
 from e2b import PtySize
-from runc_fixtures import ECHO_SERVER, runc_fixtures
+from runc_fixtures import ECHO_SERVER, runc_fixtures, second_backend
 
 from bac_server.backends.base import (
     Checkpointable,
@@ -223,12 +222,8 @@ async def test_suspended_sandbox_survives_a_new_backend(template: TemplateImage,
                                                          runc: NamespaceBackend) -> None:
     """A new backend on the same data directory (a server restart) finds the suspended
     sandbox paused and wakes it with its processes."""
-    config = dataclasses.replace(runc.config,
-                                 data_dir=runc.config.data_dir.with_name(new_id("restart")))
-    first = NamespaceBackend(config)
-    spec = SandboxSpec(sandbox_id=new_id(), template=template)
-    factory = SandboxFactory(first, template)
-    sbx = await factory.attach(spec, await first.create(spec))
+    first, spec, sbx = await second_backend(runc, template, "restart")
+    config = first.config
     counter = await _counting(sbx)
     await first.suspend(sbx.id, memory=True)
     await first.close()
@@ -249,12 +244,8 @@ async def test_wake_deletes_its_images_off_the_resume_path(template: TemplateIma
     """A wake frees the slot's image paths at once and deletes the images in the
     background (gone once the backend closes); the host lets go of the sandbox's /dev;
     images a stopped server left aside are swept by the next one."""
-    config = dataclasses.replace(runc.config,
-                                 data_dir=runc.config.data_dir.with_name(new_id("discard")))
-    first = NamespaceBackend(config)
-    spec = SandboxSpec(sandbox_id=new_id(), template=template)
-    factory = SandboxFactory(first, template)
-    sbx = await factory.attach(spec, await first.create(spec))
+    first, spec, sbx = await second_backend(runc, template, "discard")
+    config = first.config
     counter = await _counting(sbx)
     root = config.sandboxes_dir / first._record(sbx.id).slot
     await first.suspend(sbx.id, memory=True)

@@ -4,7 +4,6 @@ a host client connected into a runc sandbox, the host table's ``held`` set read 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import socket
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from backend_harness import Sandbox, SandboxFactory, new_id
-from runc_fixtures import ECHO_SERVER, runc_fixtures
+from runc_fixtures import ECHO_SERVER, runc_fixtures, second_backend
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, _tcp_hold
@@ -203,11 +202,8 @@ async def test_a_restarted_server_releases_holds_nobody_needs(template: Template
     """A new backend on the same data directory releases the hold a suspend cut short
     left on a running sandbox (its connections flow again), and removes elements whose
     address no sandbox leases."""
-    config = dataclasses.replace(runc.config,
-                                 data_dir=runc.config.data_dir.with_name(new_id("hold")))
-    first = NamespaceBackend(config)
-    spec = SandboxSpec(sandbox_id=new_id(), template=template)
-    sbx = await SandboxFactory(first, template).attach(spec, await first.create(spec))
+    first, _spec, sbx = await second_backend(runc, template, "hold")
+    config = first.config
     reader, writer = await connected(sbx)
     again: NamespaceBackend | None = None
     try:
