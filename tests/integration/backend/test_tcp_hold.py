@@ -207,7 +207,8 @@ async def test_a_restarted_server_releases_holds_nobody_needs(template: Template
     reader, writer = await connected(sbx)
     again: NamespaceBackend | None = None
     try:
-        await asyncio.to_thread(_tcp_hold.take, slot_root(first, sbx.id), sbx.address)
+        await _tcp_hold.take(slot_root(first, sbx.id), sbx.address)
+        assert sbx.address in held()
         pool = first._ctx.addresses if first._ctx is not None else None
         assert pool is not None
         stray_index = pool.capacity - 1

@@ -45,7 +45,7 @@ from ._context import Context
 from ._criu import Criu, stdio_keys
 from ._criu_args import dump_argv
 from ._criu_cgroups import devices_of, direct_supported
-from ._criu_restore import release_hold, restore_direct
+from ._criu_restore import make_ahead, release_hold, restore_direct
 from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump
 from ._process import reap_if_child, start_time
 from ._restorable import LOCK_MARKER, netns_pin
@@ -191,13 +191,20 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
     paths.pid_file.write_text(f"{pid}\n")
 
 
+def prepare_wake(ctx: Context, record: SlotRecord, where: Images) -> None:
+    """After a suspend's dump: make what its wake's restore needs on the host now
+    (``_wake_ahead``; blocking). Images runc saved need nothing."""
+    meta_file = where.images / META_FILE
+    if meta_file.exists():
+        make_ahead(ctx, record, where.images, json.loads(meta_file.read_text()))
+
+
 async def _take_hold(paths: SlotPaths, record: SlotRecord) -> bool:
     """Hold the sandbox's connections on the host; False when that failed (an older host
     table without the set, netlink refused): CRIU then locks them itself."""
     try:
         # To the end even when cancelled: the caller then finds the hold and releases it.
-        await to_the_end(asyncio.to_thread(_tcp_hold.take, paths.root,
-                                           record.sandbox_address))
+        await to_the_end(_tcp_hold.take(paths.root, record.sandbox_address))
     except (_tcp_hold.HoldError, OSError) as exc:
         _log.warning("slot %s: holding its TCP connections on the host failed, CRIU locks "
                      "them instead: %s", record.slot, exc)

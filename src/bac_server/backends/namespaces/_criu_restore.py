@@ -4,8 +4,9 @@ Which TCP connections come back is decided here (all after a suspend in the same
 namespace, the loopback ones otherwise, none without Bac's CRIU; on failure once more
 with none), then one attempt runs: the lazy-pages daemon started when the memory is
 large (``_lazy_pages``), the slot's cgroups and /dev made on the host (``_criu_cgroups``,
-``_devfs``) while it starts, CRIU started in those cgroups, and the restored init checked
-(``_confinement``, cgroup placement).
+``_devfs``) while it starts, unless the suspend made them already (``_wake_ahead``), CRIU
+started in those cgroups, and the restored init checked (``_confinement``, cgroup
+placement).
 A suspend's hold on the connections (``_tcp_hold``) is released once the restore has
 finished: the tasks run and CRIU has taken their sockets out of repair mode.
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
 
-from . import _confinement, _devfs, _lazy_pages, _tcp_hold
+from . import _confinement, _devfs, _lazy_pages, _tcp_hold, _wake_ahead
 from ._context import Context
 from ._criu import Criu, inherit_fds
 from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
@@ -54,8 +55,7 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
         same_netns = os.stat(netns).st_ino == meta["netns"]
         suspended = meta.get("suspend", True)  # older images saved connections on suspend only
         tcp = TCP_ALL if suspended and same_netns else TCP_LOOPBACK
-    limits = Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
-                    limit_swap=ctx.cgroups.supports_swap)
+    limits = _limits(ctx, record)
     try:
         pid = await _attempt(ctx, criu, record, images, work, meta, log, limits, tcp=tcp)
     except CheckpointFailed as exc:
@@ -75,11 +75,23 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
     return pid
 
 
+def _limits(ctx: Context, record: SlotRecord) -> Limits:
+    return Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
+                  limit_swap=ctx.cgroups.supports_swap)
+
+
+def make_ahead(ctx: Context, record: SlotRecord, images: Path, meta: dict[str, Any]) -> None:
+    """At the end of a suspend: the slot's cgroups and /dev for its wake (``_wake_ahead``;
+    blocking)."""
+    _wake_ahead.make(ctx.cgroups, ctx.paths(record.slot), record.slot, record.cgroup_path,
+                     images, meta, _limits(ctx, record))
+
+
 async def release_hold(slot_root: Path) -> None:
     """Let the slot's held packets through (to the end, even if cancelled); raises
     CheckpointFailed if netlink refuses (the hold and its marker stay)."""
     try:
-        await to_the_end(asyncio.to_thread(_tcp_hold.release, slot_root))
+        await to_the_end(_tcp_hold.release_on_loop(slot_root))
     except _tcp_hold.HoldError as exc:
         raise CheckpointFailed(f"{slot_root}: the TCP hold could not be released: {exc}"
                                ) from exc
@@ -98,8 +110,13 @@ async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, w
     daemon = (await _lazy_pages.start(criu.binary, images, work)
               if criu.lazy and _lazy_pages.worth_it(images) else None)
     try:
-        procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
-        devfs = _devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
+        ahead = _wake_ahead.take(ctx.cgroups, record.slot, record.cgroup_path, images, meta,
+                                 limits)
+        if ahead is not None:
+            procs, devfs = ahead
+        else:
+            procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
+            devfs = _devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
         argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
                             images=images, work=work, pid_file=pid_file,
                             inherit=inherit_fds(stdio), tcp=tcp, lazy=daemon is not None,

@@ -19,14 +19,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed, SandboxEndpoint, SandboxSpec
 
-from . import _discard, _stored
+from . import _discard, _stored, _wake_ahead
 from ._checkpoint import (
     Images,
     dump,
     freeze,
+    prepare_wake,
     release_suspend_lock,
     remove_images,
     restore,
@@ -125,6 +127,7 @@ class SuspendMixin(DurableMixin):
                     thaw(ctx, record)
                     raise
                 await stop_processes(ctx, record)  # runc left the cgroups: free them
+                await off_loop(lambda: prepare_wake(ctx, record, where))
             else:
                 await stop_processes(ctx, record)
             if record.phase is not SlotPhase.PAUSED:
@@ -140,6 +143,7 @@ class SuspendMixin(DurableMixin):
         ctx = await self._context()
         async with self._working(spec.sandbox_id):
             record = self._record(spec.sandbox_id)
+            garbage: list[Path] = []
             if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
                 thaw(ctx, record)
             elif record.phase is SlotPhase.PAUSED:
@@ -148,22 +152,26 @@ class SuspendMixin(DurableMixin):
                     await self._restore_in_place(ctx, record, where)
                 else:
                     await release_suspend_lock(ctx, record)
+                    await off_loop(lambda: _wake_ahead.discard(
+                        ctx.cgroups, ctx.paths(record.slot), record.slot, record.cgroup_path))
                     await cold_start(ctx, record, spec)
-                # The images are garbage now (on failure they stay, and get written).
+                # The images are garbage now (on failure they stay, and get written): moved
+                # aside at once (the slot's paths are free for its next suspend).
                 self._flushes.drop(f"sandbox {spec.sandbox_id}")
-                self._discard_later(ctx, where)
+                garbage = _discard.set_aside(ctx.config.data_dir, where.images, where.work)
             if record.phase is SlotPhase.PAUSED:
                 record.move(SlotPhase.RUNNING)
             record.paused_to = None
             await off_loop(lambda: save_record(ctx.paths(record.slot), record))
+            self._delete_later(garbage)
             return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
 
-    def _discard_later(self, ctx: Context, where: Images) -> None:
-        """The images are garbage once the sandbox runs: moved aside now (the slot's
-        paths are free for its next suspend), deleted off the resume's path."""
-        moved = _discard.set_aside(ctx.config.data_dir, where.images, where.work)
-        if moved:
-            task = asyncio.ensure_future(off_loop(lambda: _discard.delete(moved)))
+    def _delete_later(self, garbage: list[Path]) -> None:
+        """Delete a resume's images off its path, once its record is saved: unlinking
+        them frees their blocks, and the journal work that takes made the record's
+        rename wait 2-3 ms."""
+        if garbage:
+            task = asyncio.ensure_future(off_loop(lambda: _discard.delete(garbage)))
             self._teardowns.add(task)
             task.add_done_callback(self._teardowns.discard)
             task.add_done_callback(_log_failure)

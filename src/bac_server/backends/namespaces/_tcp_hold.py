@@ -9,8 +9,9 @@ sandbox's address before CRIU dumps (``criu dump --network-lock skip``); the wak
 it once the restore has finished: the tasks run and their sockets are out of repair mode.
 
 Adding or removing is one netlink message (pyroute2's NFT_MSG_NEWSETELEM/DELSETELEM,
-<1 ms), whatever else the table holds. CRIU's own lock, an nftables table inside the
-namespace made and deleted through libnftables, cost ~5 ms at dump and ~15 ms at restore.
+<1 ms, sent from the event loop by a pause and a resume), whatever else the table holds.
+CRIU's own lock, an nftables table inside the namespace made and deleted through
+libnftables, cost ~5 ms at dump and ~15 ms at restore.
 
 The marker ``tcp-held`` in the slot directory names the held address and the boot it was
 taken in. It is written before the element is added and removed after it is deleted, so
@@ -34,7 +35,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from bac_server.host import HELD_SET, TABLE_FAMILY, TABLE_NAME, NftError, nft_json
 
 from ._addresses import AddressPool
-from ._set_elements import SetElements
+from ._set_elements import LoopSetElements, SetElements
 
 _log = logging.getLogger(__name__)
 HOLD_MARKER = "tcp-held"
@@ -46,10 +47,12 @@ class HoldError(RuntimeError):
 
 
 class _HeldSet:
-    """The set ``held``: one address at a time, from worker threads."""
+    """The set ``held``: one address at a time, from worker threads (``change``) or the
+    event loop (``change_on_loop``)."""
 
     def __init__(self) -> None:
         self._elements = SetElements()
+        self._on_loop = LoopSetElements()
 
     def change(self, command: str, address: str) -> None:
         """``add`` or ``del`` one address; blocking. Deleting a missing one succeeds."""
@@ -57,12 +60,21 @@ class _HeldSet:
             # SECURITY: only ever a sandbox address Bac leased; dropping its packets
             # is all an element does.
             self._elements.change(command, HELD_SET, [{"value": address}])
-        except NetlinkError as exc:
-            if command == "del" and exc.code == errno.ENOENT:
-                return
-            raise HoldError(f"{command} {address} in set {HELD_SET}: {exc}") from exc
-        except OSError as exc:
-            raise HoldError(f"{command} {address} in set {HELD_SET}: {exc}") from exc
+        except (NetlinkError, OSError) as exc:
+            _raise_unless_gone(command, address, exc)
+
+    async def change_on_loop(self, command: str, address: str) -> None:
+        """As ``change``, on the running event loop."""
+        try:
+            await self._on_loop.change(command, HELD_SET, [{"value": address}])
+        except (NetlinkError, OSError) as exc:
+            _raise_unless_gone(command, address, exc)
+
+
+def _raise_unless_gone(command: str, address: str, exc: NetlinkError | OSError) -> None:
+    if command == "del" and isinstance(exc, NetlinkError) and exc.code == errno.ENOENT:
+        return
+    raise HoldError(f"{command} {address} in set {HELD_SET}: {exc}") from exc
 
 
 _held = _HeldSet()
@@ -80,17 +92,17 @@ def is_held(slot_root: Path) -> bool:
     return _marker(slot_root).exists()
 
 
-def take(slot_root: Path, address: str) -> None:
-    """Drop every packet to and from ``address`` until ``release``; blocking. On failure
-    nothing is held and ``HoldError`` says why."""
+async def take(slot_root: Path, address: str) -> None:
+    """Drop every packet to and from ``address`` until ``release``. On failure nothing
+    is held and ``HoldError`` says why."""
     ipaddress.IPv4Address(address)  # only addresses Bac leased reach here
     marker = _marker(slot_root)
     marker.write_text(f"{address} {_boot_id()}\n")
     try:
-        _held.change("add", address)
+        await _held.change_on_loop("add", address)
     except BaseException:
         with contextlib.suppress(HoldError):
-            _held.change("del", address)  # an add that failed half-way
+            await _held.change_on_loop("del", address)  # an add that failed half-way
         marker.unlink(missing_ok=True)
         raise
 
@@ -98,16 +110,30 @@ def take(slot_root: Path, address: str) -> None:
 def release(slot_root: Path) -> None:
     """Let the held address's packets through again; blocking, idempotent. Raises
     ``HoldError`` (the marker stays, for a later try) if netlink refuses."""
-    marker = _marker(slot_root)
-    try:
-        address, boot = marker.read_text().split()[:2]
-    except FileNotFoundError:
-        return
-    except ValueError:
-        address, boot = "", ""  # a marker cut short by a crash: its add never ran
-    if address and boot == _boot_id():
+    address = _held_address(slot_root)
+    if address:
         _held.change("del", address)
-    marker.unlink(missing_ok=True)
+    _marker(slot_root).unlink(missing_ok=True)
+
+
+async def release_on_loop(slot_root: Path) -> None:
+    """``release`` without leaving the event loop (a resume waits for it)."""
+    address = _held_address(slot_root)
+    if address:
+        await _held.change_on_loop("del", address)
+    _marker(slot_root).unlink(missing_ok=True)
+
+
+def _held_address(slot_root: Path) -> str:
+    """The address a marker of this boot names; "" for none (no marker, a marker of an
+    earlier boot, or one cut short by a crash before its add ran)."""
+    try:
+        address, boot = _marker(slot_root).read_text().split()[:2]
+    except FileNotFoundError:
+        return ""
+    except ValueError:
+        return ""
+    return address if boot == _boot_id() else ""
 
 
 def sweep(pool: AddressPool) -> None:
