@@ -40,7 +40,8 @@ from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, _l
 from bac_server.host import default_data_dir, prepare_host, remove_tree
 from bac_server.templates import TemplateStore
 
-CRIU = "/usr/local/sbin/criu"
+# BAC_CRIU, as for the server: the CRIU both the backend and the floor run.
+CRIU = os.environ.get("BAC_CRIU") or "/usr/local/sbin/criu"
 # The targets: resume p50 <= 60 ms at 64 MiB; pause <= 1 s per GiB.
 TARGETS = {"resume_p50_ms_64mib": 60.0, "pause_ms_per_gib": 1000.0}
 _HOG = ("import mmap, sys, time\n"
@@ -228,7 +229,8 @@ async def main() -> None:
     prepare_host()
     template = await TemplateStore().ensure_base()
     data_dir = default_data_dir() / "tests" / f"bench-pause-{os.getpid()}"
-    backend = NamespaceBackend(NamespaceConfig(data_dir=data_dir, runtime="runc", pool_size=0))
+    backend = NamespaceBackend(NamespaceConfig(data_dir=data_dir, runtime="runc", pool_size=0,
+                                               criu=CRIU))
     results = []
     try:
         await backend.list()

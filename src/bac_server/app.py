@@ -62,7 +62,7 @@ def build_backend(config: ServerConfig) -> NamespaceBackend:
         data_dir=config.data_dir, pool_size=config.pool_size,
         runtime=choose_runtime(config.runtime),
         dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt),
-        favor_dynamic_cgroups=config.cgroup_favordynmods,
+        favor_dynamic_cgroups=config.cgroup_favordynmods, criu=config.criu or None,
         # Templates from another data dir: link the envd bundles built there, too.
         shared_dir=config.templates_dir))
 

@@ -91,6 +91,9 @@ class ServerConfig:
     # Set ``favordynmods`` on the host's cgroup2 mount at start-up, so moving a process
     # into a sandbox's cgroups (every resume) does not wait for an RCU grace period.
     cgroup_favordynmods: bool = True
+    # The CRIU binary for full-state pauses; empty: /usr/local/sbin/criu (what
+    # scripts/build-criu.sh installs), then criu on PATH.
+    criu: str = ""
 
     @property
     def template_root(self) -> Path:

@@ -57,7 +57,7 @@ async def prepare_checkpoints(ctx: Context) -> Criu | None:
         return None
     await off_loop(ensure_flat_sysfs)
     await off_loop(ensure_kdat_dir)
-    return await asyncio.to_thread(find_criu)
+    return await asyncio.to_thread(find_criu, ctx.config.criu)
 
 
 def suspend_images(ctx: Context, record: SlotRecord) -> Images:
