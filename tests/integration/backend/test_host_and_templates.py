@@ -16,11 +16,12 @@ from bac_server.host import (
     HostSettings,
     IdRange,
     dynamic_migrations_favored,
+    is_mount_point,
     mount_table,
     prepare_host,
     table_present,
 )
-from bac_server.host._syscalls import mount
+from bac_server.host._syscalls import MNT_DETACH, MS_BIND, mount, umount
 from bac_server.templates import TemplateBuildError, TemplateStore, base_recipe
 from bac_server.templates._idshift import shift_ownership
 
@@ -129,3 +130,22 @@ def test_shift_refuses_file_capabilities(tmp_path: Path) -> None:
                 bytes.fromhex("01000002") + (1 << 13).to_bytes(4, "little") + bytes(12))
     with pytest.raises(TemplateBuildError, match=r"security\.capability"):
         shift_ownership(tree, 100_000, 65_536)
+
+
+def test_mount_points_are_recognised(tmp_path: Path) -> None:
+    """A mount of another file system is seen from two stats, a bind of the same file
+    system from the mount table; a plain directory or file, or a missing path, is none."""
+    plain, tmpfs, bound, missing = (tmp_path / n for n in ("plain", "tmpfs", "bound", "gone"))
+    for directory in (plain, tmpfs, bound):
+        directory.mkdir()
+    (plain / "file").write_text("x")
+    mount("tmpfs", str(tmpfs), "tmpfs", 0, "size=1m")
+    mount(str(plain), str(bound), "", MS_BIND, "")
+    try:
+        assert is_mount_point(tmpfs) and is_mount_point(bound)
+        assert not is_mount_point(plain) and not is_mount_point(plain / "file")
+        assert not is_mount_point(missing)
+    finally:
+        umount(str(bound), MNT_DETACH)
+        umount(str(tmpfs), MNT_DETACH)
+    assert not is_mount_point(tmpfs) and not is_mount_point(bound)
