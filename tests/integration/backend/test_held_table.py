@@ -1,16 +1,21 @@
-"""The host table's hold (set ``held`` and its chains) reaches tables made by older code.
+"""The host table's hold (set ``held`` and its chains) reaches tables made by older code,
+and its elements change from the event loop.
 
 Run on a private table (its own name, a veth prefix no interface has, addresses from
 TEST-NET-1), never on the shared ``inet bac``."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import os
 from collections.abc import Iterator
 
 import pytest
+from pyroute2.netlink.exceptions import NetlinkError
 
+from bac_server.backends.namespaces._set_elements import LoopSetElements
 from bac_server.host import nft, nft_json
 from bac_server.host._nftables import ensure_table, render_ruleset
 
@@ -66,3 +71,30 @@ def test_an_older_table_gains_the_hold_and_keeps_its_sandboxes(table: str) -> No
     ensure_table(_PREFIX, table=table)
     assert "192.0.2.11" in nft(f"list set {t} held")
     assert len(_rules(table, "held_in")) == 2
+
+
+async def test_set_elements_change_from_the_event_loop(table: str) -> None:
+    """One address added and removed by a netlink batch sent from the event loop: the
+    kernel's answer is awaited; removing a missing one or using a missing set is refused
+    with the kernel's errno; a closed socket is opened again."""
+    nft(f"add table inet {table}\nadd set inet {table} held {{ type ipv4_addr; }}\n")
+    elements = LoopSetElements(table)
+
+    def held() -> list[object]:
+        return [e for item in nft_json(f"list set inet {table} held")
+                for e in item.get("set", {}).get("elem", [])]
+
+    await asyncio.gather(elements.change("add", "held", "192.0.2.7"),
+                         elements.change("add", "held", "192.0.2.8"))
+    assert sorted(map(str, held())) == ["192.0.2.7", "192.0.2.8"]
+    await elements.change("add", "held", "192.0.2.7")  # already there: fine
+    await elements.change("del", "held", "192.0.2.7")
+    assert held() == ["192.0.2.8"]
+    with pytest.raises(NetlinkError) as missing:
+        await elements.change("del", "held", "192.0.2.7")
+    assert missing.value.code == errno.ENOENT
+    with pytest.raises(NetlinkError):
+        await elements.change("add", "nosuchset", "192.0.2.9")
+    elements._close()
+    await elements.change("del", "held", "192.0.2.8")
+    assert held() == []

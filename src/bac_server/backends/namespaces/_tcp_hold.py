@@ -66,7 +66,7 @@ class _HeldSet:
     async def change_on_loop(self, command: str, address: str) -> None:
         """As ``change``, on the running event loop."""
         try:
-            await self._on_loop.change(command, HELD_SET, [{"value": address}])
+            await self._on_loop.change(command, HELD_SET, address)
         except (NetlinkError, OSError) as exc:
             _raise_unless_gone(command, address, exc)
 
