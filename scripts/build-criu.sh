@@ -20,7 +20,9 @@
 # * 0006: lazy pages: a fault brings in the 64 KiB around it and shrinks every task's
 #   background chunk (a busy task's faults no longer wait behind 4 MiB copies for another);
 # * 0007: the lazy-pages daemon starts its background copy once the restored tasks run
-#   (started earlier, it took a CPU from the restore's last steps).
+#   (started earlier, it took a CPU from the restore's last steps);
+# * 0008: lazy pages: the task with the least memory left is copied first (a sandbox's
+#   small agent server has its memory back before a large data holder's).
 # 0001-0005 each add a 'criu check --feature' name, which is how Bac recognises the build;
 # a stamp next to it names the patch set it was built from (a new patch rebuilds it).
 #
