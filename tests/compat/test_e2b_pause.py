@@ -149,6 +149,28 @@ def test_filesystem_pause_and_reboot() -> None:
         sbx.kill()
 
 
+def test_a_failed_resume_says_why_and_keeps_the_sandbox_paused(server: ServerProcess) -> None:
+    """A paused sandbox whose saved state cannot be restored (an image gone from the
+    disk): connect fails with a message saying so and what to do; the sandbox stays paused
+    with its files, and on_resume=reboot starts it afresh on them."""
+    sbx = Sandbox.create(timeout=120)
+    try:
+        sbx.files.write("/home/user/kept.txt", "kept")
+        assert sbx.pause() is True
+        slot = (server.data_dir / "claims" / sbx.sandbox_id).read_text().strip()
+        (server.data_dir / "sandboxes" / slot / "suspend" / "images" / "pstree.img").unlink()
+        with pytest.raises(SandboxException) as failed:
+            sbx.connect()
+        message = str(failed.value)
+        assert "could not be restored" in message and "reboot" in message, message
+        assert "/" + slot not in message  # host paths stay in the server's log
+        assert sbx.get_info().state == SandboxState.PAUSED
+        sbx.connect(on_resume="reboot")
+        assert sbx.files.read("/home/user/kept.txt") == "kept"
+    finally:
+        sbx.kill()
+
+
 def test_pause_of_a_missing_sandbox_is_not_found() -> None:
     """pause/connect of an unknown id are SandboxNotFoundException (404)."""
     with pytest.raises(SandboxNotFoundException):

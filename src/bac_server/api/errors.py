@@ -28,7 +28,9 @@ from bac_server.control import (
     InvalidRequest,
     NotFound,
     NotSupported,
+    PauseFailed,
     QuotaExceeded,
+    ResumeFailed,
     SandboxCreateFailed,
     TeamLimitExceeded,
     Unauthenticated,
@@ -62,6 +64,8 @@ _CONTROL_STATUS: tuple[tuple[type[ControlError], int], ...] = (
     (QuotaExceeded, 507),
     (NotSupported, 501),
     (SandboxCreateFailed, 500),
+    (PauseFailed, 500),
+    (ResumeFailed, 500),
 )
 
 

@@ -12,7 +12,9 @@ Error tree (server side, control plane)::
     ├── Conflict                409  the sandbox is not in a state that allows this
     ├── TeamLimitExceeded       429  the team runs as many sandboxes as it may
     ├── QuotaExceeded           507  the team's checkpoints use all the disk it may
-    └── SandboxCreateFailed     500  the backend could not make the sandbox
+    ├── SandboxCreateFailed     500  the backend could not make the sandbox
+    ├── PauseFailed             500  its state could not be saved; it was not paused
+    └── ResumeFailed            500  its state could not be restored; it stays paused
 """
 
 from __future__ import annotations
@@ -63,4 +65,12 @@ class QuotaExceeded(ControlError):
 
 
 class SandboxCreateFailed(ControlError):
+    pass
+
+
+class PauseFailed(ControlError):
+    pass
+
+
+class ResumeFailed(ControlError):
     pass

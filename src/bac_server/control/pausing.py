@@ -20,8 +20,8 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from bac_server.backends.base import Backend, Checkpointable, Pausable
-from bac_server.control.errors import NotSupported
+from bac_server.backends.base import Backend, Checkpointable, CheckpointFailed, Pausable
+from bac_server.control.errors import NotSupported, PauseFailed, ResumeFailed
 from bac_server.control.events import EventKind, event
 from bac_server.control.registry import LiveSandbox, Registry, Route
 from bac_server.control.specs import Templates, spec_of
@@ -72,10 +72,15 @@ class Pausing:
             else:
                 assert isinstance(self._backend, Checkpointable)
                 await self._backend.suspend(sbx.sandbox_id, memory=paused_as == DISK)
-        except BaseException:
+        except BaseException as exc:
             sbx.state, sbx.paused_as = SandboxState.RUNNING, None
             self._registry.update(sbx)
             self._arm(sbx)
+            if isinstance(exc, CheckpointFailed):
+                # The reason names host paths and CRIU's log: the server's log only.
+                log.warning("pausing %s failed: %s", sbx.sandbox_id, exc)
+                raise PauseFailed(f"pausing sandbox {sbx.sandbox_id!r} failed: its state "
+                                  "could not be saved") from exc
             raise
         await self._store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
@@ -89,7 +94,14 @@ class Pausing:
         if isinstance(self._backend, Checkpointable) and self._templates is not None:
             # wake() continues any kind of pause; the spec is for a fresh start.
             spec = await spec_of(self._templates, sbx)
-            endpoint = await self._backend.wake(spec, memory=memory)
+            try:
+                endpoint = await self._backend.wake(spec, memory=memory)
+            except CheckpointFailed as exc:
+                log.warning("resuming %s failed: %s", sbx.sandbox_id, exc)
+                raise ResumeFailed(
+                    f"resuming sandbox {sbx.sandbox_id!r} failed: its saved state could not "
+                    "be restored; it stays paused (resuming without its memory, E2B "
+                    "on_resume='reboot', starts it afresh on its files)") from exc
         elif isinstance(self._backend, Pausable):
             endpoint = await self._backend.resume(sbx.sandbox_id)
         else:
