@@ -19,9 +19,10 @@ from backend_harness import (
     footprint,
     leftovers,
 )
+from e2b import AsyncSandbox
 from runc_fixtures import runc_fixtures
 
-from bac_server.backends.base import SandboxSpec
+from bac_server.backends.base import CheckpointFailed, SandboxSpec, SandboxStatus
 from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.backends.namespaces._writeback import CHUNK, write_back
 
@@ -195,3 +196,32 @@ async def test_write_back_goes_in_chunks_and_stops_when_unwanted(tmp_path: Path)
     assert unwritten_pages(kept) == 0
     assert not write_back(dropped, lambda: False)
     assert unwritten_pages(dropped) > 0
+
+
+async def test_images_cut_short_are_never_restored(runc: NamespaceBackend,
+                                                   make: SandboxFactory) -> None:
+    """Images that never all reached the disk (a page image cut short, the list of images
+    lost, as a host stopping inside the flush can leave them) fail the wake instead of
+    bringing back memory that reads as zeros: the sandbox stays suspended, and a wake
+    without memory starts it on its files."""
+    sbx = await holding_memory(make)
+    spec = SandboxSpec(sandbox_id=sbx.id, template=make.template)
+    await runc.suspend(sbx.id, memory=True)
+    await runc.suspend_flushed(sbx.id)
+    images = slot_root(runc, sbx.id) / "suspend" / "images"
+    pages = max(images.glob("pages-*.img"), key=lambda p: p.stat().st_size)
+    whole = pages.stat().st_size
+    os.truncate(pages, whole // 2)
+    with pytest.raises(CheckpointFailed, match="never all reached the disk"):
+        await runc.wake(spec)
+    assert await runc.status(sbx.id) is SandboxStatus.PAUSED
+    os.truncate(pages, whole)  # the size alone is back: the list is what is missing now
+    (images / "bac-images.json").unlink()
+    with pytest.raises(CheckpointFailed, match="never all reached the disk"):
+        await runc.wake(spec)
+    assert await runc.status(sbx.id) is SandboxStatus.PAUSED
+    endpoint = await runc.wake(spec, memory=False)
+    # A new client: the old one's kept connection went with the discarded images.
+    fresh = await AsyncSandbox.connect(sbx.id, debug=True,
+                                       sandbox_url=f"http://{endpoint.address}:49983")
+    assert len(await fresh.files.read("/home/user/blob", format="bytes")) == 8 << 20

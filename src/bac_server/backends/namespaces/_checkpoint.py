@@ -40,7 +40,7 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout
 
-from . import _confinement, _devfs, _lazy_pages, _tcp_hold
+from . import _confinement, _devfs, _image_manifest, _lazy_pages, _tcp_hold
 from ._context import Context
 from ._criu import Criu, stdio_keys
 from ._criu_args import dump_argv
@@ -141,7 +141,8 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     try:
         held = hold and await _take_hold(paths, record)
         meta: dict[str, Any] = {
-            "format": 1, "stdio": stdio_keys(pid), "netns": os.stat(netns).st_ino,
+            "format": _image_manifest.FORMAT, "stdio": stdio_keys(pid),
+            "netns": os.stat(netns).st_ino,
             "devices": devices_of(ctx.cgroups, record.cgroup_path),
             "confinement": _confinement.observe(pid),
             "tcp": "established" if keep_tcp else "close", "suspend": not leave_running,
@@ -163,6 +164,7 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     except BaseException:
         await _drop_hold(paths)  # the sandbox goes on running (CRIU let go of its lock)
         raise
+    _image_manifest.record(where.images)  # last: what a restore checks the images against
     if not leave_running:
         # The server is the init's subreaper: collect it now, so no zombie stays behind.
         reap_if_child(pid)
@@ -181,7 +183,8 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
     try:
         os.fchown(log, ctx.config.id_range.root, ctx.config.id_range.root)
         if meta_file.exists():
-            meta = json.loads(meta_file.read_text())
+            meta = _read_meta(meta_file)
+            _image_manifest.check(where.images, int(meta.get("format", 1)))
             pid = await restore_direct(ctx, criu, record, where.images, where.work, meta, log)
         else:
             pid = await runc_restore(ctx, criu.binary, record, where.images, where.work, log)
@@ -189,6 +192,16 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
         os.close(log)
     record.init_pid, record.init_start = pid, start_time(pid)
     paths.pid_file.write_text(f"{pid}\n")
+
+
+def _read_meta(meta_file: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointFailed(f"{meta_file} is unreadable: {exc}") from exc
+    if not isinstance(meta, dict):
+        raise CheckpointFailed(f"{meta_file} is unreadable")
+    return meta
 
 
 def prepare_wake(ctx: Context, record: SlotRecord, where: Images) -> None:
