@@ -143,11 +143,11 @@ class SuspendMixin(DurableMixin):
         ctx = await self._context()
         async with self._working(spec.sandbox_id):
             record = self._record(spec.sandbox_id)
-            garbage: list[Path] = []
+            suspended = record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER
+            where = suspend_images(ctx, record)
             if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
                 thaw(ctx, record)
-            elif record.phase is SlotPhase.PAUSED:
-                where = suspend_images(ctx, record)
+            elif suspended:
                 if memory and record.paused_to == DISK:
                     await self._restore_in_place(ctx, record, where)
                 else:
@@ -155,21 +155,24 @@ class SuspendMixin(DurableMixin):
                     await off_loop(lambda: _wake_ahead.discard(
                         ctx.cgroups, ctx.paths(record.slot), record.slot, record.cgroup_path))
                     await cold_start(ctx, record, spec)
-                # The images are garbage now (on failure they stay, and get written): moved
-                # aside at once (the slot's paths are free for its next suspend).
+                # The images are garbage now (on failure they stay, and get written).
                 self._flushes.drop(f"sandbox {spec.sandbox_id}")
-                garbage = _discard.set_aside(ctx.config.data_dir, where.images, where.work)
             if record.phase is SlotPhase.PAUSED:
                 record.move(SlotPhase.RUNNING)
             record.paused_to = None
+            # Saved before the images go: a server stopped in between finds the sandbox
+            # running (the next suspend replaces the images), never paused without them.
             await off_loop(lambda: save_record(ctx.paths(record.slot), record))
-            self._delete_later(garbage)
+            if suspended:
+                # Moved aside at once (the slot's paths are free for its next suspend).
+                self._delete_later(_discard.set_aside(ctx.config.data_dir, where.images,
+                                                      where.work))
             return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
 
     def _delete_later(self, garbage: list[Path]) -> None:
-        """Delete a resume's images off its path, once its record is saved: unlinking
-        them frees their blocks, and the journal work that takes made the record's
-        rename wait 2-3 ms."""
+        """Delete a resume's images off its path, after its record is saved: unlinking
+        them frees their blocks, and that journal work made the record's rename wait
+        2-3 ms."""
         if garbage:
             task = asyncio.ensure_future(off_loop(lambda: _discard.delete(garbage)))
             self._teardowns.add(task)
