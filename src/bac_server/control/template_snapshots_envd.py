@@ -15,7 +15,8 @@ ending with an end-of-stream one (see ``shared/e2b-protocol.md``, "Connect").
 
 **Hand-out** (``reinit``): a sandbox restored ahead (``template_snapshots_pool``) gets
 its creator's token, env vars, user and working directory through envd's ``/init``, as a
-restore does; the request presents the token it was restored with.
+restore does (``bac_server.backends.envd_http``); the request presents the token it was
+restored with.
 
 Errors::
 
@@ -25,16 +26,15 @@ Errors::
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import struct
 from typing import Any
 
-import h11
 import httpx
 
 from bac_server.backends.base import SandboxEndpoint, SandboxSpec
+from bac_server.backends.envd_http import EnvdUnavailable, init_payload, post_init
 
 _END_STREAM = 0x02
 _HEADER = struct.Struct(">BI")
@@ -148,45 +148,10 @@ def _text(data: dict[str, Any]) -> str:
 async def reinit(endpoint: SandboxEndpoint, spec: SandboxSpec, *, current_token: str) -> None:
     """Give the sandbox ``spec``'s token and environment (the template's ENV under the
     create's env vars), user and working directory."""
-    body: dict[str, Any] = {"envVars": dict(spec.template.env) | spec.env_vars,
-                            "defaultUser": spec.template.default_user,
-                            "defaultWorkdir": spec.template.default_workdir}
-    if spec.envd_access_token is not None:
-        body["accessToken"] = spec.envd_access_token
+    payload = init_payload(dict(spec.template.env) | spec.env_vars, spec.envd_access_token,
+                           spec.template.default_user, spec.template.default_workdir)
     try:
-        status, text = await asyncio.wait_for(
-            _post(endpoint, "/init", json.dumps(body).encode(), current_token), INIT_TIMEOUT_S)
-    except (OSError, TimeoutError, h11.ProtocolError) as exc:
-        raise InitRefused(f"envd /init failed: {exc!r}") from exc
-    if status not in (200, 204):
-        raise InitRefused(f"envd /init answered {status}: {text[:_OUTPUT_TAIL]!r}")
-
-
-async def _post(endpoint: SandboxEndpoint, target: str, body: bytes,
-                token: str) -> tuple[int, str]:
-    """One request on its own connection. On the create path, so a bare h11 exchange:
-    an HTTP client's set-up (its TLS context above all) costs more than the request."""
-    reader, writer = await asyncio.open_connection(endpoint.address, endpoint.envd_port)
-    try:
-        conn = h11.Connection(h11.CLIENT)
-        headers = [("Host", f"{endpoint.address}:{endpoint.envd_port}"),
-                   ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-                   ("Connection", "close"), ("X-Access-Token", token)]
-        writer.write(conn.send(h11.Request(method="POST", target=target, headers=headers))
-                     or b"")
-        writer.write((conn.send(h11.Data(data=body)) or b"") +
-                     (conn.send(h11.EndOfMessage()) or b""))
-        await writer.drain()
-        status, received = 0, b""
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                conn.receive_data(await reader.read(65536))
-            elif isinstance(event, h11.Response):
-                status = event.status_code
-            elif isinstance(event, h11.Data):
-                received = (received + bytes(event.data))[:_OUTPUT_TAIL]
-            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                return status, received.decode(errors="replace")
-    finally:
-        writer.close()
+        await post_init(endpoint.address, payload, INIT_TIMEOUT_S, current_token,
+                        port=endpoint.envd_port)
+    except EnvdUnavailable as exc:
+        raise InitRefused(str(exc)) from exc

@@ -18,13 +18,14 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
+from bac_server.backends.envd_http import init_payload, post_init, probe_health
 from bac_server.host import PARENT_CGROUP
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
 from ._addresses import LeaseOwner
 from ._context import Context
 from ._envd_bundle import EnvdBundleError
-from ._envd_client import init_payload, post_init, probe_health, wait_ready
+from ._envd_client import wait_ready
 from ._layers import make_slot_dirs, mount_rootfs, write_identity
 from ._netns import create_netns
 from ._network import attach_egress, write_resolv_conf

@@ -15,12 +15,13 @@ import os
 from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed, SandboxSpec
+from bac_server.backends.envd_http import init_payload, post_init
 from bac_server.host import is_mount_point, remove_tree
 
 from ._addresses import LeaseOwner
 from ._checkpoint import copy_tree
 from ._context import Context
-from ._envd_client import init_payload, post_init, wait_ready
+from ._envd_client import wait_ready
 from ._launch import _note_init, _write_config, off_loop, sandbox_env
 from ._layers import mount_rootfs, unmount_rootfs
 from ._netns import create_netns
