@@ -18,14 +18,13 @@ the sandbox is suspended they hold no process and no memory.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
+from bac_server.host import is_mount_point
 
 from . import _devfs
 from ._cgroupfs import CgroupTree
@@ -85,15 +84,9 @@ def take(cgroups: CgroupTree, slot: str, relative: str, images: Path,
             return None
     except OSError:
         return None
-    if ahead.devfs is not None and not _is_mounted(ahead.devfs):
+    if ahead.devfs is not None and not is_mount_point(ahead.devfs):
         return None
     return ahead.procs, ahead.devfs
-
-
-def _is_mounted(path: Path) -> bool:
-    with contextlib.suppress(OSError):
-        return os.stat(path).st_dev != os.stat(path.parent).st_dev
-    return False
 
 
 def discard(cgroups: CgroupTree, paths: SlotPaths, slot: str, relative: str) -> None:
