@@ -45,7 +45,7 @@ from ._context import Context
 from ._criu import Criu, stdio_keys
 from ._criu_args import dump_argv
 from ._criu_cgroups import devices_of, direct_supported
-from ._criu_restore import make_ahead, release_hold, restore_direct
+from ._criu_restore import release_hold, restore_direct
 from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump
 from ._process import reap_if_child, start_time
 from ._restorable import LOCK_MARKER, netns_pin
@@ -119,9 +119,10 @@ async def copy_tree(source: Path, target: Path) -> None:
 
 
 async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
-               leave_running: bool) -> None:
+               leave_running: bool) -> dict[str, Any] | None:
     """Save the slot's processes (cgroup already frozen by the caller). Without
-    ``leave_running`` they are gone afterwards and their memory is freed."""
+    ``leave_running`` they are gone afterwards and their memory is freed. Returns the
+    metadata written beside the images (None: runc saved them, with none)."""
     assert record.init_pid is not None
     pid = record.init_pid
     # A lazy restore may still be copying memory in: save only what is all back.
@@ -130,7 +131,7 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     if not (criu.direct and direct_supported(ctx.cgroups)):
         await runc_dump(ctx, criu.binary, record, where.images, where.work,
                         leave_running=leave_running)
-        return
+        return None
     paths = ctx.paths(record.slot)
     netns = netns_pin(paths)
     keep_tcp = criu.tcp_repair
@@ -168,6 +169,7 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     if not leave_running:
         # The server is the init's subreaper: collect it now, so no zombie stays behind.
         reap_if_child(pid)
+    return meta
 
 
 async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -> None:
@@ -202,14 +204,6 @@ def _read_meta(meta_file: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise CheckpointFailed(f"{meta_file} is unreadable")
     return meta
-
-
-def prepare_wake(ctx: Context, record: SlotRecord, where: Images) -> None:
-    """After a suspend's dump: make what its wake's restore needs on the host now
-    (``_wake_ahead``; blocking). Images runc saved need nothing."""
-    meta_file = where.images / META_FILE
-    if meta_file.exists():
-        make_ahead(ctx, record, where.images, json.loads(meta_file.read_text()))
 
 
 async def _take_hold(paths: SlotPaths, record: SlotRecord) -> bool:

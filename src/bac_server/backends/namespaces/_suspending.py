@@ -28,7 +28,6 @@ from ._checkpoint import (
     Images,
     dump,
     freeze,
-    prepare_wake,
     release_suspend_lock,
     remove_images,
     restore,
@@ -36,6 +35,7 @@ from ._checkpoint import (
 )
 from ._context import Context
 from ._criu import Criu, ensure_kdat_dir, find_criu
+from ._criu_restore import make_ahead
 from ._durable import DurableMixin
 from ._launch import off_loop
 from ._restorable import ensure_flat_sysfs, restorable
@@ -122,12 +122,13 @@ class SuspendMixin(DurableMixin):
                 remove_images(where)
                 await off_loop(lambda: freeze(ctx, record))
                 try:
-                    await dump(ctx, criu, record, where, leave_running=False)
+                    meta = await dump(ctx, criu, record, where, leave_running=False)
                 except BaseException:
                     thaw(ctx, record)
                     raise
                 await stop_processes(ctx, record)  # runc left the cgroups: free them
-                await off_loop(lambda: prepare_wake(ctx, record, where))
+                if meta is not None:  # images runc saved need nothing made ahead
+                    await off_loop(lambda: make_ahead(ctx, record, where.images, meta))
             else:
                 await stop_processes(ctx, record)
             if record.phase is not SlotPhase.PAUSED:
