@@ -129,9 +129,7 @@ def _held_address(slot_root: Path) -> str:
     earlier boot, or one cut short by a crash before its add ran)."""
     try:
         address, boot = _marker(slot_root).read_text().split()[:2]
-    except FileNotFoundError:
-        return ""
-    except ValueError:
+    except (FileNotFoundError, ValueError):  # ValueError: fewer than two fields
         return ""
     return address if boot == _boot_id() else ""
 
