@@ -23,8 +23,13 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ServerConfig:
-    host: str = "0.0.0.0"
+    # Loopback only unless configured: exposing the server is a choice (with TLS, below).
+    host: str = "127.0.0.1"
     port: int = 3000
+    # PEM certificate (chain) and private key: set both and the server speaks HTTPS only
+    # (docs/security.md, "Exposing the server"); neither: plain HTTP.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     data_dir: Path = Path("/var/lib/bac")
     # Where built templates live; None means inside ``data_dir`` (tests share one).
     templates_dir: Path | None = None
@@ -95,6 +100,10 @@ class ServerConfig:
     # scripts/build-criu.sh installs), then criu on PATH.
     criu: str = ""
 
+    def __post_init__(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("BAC_TLS_CERT and BAC_TLS_KEY go together: set both or neither")
+
     @property
     def template_root(self) -> Path:
         return self.templates_dir if self.templates_dir is not None else self.data_dir
@@ -118,7 +127,7 @@ class ServerConfig:
     def with_overrides(self, **overrides: Any) -> ServerConfig:
         """Apply flag values; ``None`` means "flag not given"."""
         given = {k: v for k, v in overrides.items() if v is not None}
-        for key in ("data_dir", "templates_dir"):
+        for key in ("data_dir", "templates_dir", "tls_cert", "tls_key"):
             if key in given:
                 given[key] = Path(given[key])
         return dataclasses.replace(self, **given)
