@@ -26,6 +26,7 @@ from e2b import AsyncSandbox
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
 from bac_server.backends.namespaces._ocispec import Limits, SandboxPlan, build_config
+from bac_server.backends.namespaces._runtime import empty_stdin, spawn, wait_exit
 from bac_server.host import IdRange, default_data_dir, prepare_host, remove_tree
 from bac_server.host._syscalls import mount, umount
 from bac_server.templates import TemplateStore
@@ -46,14 +47,15 @@ def line(label: str, values: list[float], floor: float | None) -> str:
 
 # -- floor: the runtime alone, /bin/true, same rootfs and the same config --------------
 
-def _floor_bundle(root: Path, rootfs: Path, name: str, envd_bundle: Path) -> Path:
+def _floor_bundle(root: Path, rootfs: Path, name: str, envd_bundle: Path, runtime: str) -> Path:
     bundle = root / name
     (bundle / "etc").mkdir(parents=True)
-    for item in ("hosts", "hostname"):
+    for item in ("hosts", "hostname", "resolv.conf"):  # the files the config binds over /etc
         (bundle / "etc" / item).write_text("floor\n")
     plan = SandboxPlan(hostname="floor", rootfs=rootfs, netns_path="", cgroup_path=f"/bac/{name}",
                        id_range=IdRange(), limits=Limits(2, 512, 4096, True),
-                       allow_setuid=True, envd_bundle=envd_bundle, etc_dir=bundle / "etc")
+                       allow_setuid=True, envd_bundle=envd_bundle, etc_dir=bundle / "etc",
+                       recursive_sys=Path(runtime).name != "crun")
     config = build_config(plan)
     config["process"]["args"] = ["/bin/true"]
     for ns in config["linux"]["namespaces"]:
@@ -63,14 +65,24 @@ def _floor_bundle(root: Path, rootfs: Path, name: str, envd_bundle: Path) -> Pat
 
 
 async def _run_floor(runtime: str, bundle: Path, name: str) -> float:
+    """``<runtime> run`` in the foreground, started as the backend starts its runtime (never
+    with a device as stdio: crun would give it to the sandbox's root)."""
+    binary = shutil.which(runtime) or runtime
+    argv = [binary, "--root", "/run/bac/bench-floor", "run", "--bundle", str(bundle), name]
+    log = bundle / "runtime.out"
     started = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(
-        runtime, "--root", "/run/bac/bench-floor", "run", "--bundle", str(bundle), name,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    _, err = await proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"floor run failed: {err.decode()}")
-    return (time.perf_counter() - started) * 1000
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    empty = empty_stdin()
+    try:
+        pid = spawn(binary, argv, (empty, out, out))
+    finally:
+        os.close(out)
+        os.close(empty)
+    code = await wait_exit(pid)
+    elapsed = (time.perf_counter() - started) * 1000
+    if code != 0:
+        raise RuntimeError(f"floor run failed: {log.read_text(errors='replace')}")
+    return elapsed
 
 
 async def measure_floor(runtime: str, template: TemplateImage, data_dir: Path, n: int,
@@ -88,7 +100,7 @@ async def measure_floor(runtime: str, template: TemplateImage, data_dir: Path, n
     envd = next((data_dir / "envd").iterdir(), data_dir)
     try:
         names = [f"floor{i}" for i in range(max(n, concurrency))]
-        bundles = {name: _floor_bundle(root, merged, name, envd) for name in names}
+        bundles = {name: _floor_bundle(root, merged, name, envd, runtime) for name in names}
         await _run_floor(runtime, bundles[names[0]], "warmup")
         single = [await _run_floor(runtime, bundles[name], name) for name in names[:n]]
         started = time.perf_counter()

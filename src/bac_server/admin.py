@@ -10,6 +10,7 @@ exclude each other across processes).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from bac_server.config import ServerConfig
 from bac_server.control import ControlError, KeyInfo, KeyService
+from bac_server.host import HostSetupError, prepare_host
 from bac_server.store.sql import SqlStore
 
 T = TypeVar("T")
@@ -24,7 +26,9 @@ T = TypeVar("T")
 
 def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     """How ``bac serve`` runs uvicorn (also used by tests that start a server)."""
-    return {
+    tls = {} if config.tls_cert is None else {
+        "ssl_certfile": str(config.tls_cert), "ssl_keyfile": str(config.tls_key)}
+    return tls | {
         "host": config.host,
         "port": config.port,
         "loop": "uvloop",
@@ -59,6 +63,14 @@ def serve(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if config.prepare_host:
+        # Before listening, so a host that cannot run sandboxes safely (a device node not
+        # root's, a missing binary) stops the server with one line of advice.
+        try:
+            prepare_host()
+        except HostSetupError as exc:
+            raise SystemExit(f"bac serve: refusing to start: {exc}") from None
+        config = dataclasses.replace(config, prepare_host=False)
     uvicorn.run(create_app(config), **uvicorn_options(config))
 
 

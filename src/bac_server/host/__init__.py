@@ -9,6 +9,7 @@ Everything here is idempotent and is called by the server at start-up and by tes
 from ._cgroup_migrations import dynamic_migrations_favored
 from ._cgroups import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
 from ._cleanup import remove_tree, unmount_tree
+from ._devices import SANDBOX_DEVICES, DeviceNode, HostDeviceTaken, check_device_nodes
 from ._errors import HostChangeFailed, HostSetupError, MissingDependency
 from ._forwarding import ensure_firewall
 from ._mounts import is_mount_point, mount_table, mounts_under
@@ -31,10 +32,13 @@ __all__ = [
     "HELD_SET",
     "INFRA_DENY",
     "PARENT_CGROUP",
+    "SANDBOX_DEVICES",
     "TABLE_FAMILY",
     "TABLE_NAME",
     "CgroupLayout",
+    "DeviceNode",
     "HostChangeFailed",
+    "HostDeviceTaken",
     "HostReport",
     "HostSettings",
     "HostSetupError",
@@ -42,6 +46,7 @@ __all__ = [
     "MissingDependency",
     "NftError",
     "cgroup_layout",
+    "check_device_nodes",
     "controller_dirs",
     "default_data_dir",
     "dynamic_migrations_favored",

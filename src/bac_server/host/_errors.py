@@ -4,6 +4,7 @@ Error tree (server start-up, host layer)::
 
     HostSetupError                 the host cannot run sandboxes as it is
     ├── MissingDependency          a binary or kernel feature is missing (with advice)
+    ├── HostDeviceTaken            a device node sandboxes are given is not root's (_devices)
     └── HostChangeFailed           a preparation step (mount, nft, sysctl) failed
 """
 

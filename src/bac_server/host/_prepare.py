@@ -11,6 +11,7 @@ from pathlib import Path
 from ._cgroup_migrations import favor_dynamic_migrations
 from ._cgroups import CgroupLayout, controller_dirs, ensure_crun_compatible_cgroups
 from ._checks import check_binaries, check_cgroup_controllers, check_kernel, check_root
+from ._devices import check_device_nodes
 from ._errors import HostChangeFailed
 from ._forwarding import ensure_firewall
 from ._sysctl import raise_sysctls, read_sysctl
@@ -67,6 +68,7 @@ def prepare_host(settings: HostSettings | None = None) -> HostReport:
     check_root()
     check_binaries(cfg.runtime)
     check_kernel()
+    check_device_nodes()
     layout = ensure_crun_compatible_cgroups()
     check_cgroup_controllers(unified=layout is CgroupLayout.V2)
     if cfg.favor_dynamic_cgroups:

@@ -22,7 +22,7 @@ from ._build_user import StepUser
 from ._context import Context
 from ._ocispec import Limits, SandboxPlan
 from ._ocispec import build_config as sandbox_config
-from ._runtime import RuntimeFailed, empty_stdin, wait_exit
+from ._runtime import RuntimeFailed, empty_stdin, spawn, wait_exit
 from ._seccomp import attach_compiled, remember_compiled
 from ._slot import SlotRecord
 
@@ -68,11 +68,9 @@ async def spawn_detached(ctx: Context, record: SlotRecord, config: dict[str, Any
             record.slot]
     empty = empty_stdin()
     try:
-        # SECURITY: the runtime (and so the command) gets exactly stdin=an empty pipe and
-        # the step's two pipes; every other server fd is close-on-exec.
-        pid = os.posix_spawn(runtime.binary, argv, dict(os.environ), file_actions=[  # noqa: ASYNC221
-            (os.POSIX_SPAWN_DUP2, empty, 0), (os.POSIX_SPAWN_DUP2, stdout, 1),
-            (os.POSIX_SPAWN_DUP2, stderr, 2)])
+        # The runtime (and so the command) gets exactly stdin=an empty pipe and the step's
+        # two pipes.
+        pid = spawn(runtime.binary, argv, (empty, stdout, stderr))
     finally:
         os.close(empty)
     waiting = asyncio.ensure_future(wait_exit(pid))

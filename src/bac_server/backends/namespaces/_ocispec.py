@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import ENVD_PORT
-from bac_server.host import IdRange
+from bac_server.host import SANDBOX_DEVICES, IdRange
 
 from ._seccomp import seccomp_profile
 
@@ -38,12 +38,11 @@ READONLY_PATHS = [
 ENVD_MOUNT = "/opt/bac"
 NOFILE_LIMIT = 65536
 READY_FD = 3
-# (type, major, minor) the sandbox may open, everything else is denied: null, zero, full,
-# random, urandom, tty, console, ptmx and every pts.
-_DEVICES = [
-    ("c", 1, 3), ("c", 1, 5), ("c", 1, 7), ("c", 1, 8), ("c", 1, 9),
-    ("c", 5, 0), ("c", 5, 1), ("c", 5, 2), ("c", 136, None),
-]
+# (type, major, minor) the sandbox may open, everything else is denied: the host nodes the
+# runtime binds in (null, zero, full, random, urandom, tty, console, ptmx; the server checks
+# at start-up that they are root's) and every pts of its own devpts.
+_DEVICES: list[tuple[str, int, int | None]] = [
+    *(("c", node.major, node.minor) for node in SANDBOX_DEVICES), ("c", 136, None)]
 
 
 BACKGROUND_CPU_SHARES = 16

@@ -2,7 +2,8 @@
 
 Runtime calls are short processes. ``run --detach`` is started with ``posix_spawn`` so the
 readiness pipe lands exactly on fd 3 (``--preserve-fds 1`` passes it into the sandbox);
-its exit is awaited through a pidfd, without threads or a SIGCHLD handler.
+its exit is awaited through a pidfd, without threads or a SIGCHLD handler. The runtime
+processes started here never get a device as stdin, stdout or stderr (``spawn``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import asyncio
 import json
 import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +44,31 @@ async def _wait_pid(pid: int) -> int:
 
 def empty_stdin() -> int:
     """A close-on-exec pipe whose reads end at once: a runtime's stdin. Never the host's
-    /dev/null: crun hands the container's stdio to its root user, which would give every
-    sandbox's root the host's /dev/null."""
+    /dev/null (see ``spawn``)."""
     empty, writer = os.pipe2(os.O_CLOEXEC)
     os.close(writer)
     return empty
+
+
+def refuse_devices(fds: Sequence[int]) -> None:
+    """Raise RuntimeFailed if any of ``fds`` is a device node (a runtime's stdio)."""
+    for index, fd in enumerate(fds):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            raise RuntimeFailed(f"refusing to start a runtime with a device as its fd {index}: "
+                                "it would give the device to the sandbox's root")
+
+
+def spawn(binary: str, argv: list[str], fds: Sequence[int]) -> int:
+    """Start a runtime with exactly ``fds`` as its fds 0, 1, 2, ... (every other server fd
+    is close-on-exec); returns its pid once it is exec'd."""
+    # SECURITY: crun's run (1.8 here) fchowns its fds 0-2 that are not terminals to the
+    # sandbox's root uid from the host's user namespace, devices included: given the host's
+    # /dev/null, it hands that node to root in every sandbox, which binds it in. So a
+    # runtime's stdio is never a device: pipes and files only, checked here, fail closed.
+    refuse_devices(fds[:3])
+    return os.posix_spawn(binary, argv, dict(os.environ), file_actions=[
+        (os.POSIX_SPAWN_DUP2, fd, index) for index, fd in enumerate(fds)])
 
 
 async def wait_exit(pid: int) -> int:
@@ -64,10 +87,7 @@ class OciRuntime:
 
     async def check(self) -> None:
         """Fail early, with the reason, on a runtime lacking what the backend relies on."""
-        proc = await asyncio.create_subprocess_exec(
-            self.binary, "run", "--help", stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT)
-        out, _ = await proc.communicate()
+        (out, _), _ = await _communicate([self.binary, "run", "--help"], merge=True)
         if b"preserve-fds" not in out:
             raise RuntimeFailed(f"{self.binary} has no 'run --preserve-fds' (needed to pass "
                                 "envd's readiness pipe); use crun or runc")
@@ -76,11 +96,8 @@ class OciRuntime:
         return [self.binary, "--root", str(self.state_root)]
 
     async def _call(self, *args: str, quiet_missing: bool = False) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            *self._base(), *args, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await proc.communicate()
-        if proc.returncode != 0:
+        (out, err), code = await _communicate([*self._base(), *args])
+        if code != 0:
             message = err.decode(errors="replace").strip()
             if quiet_missing and ("does not exist" in message or "not found" in message
                                   or "No such file" in message):
@@ -97,13 +114,9 @@ class OciRuntime:
         out = os.open(stdio, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         empty = empty_stdin()
         try:
-            # SECURITY: the child gets exactly stdin=an empty pipe, stdout/err=log, fd 3=ready
-            # pipe; every other server fd is close-on-exec.
-            # posix_spawn returns once the child is exec'd; its exit is awaited below.
-            pid = os.posix_spawn(self.binary, argv, dict(os.environ), file_actions=[  # noqa: ASYNC221
-                (os.POSIX_SPAWN_DUP2, empty, 0), (os.POSIX_SPAWN_DUP2, out, 1),
-                (os.POSIX_SPAWN_DUP2, out, 2), (os.POSIX_SPAWN_DUP2, ready_fd, 3),
-            ])
+            # stdin an empty pipe, stdout/err the log, fd 3 the ready pipe. posix_spawn
+            # returns once the child is exec'd; its exit is awaited below.
+            pid = spawn(self.binary, argv, (empty, out, out, ready_fd))
         finally:
             os.close(out)
             os.close(empty)
@@ -136,6 +149,21 @@ class OciRuntime:
         data = json.loads(out)
         assert isinstance(data, dict)
         return data
+
+
+async def _communicate(argv: list[str], *, merge: bool = False
+                       ) -> tuple[tuple[bytes, bytes], int]:
+    """Run a short runtime command with an empty stdin and its output piped (never a
+    device, see ``spawn``): its (stdout, stderr) and exit code."""
+    empty = empty_stdin()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=empty, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT if merge else asyncio.subprocess.PIPE)
+    finally:
+        os.close(empty)
+    out, err = await proc.communicate()
+    return (out, err or b""), proc.returncode or 0
 
 
 def _tail(path: Path, limit: int = 2000) -> str:
