@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,6 +64,13 @@ def serve(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if config.tls_cert is not None:
+        try:  # the pair uvicorn will load, checked here for a one-line error
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(
+                config.tls_cert, config.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise SystemExit(f"bac serve: cannot use BAC_TLS_CERT={config.tls_cert} and "
+                             f"BAC_TLS_KEY={config.tls_key}: {exc}") from None
     if config.prepare_host:
         # Before listening, so a host that cannot run sandboxes safely (a device node not
         # root's, a missing binary) stops the server with one line of advice.

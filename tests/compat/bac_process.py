@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -40,10 +41,14 @@ class ServerProcess:
     extra_env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     keys: list[str] = field(default_factory=list)
+    # BAC_HOST to pass (None: the server's default); with ``ca`` the server speaks HTTPS
+    # with a certificate that CA signed.
+    host: str | None = "127.0.0.1"
+    ca: Path | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.ca else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -52,8 +57,9 @@ class ServerProcess:
     @property
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "BAC_"))}
+        if self.host is not None:
+            env["BAC_HOST"] = self.host
         env.update(
-            BAC_HOST="127.0.0.1",
             BAC_PORT=str(self.port),
             BAC_DATA_DIR=str(self.data_dir),
             BAC_TEMPLATES_DIR=TEMPLATES_DIR,
@@ -76,7 +82,8 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.log_tail()}")
             with contextlib.suppress(httpx.TransportError):
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                verify = ssl.create_default_context(cafile=str(self.ca)) if self.ca else True
+                if httpx.get(self.url + "/health", timeout=2, verify=verify).status_code == 200:
                     return
             time.sleep(0.05)
         raise RuntimeError(f"server not ready in {START_TIMEOUT}s:\n{self.log_tail()}")

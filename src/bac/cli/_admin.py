@@ -32,16 +32,23 @@ def _call(func: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 @click.command()
-@click.option("--host", default=None, help="Address to listen on (default: BAC_HOST or 0.0.0.0).")
+@click.option("--host", default=None,
+              help="Address to listen on (default: BAC_HOST or 127.0.0.1, this machine only).")
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port for the API and gateway (default: BAC_PORT or 3000).")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where state and templates live (default: BAC_DATA_DIR or /var/lib/bac).")
 @click.option("--domain", default=None,
               help="Domain of sandbox host names {port}-{id}.DOMAIN (default: localhost).")
-def serve(host: str | None, port: int | None, data_dir: Path | None, domain: str | None) -> None:
+@click.option("--tls-cert", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PEM certificate chain: serve HTTPS only (default: BAC_TLS_CERT).")
+@click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="PEM private key of --tls-cert (default: BAC_TLS_KEY).")
+def serve(host: str | None, port: int | None, data_dir: Path | None, domain: str | None,
+          tls_cert: Path | None, tls_key: Path | None) -> None:
     """Run the Bac server (REST API + gateway) in the foreground."""
-    given = {"host": host, "port": port, "data_dir": data_dir, "domain": domain}
+    given = {"host": host, "port": port, "data_dir": data_dir, "domain": domain,
+             "tls_cert": tls_cert, "tls_key": tls_key}
     overrides = {key: value for key, value in given.items() if value is not None}
     _call(_admin().serve, **overrides)
 
