@@ -5,18 +5,7 @@ from __future__ import annotations
 import httptools
 from starlette.types import Scope
 
-HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"trailer",
-        b"transfer-encoding",
-        b"upgrade",
-        b"expect",
-    }
-)
+from bac_server.gateway.headers import HOP_BY_HOP, for_sandbox
 
 
 class ParsedResponse:
@@ -58,8 +47,8 @@ def request_head(scope: Scope, chunked: bool) -> bytes:
     if scope.get("query_string"):
         target += b"?" + scope["query_string"]
     parts = [scope["method"].encode(), b" ", target, b" HTTP/1.1\r\n"]
-    for name, value in scope["headers"]:
-        if name in HOP_BY_HOP or (chunked and name == b"content-length"):
+    for name, value in for_sandbox(scope["headers"]):
+        if chunked and name == b"content-length":
             continue
         parts += [name, b": ", value, b"\r\n"]
     if chunked:

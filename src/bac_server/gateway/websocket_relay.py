@@ -15,19 +15,18 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from bac_server.gateway.errors import PORT_CLOSED, error_body
+from bac_server.gateway.headers import for_sandbox
 
-_SKIP = frozenset(
+# The handshake's own headers, which the client library makes for the upstream handshake.
+_HANDSHAKE = frozenset(
     {
         b"host",
-        b"connection",
-        b"upgrade",
         b"sec-websocket-key",
         b"sec-websocket-version",
         b"sec-websocket-extensions",
         b"sec-websocket-protocol",
         b"sec-websocket-accept",
         b"content-length",
-        b"transfer-encoding",
     }
 )
 
@@ -56,8 +55,8 @@ async def relay_websocket(
         target += b"?" + scope["query_string"]
     headers = [
         (n.decode("latin-1"), v.decode("latin-1"))
-        for n, v in scope["headers"]
-        if n not in _SKIP
+        for n, v in for_sandbox(scope["headers"])
+        if n not in _HANDSHAKE
     ]
     try:
         upstream = await connect(

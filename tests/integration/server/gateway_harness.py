@@ -105,6 +105,11 @@ def upstream_app(state: UpstreamState) -> Starlette:
                 else:
                     await ws.send_bytes(b"echo:" + message["bytes"])
 
+    async def ws_headers(ws: WebSocket) -> None:
+        await ws.accept()
+        await ws.send_json([[k, v] for k, v in ws.headers.items()])
+        await ws.close()
+
     return Starlette(
         routes=[
             Route("/hello", hello),
@@ -117,6 +122,7 @@ def upstream_app(state: UpstreamState) -> Starlette:
             Route("/upload", upload, methods=["POST"]),
             Route("/files", headers, methods=["GET", "POST"]),
             WebSocketRoute("/ws", ws_echo),
+            WebSocketRoute("/ws-headers", ws_headers),
         ]
     )
 

@@ -15,6 +15,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import pytest_asyncio
+from bac_process import ServerProcess
+from e2b import AsyncSandbox
 from gateway_harness import GatewayRig, gateway_rig, sandbox_entry
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
@@ -185,17 +187,88 @@ async def test_upstream_connections_are_reused(rig: GatewayRig) -> None:
 
 
 async def test_hop_by_hop_headers_are_not_forwarded(rig: GatewayRig) -> None:
-    """Connection-scoped headers stay on their hop; path and query pass unchanged."""
+    """Connection-scoped headers stay on their hop (those Connection names too), and so do
+    the gateway's credentials; path and query pass unchanged."""
     async with httpx.AsyncClient() as client:
         response = await client.get(
             rig.url + "/headers?a=1&b=%20x",
-            headers={**_h(rig), "Connection": "keep-alive, x-secret", "TE": "trailers",
-                     "X-Custom": "yes"},
+            headers={**_h(rig), "Connection": "keep-alive, x-secret", "X-Secret": "s",
+                     "TE": "trailers", "Proxy-Authorization": "Basic eDp5",
+                     "X-API-Key": "e2b_key", "X-Custom": "yes"},
         )
     seen = dict(response.json()["headers"])
     assert response.json()["query"] == "a=1&b=%20x"
     assert seen["x-custom"] == "yes"
-    assert "te" not in seen and seen.get("connection") in (None, "keep-alive")
+    assert not {"te", "x-secret", "proxy-authorization", "x-api-key"} & seen.keys(), seen
+    assert seen.get("connection") in (None, "keep-alive")
+
+
+# A header echo server inside a real sandbox: binds, then forks into the background, so
+# the command that starts it returns once the port is open.
+_ECHO = """
+import http.server, json, os
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps([[k.lower(), v] for k, v in self.headers.items()]).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("0.0.0.0", 8000), Echo)
+if os.fork() == 0:
+    os.setsid()
+    server.serve_forever()
+"""
+
+
+@pytest.mark.root
+async def test_a_sandbox_never_sees_its_callers_credentials_or_hop_headers(
+        server: ServerProcess) -> None:
+    """Through a real server to a real server in a sandbox: the API key, the traffic token
+    and every hop-by-hop header (also those ``Connection`` names) end at the gateway;
+    the others, envd's own token included, arrive."""
+    key = server.keys[0]
+    async with httpx.AsyncClient(base_url=server.url, headers={"X-API-KEY": key},
+                                 timeout=60) as api:
+        created = await api.post("/v2/sandboxes", json={
+            "templateID": "base", "network": {"allowPublicTraffic": False}})
+        assert created.status_code == 201, created.text
+        info = created.json()
+        try:
+            sbx = await AsyncSandbox.connect(info["sandboxID"], api_key=key, api_url=server.url,
+                                             sandbox_url=server.url)
+            await sbx.files.write("/tmp/echo.py", _ECHO)
+            started = await sbx.commands.run("python3 /tmp/echo.py >/dev/null 2>&1")
+            assert started.exit_code == 0
+            host, port = server.url.removeprefix("http://").split(":")
+            request = (
+                "GET /seen HTTP/1.1\r\n"
+                f"Host: {host}:{port}\r\n"
+                f"E2b-Sandbox-Id: {info['sandboxID']}\r\nE2b-Sandbox-Port: 8000\r\n"
+                f"X-API-Key: {key}\r\n"
+                f"e2b-traffic-access-token: {info['trafficAccessToken']}\r\n"
+                f"X-Access-Token: {info['envdAccessToken']}\r\n"
+                "Connection: close, X-Hop-Secret\r\nX-Hop-Secret: s\r\n"
+                "Keep-Alive: timeout=5\r\nTE: trailers\r\nTrailer: X-Checksum\r\n"
+                "Proxy-Authorization: Basic eDp5\r\nProxy-Connection: keep-alive\r\n"
+                "Upgrade: h2c\r\nX-Custom: kept\r\n\r\n").encode()
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(request)
+            data = await asyncio.wait_for(reader.read(), DEADLINE)
+            writer.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.split()[1] == b"200", data
+            seen = dict(json.loads(body))
+        finally:
+            await api.delete(f"/sandboxes/{info['sandboxID']}")
+    gone = {"x-api-key", "e2b-traffic-access-token", "x-hop-secret", "keep-alive", "te",
+            "trailer", "proxy-authorization", "proxy-connection", "upgrade"}
+    assert not gone & seen.keys(), seen
+    assert seen.get("connection") in (None, "close")
+    assert seen["x-custom"] == "kept"
+    assert seen["x-access-token"] == info["envdAccessToken"]
 
 
 async def test_client_hang_up_closes_upstream_stream(rig: GatewayRig) -> None:
@@ -235,6 +308,18 @@ async def test_websocket_is_relayed_both_ways(rig: GatewayRig) -> None:
         assert await ws.recv() == "echo:hi"
         await ws.send(b"\x00\x01")
         assert await ws.recv() == b"echo:\x00\x01"
+
+
+async def test_websocket_upgrades_pass_without_the_callers_credentials(rig: GatewayRig) -> None:
+    """A WebSocket is relayed (its upgrade is the relay's own), but the API key, the
+    traffic token and the headers ``Connection`` names stay at the gateway."""
+    uri = rig.url.replace("http://", "ws://") + "/ws-headers"
+    headers = {**_h(rig), "X-API-Key": "e2b_key", "e2b-traffic-access-token": "t",
+               "Proxy-Authorization": "Basic eDp5", "X-Custom": "yes"}
+    async with ws_connect(uri, additional_headers=headers) as ws:
+        seen = dict(json.loads(await ws.recv()))
+    assert seen["x-custom"] == "yes" and seen["upgrade"] == "websocket"
+    assert not {"x-api-key", "e2b-traffic-access-token", "proxy-authorization"} & seen.keys()
 
 
 async def test_websocket_to_unknown_sandbox_is_refused_with_502(rig: GatewayRig) -> None:
