@@ -155,7 +155,7 @@ class BuildRun:
             context = work.scratch / "context"
             await asyncio.to_thread(work.scratch.mkdir, 0o700)
             owner = self.store.id_range.root
-            await asyncio.to_thread(unpack, archive, context, owner, step.src)
+            await unpack(archive, context, owner, step.src)
             sources = await asyncio.to_thread(match, context, step.src)
             argv = copy_argv(destination(step.dest, self.state.cwd), step.user, step.mode,
                              sources)

@@ -1,13 +1,15 @@
-"""COPY: the uploaded files are unpacked on the host, copied into the image in the sandbox.
+"""COPY: the uploaded files are unpacked unprivileged, copied into the image in the sandbox.
 
 The upload for a COPY is a tar (or tar.gz) of the files matching ``src``, named relative to
-the build context, as E2B's SDK makes it (``tar_file_stream``). It is unpacked on the host
-with tarfile's ``data`` filter (no absolute paths, no ``..``, no links leading out, no
-devices or FIFOs, no setuid bits), every file owned by sandbox root. Which entries ``src``
-matches is decided on that private tree; everything about the image (its symlinks, an
-existing directory at ``dest``, the owner's uid) is resolved by ``cp``/``chown`` in the
-build sandbox, where the tree is bound read-only: a link in the image can never make the
-host write outside the layer.
+the build context, as E2B's SDK makes it (``tar_file_stream``). It is unpacked by a child
+running as sandbox root's host uid, every entry made under the target's fd with
+``openat2`` confined to the tree (``_context_unpack``: no absolute names, no ``..``, no
+hard links, devices or FIFOs, links only to inside the tree and never passed through, no
+setuid bits). Which entries ``src`` matches is decided on that tree from its fd, no link
+of it followed (``_context_glob``); everything about the image (its symlinks, an existing
+directory at ``dest``, the owner's uid) is resolved by ``cp``/``chown`` in the build
+sandbox, where the tree is bound read-only: a link in the upload or the image can never
+make the host read or write outside the tree or the layer.
 
 Docker semantics: a directory source copies its contents; ``dest`` ending in ``/``, an
 existing directory, or several sources mean "into this directory"; missing parents are
@@ -16,14 +18,12 @@ made; ``--chown``/``--chmod`` apply to what was copied (and to ``dest`` when it 
 
 from __future__ import annotations
 
-import errno
 import os
 import posixpath
-import tarfile
-import zlib
 from pathlib import Path
 
-from ._context_glob import glob_context
+from ._context_glob import ThroughLink, entry_exists, glob_context
+from ._context_unpack import DEFAULT_LIMITS, Limits, unpack_upload
 from ._errors import TemplateBuildError
 
 CONTEXT_MOUNT = "/.bac-copy"  # where the unpacked files appear in the build sandbox
@@ -34,67 +34,52 @@ class DiskFullError(TemplateBuildError):
     """The disk holding the data directory filled up during the build."""
 
 
-def unpack(archive: Path, into: Path, owner: int, src: str) -> None:
-    """Unpack the upload of ``COPY src`` into ``into`` (made here), owned by ``owner``."""
-
-    def keep(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-        if member.name.startswith("/"):
-            # Stricter than the data filter, which strips the slash: no client sends these.
-            raise tarfile.AbsolutePathError(member)
-        checked = tarfile.data_filter(member, dest)
-        # Owned by sandbox root whoever packed it: the build sandbox can read it all.
-        return checked.replace(uid=owner, gid=owner, uname="", gname="", deep=False)
-
-    into.mkdir(mode=0o700)
+async def unpack(archive: Path, into: Path, owner: int, src: str,
+                 limits: Limits = DEFAULT_LIMITS) -> None:
+    """Unpack the upload of ``COPY src`` into ``into`` (made here), owned by ``owner``
+    (sandbox root's host uid, never 0: the unpacking runs as that uid)."""
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            tar.extractall(into, filter=keep)  # noqa: S202 - the data filter, and stricter
-    except tarfile.FilterError as exc:
-        raise TemplateBuildError(f"COPY {src}: the uploaded files were refused: {exc}") from exc
+        outcome = await unpack_upload(archive, into, owner, limits)
     except FileNotFoundError as exc:
         raise TemplateBuildError(f"COPY {src}: its files were not uploaded ({exc.filename})"
                                  ) from exc
-    except (tarfile.TarError, EOFError, zlib.error) as exc:
-        raise TemplateBuildError(f"COPY {src}: the upload is not a tar archive ({exc})") from exc
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            raise DiskFullError(f"COPY {src}: no space left on the device holding "
-                                f"{into.parent} while unpacking its files") from exc
-        raise
-    _own(into, owner)
-
-
-def _own(root: Path, owner: int) -> None:
-    """Give the tree to sandbox root: the directories tarfile made for names without an
-    entry of their own belong to host root, which the sandbox cannot enter (the tree's
-    root is what the sandbox sees of the bind)."""
-    os.chmod(root, 0o755)  # noqa: S103 - bound read-only into the build sandbox only
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in (".", *dirnames, *filenames):
-            # SECURITY: a private tree just unpacked by the server (no links leading out,
-            # none followed here): ownership moves to the sandbox id range only.
-            os.lchown(os.path.join(dirpath, name), owner, owner)
+    if outcome.kind == "ok":
+        return
+    if outcome.kind == "refused":
+        raise TemplateBuildError(f"COPY {src}: the uploaded files were refused: "
+                                 f"{outcome.message}")
+    if outcome.kind == "not-a-tar":
+        raise TemplateBuildError(f"COPY {src}: the upload is not a tar archive "
+                                 f"({outcome.message})")
+    if outcome.kind == "disk-full":
+        raise DiskFullError(f"COPY {src}: no space left on the device holding "
+                            f"{into.parent} while unpacking its files ({outcome.message})")
+    raise TemplateBuildError(f"COPY {src}: unpacking the uploaded files failed: "
+                             f"{outcome.message}")
 
 
 def match(context: Path, src: str) -> list[str]:
     """The entries ``src`` names in the unpacked tree, relative to it; raises naming
-    ``src`` when there is none."""
+    ``src`` when there is none, or when its path goes through a link of the tree."""
     pattern = posixpath.normpath(src.strip()).lstrip("/")
     if pattern.startswith("../") or pattern == "..":
         raise TemplateBuildError(f"COPY {src}: the source must be inside the build context")
-    if _GLOB_CHARS.isdisjoint(pattern):
-        found = [pattern] if os.path.lexists(context / pattern) else []
-    else:
-        found = glob_context(context, pattern)
+    root_fd = os.open(context, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if _GLOB_CHARS.isdisjoint(pattern):
+            found = [pattern] if entry_exists(root_fd, pattern) else []
+        else:
+            found = glob_context(root_fd, pattern)
+    except ThroughLink as link:
+        raise TemplateBuildError(
+            f"COPY {src}: {link.args[0]} is a symbolic link in the build context; a source "
+            "is never looked up through one (name the path it points to)") from link
+    finally:
+        os.close(root_fd)
     if not found:
         raise TemplateBuildError(f"COPY {src}: no such file or directory in the build "
                                  f"context: {src}")
-    top = os.path.realpath(context)
-    for entry in found:
-        parent = os.path.realpath(os.path.dirname(context / entry))
-        if os.path.commonpath([top, parent]) != top:
-            raise TemplateBuildError(f"COPY {src}: {entry} leads outside the build context")
-    return ["." if entry == "." else entry for entry in found]
+    return found
 
 
 def destination(dest: str, cwd: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import os
+import stat
 import subprocess
 import sys
 import tarfile
@@ -14,12 +14,15 @@ from pathlib import Path
 import pytest
 
 from bac_server.backends.base import TemplateNotFound
+from bac_server.host import IdRange
 from bac_server.templates import TemplateBuildError, TemplateConfig
 from bac_server.templates._build_state import BuildState, step_key
 from bac_server.templates._copy_step import destination, match, unpack
 from bac_server.templates._layer_store import LayerStore
 from bac_server.templates._manifest import make_built, read_manifest, template_image, write_manifest
 from bac_server.templates._steps import CopyStep, RunStep
+
+SANDBOX_ROOT = IdRange().root
 
 
 def test_keys_follow_inputs_not_force() -> None:
@@ -70,16 +73,20 @@ def _file(name: str, mode: int = 0o644) -> tarfile.TarInfo:
     return info
 
 
-def test_unpack_owns_files_by_sandbox_root_and_matches(tmp_path: Path) -> None:
-    """The upload unpacks owned by the given id; ``src`` matches files, dirs and globs."""
+@pytest.mark.root
+async def test_unpack_owns_files_by_sandbox_root_and_matches(tmp_path: Path) -> None:
+    """The upload unpacks owned by the given id (the uid it runs as); ``src`` matches
+    files, dirs and globs."""
     folder = tarfile.TarInfo("app")
     folder.type, folder.mode = tarfile.DIRTYPE, 0o755
     archive = _tar(tmp_path, [(folder, None), (_file("app/main.py", 0o755), b"print(1)\n"),
                               (_file("app/.env"), b"X=1\n"), (_file("req.txt"), b"six\n")])
     context = tmp_path / "ctx"
-    unpack(archive, context, os.getuid(), "app")
+    await unpack(archive, context, SANDBOX_ROOT, "app")
     assert (context / "app/main.py").read_text() == "print(1)\n"
-    assert (context / "app/main.py").stat().st_uid == os.getuid()
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in (context, *context.rglob("*"))} \
+        == {(SANDBOX_ROOT, SANDBOX_ROOT)}
+    assert stat.S_IMODE((context / "app/main.py").stat().st_mode) == 0o755
     assert match(context, "app") == ["app"]
     assert match(context, "./req.txt") == ["req.txt"]
     assert match(context, "app/*") == ["app/.env", "app/main.py"]
@@ -89,8 +96,9 @@ def test_unpack_owns_files_by_sandbox_root_and_matches(tmp_path: Path) -> None:
         match(context, "../etc/passwd")
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("member", ["absolute", "dotdot", "link-out", "device"])
-def test_unpack_refuses_what_leaves_the_tree(tmp_path: Path, member: str) -> None:
+async def test_unpack_refuses_what_leaves_the_tree(tmp_path: Path, member: str) -> None:
     """Absolute names, '..', links leading out and devices in an upload are refused."""
     if member == "absolute":
         bad = _file("/etc/evil")
@@ -104,18 +112,19 @@ def test_unpack_refuses_what_leaves_the_tree(tmp_path: Path, member: str) -> Non
         bad.type, bad.devmajor, bad.devminor = tarfile.CHRTYPE, 1, 3
     archive = _tar(tmp_path, [(bad, b"x" if member in ("absolute", "dotdot") else None)])
     with pytest.raises(TemplateBuildError, match="refused"):
-        unpack(archive, tmp_path / "ctx", os.getuid(), "x")
+        await unpack(archive, tmp_path / "ctx", SANDBOX_ROOT, "x")
     assert not (tmp_path / "evil").exists()
 
 
-def test_unpack_names_a_broken_upload(tmp_path: Path) -> None:
+@pytest.mark.root
+async def test_unpack_names_a_broken_upload(tmp_path: Path) -> None:
     """An upload that is not a tar, or is missing, fails naming the COPY source."""
     junk = tmp_path / "junk"
     junk.write_bytes(b"not a tar at all" * 100)
     with pytest.raises(TemplateBuildError, match="COPY app: the upload is not a tar"):
-        unpack(junk, tmp_path / "ctx", 0, "app")
+        await unpack(junk, tmp_path / "ctx", SANDBOX_ROOT, "app")
     with pytest.raises(TemplateBuildError, match="COPY app: its files were not uploaded"):
-        unpack(tmp_path / "nothing", tmp_path / "ctx2", 0, "app")
+        await unpack(tmp_path / "nothing", tmp_path / "ctx2", SANDBOX_ROOT, "app")
 
 
 def test_layer_store_publishes_once_and_sweeps_leftovers(tmp_path: Path) -> None:
