@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from backend_harness import SandboxFactory, footprint
 
+from bac_server.backends.base import TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
@@ -167,3 +168,32 @@ async def test_no_host_devices(make_sandbox: SandboxFactory) -> None:
     names = set(result.stdout.split())
     assert not names & {"vda", "sda", "kmsg", "mem", "kvm", "vsock", "fuse", "loop0"}
     assert "rc=0" not in result.stdout
+
+
+_SETUID_PROBE = ("cp /usr/bin/id /tmp/setuid-id && chmod 4755 /tmp/setuid-id && "
+                 "su user -s /bin/sh -c '/tmp/setuid-id -u; sudo -n id -u 2>&1; "
+                 "grep NoNewPrivs /proc/self/status'")
+
+
+async def test_a_template_without_the_opt_in_gets_no_new_privileges(
+        make_sandbox: SandboxFactory, template: TemplateImage) -> None:
+    """A template that does not ask for setuid (the default) runs with no-new-privileges:
+    a setuid-root binary, sudo included, leaves the user the user."""
+    plain = TemplateImage("no-setuid", template.rootfs)
+    assert plain.allow_setuid is False
+    sbx = await make_sandbox(template=plain)
+    result = await sbx.run(_SETUID_PROBE, user="root")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "1000", result.stdout  # the setuid bit gave nothing
+    assert "0" not in lines[1:-1], result.stdout  # nor did sudo
+    assert lines[-1].split() == ["NoNewPrivs:", "1"], result.stdout
+
+
+async def test_base_opts_in_to_setuid_so_sudo_works(make_sandbox: SandboxFactory,
+                                                    template: TemplateImage) -> None:
+    """`base` declares setuid: sudo (and any setuid-root binary) gives root inside."""
+    assert template.allow_setuid is True
+    sbx = await make_sandbox()
+    result = await sbx.run(_SETUID_PROBE, user="root")
+    assert result.stdout.splitlines()[:2] == ["0", "0"], result.stdout
+    assert result.stdout.splitlines()[-1].split() == ["NoNewPrivs:", "0"]

@@ -75,9 +75,10 @@ class TemplateImage:
     rootfs: Path  # read-only lower layer, already shifted to the sandbox uid range
     default_user: str = "user"
     default_workdir: str = "/home/user"
-    # True when the template needs setuid binaries (sudo) to work inside the sandbox;
-    # the backend then leaves no-new-privileges off. See docs/security.md.
-    allow_setuid: bool = True
+    # SECURITY: no-new-privileges is on unless a template needs setuid binaries (sudo) and
+    # says so: a setuid binary then runs with its owner's ids inside the sandbox (still
+    # confined by its user namespace). Opt-in only; see docs/security.md.
+    allow_setuid: bool = False
     # Built layers stacked over ``rootfs``, topmost first (overlay diffs, same id range).
     lowers: tuple[Path, ...] = ()
     # Environment every process of the sandbox starts with (ENV of a built template);

@@ -38,7 +38,7 @@ class BuiltTemplate:
     config: TemplateConfig
     rootfs: Path
     layers: tuple[Path, ...]  # overlay diffs over ``rootfs``, bottom first
-    allow_setuid: bool = True
+    allow_setuid: bool  # finalize found sudo in the image (TemplateImage.allow_setuid)
 
 
 def config_json(config: TemplateConfig) -> dict[str, object]:

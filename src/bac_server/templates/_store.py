@@ -68,6 +68,9 @@ class TemplateStore:
         return base_recipe(self.id_range.base)
 
     def _image(self, build_dir: Path, template_id: str = "base") -> TemplateImage:
+        # The built-ins (`base`, and `code-interpreter` on it) opt in to setuid: their `user`
+        # has passwordless sudo, as E2B's do and the SDKs' tests rely on; docs/security.md,
+        # "The setuid trade-off".
         return TemplateImage(template_id=template_id, rootfs=build_dir / "rootfs",
                              default_user="user", default_workdir="/home/user",
                              allow_setuid=True)

@@ -36,6 +36,7 @@ def build_config(ctx: Context, record: SlotRecord, step: BuildStep, limits: Limi
     plan = SandboxPlan(
         hostname=hostname, rootfs=paths.rootfs, netns_path=netns_path,
         cgroup_path=record.cgroup_path, id_range=ctx.config.id_range, limits=limits,
+        # RUN steps may use sudo (E2B's recipes do): a step of any template may setuid.
         allow_setuid=True, envd_bundle=None, etc_dir=paths.etc,
         recursive_sys=ctx.runtime.name != "crun")
     config = sandbox_config(plan)
