@@ -16,6 +16,8 @@ from bac_server.backends.base import CheckpointFailed
 
 _STATUS_FIELDS = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
                   "Seccomp_filters")
+# Every field ``observe`` records: a saved record must hold them all.
+FIELDS = (*_STATUS_FIELDS, "uid_map", "gid_map")
 
 
 def observe(pid: int) -> dict[str, str]:
@@ -36,6 +38,12 @@ def observe(pid: int) -> dict[str, str]:
 def check(pid: int, saved: dict[str, str], netns: Path) -> None:
     """Raise CheckpointFailed unless the restored init is confined as ``saved`` says and
     lives in the network namespace pinned at ``netns``."""
+    # SECURITY: a record without a field (an older or damaged dump) would leave that part
+    # of the confinement unchecked: refused, like one that differs.
+    missing = [key for key in FIELDS if key not in saved]
+    if missing:
+        raise CheckpointFailed(f"the saved confinement of {pid} lacks {missing}: the restore "
+                               "cannot be checked")
     try:
         now = observe(pid)
         in_netns = os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(netns).st_ino
