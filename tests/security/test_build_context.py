@@ -6,7 +6,6 @@ real server's build API. Each test fails if anything outside the target changed.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import os
 import posixpath
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "se
 
 import httpx
 from bac_process import ServerProcess, running
+from host_snapshot import Snapshot, make_victims, snapshot
 from openapi_check import check
 from template_api_client import TPL, request_build, start, wait
 
@@ -43,30 +43,6 @@ SANDBOX_ROOT = IdRange().root
 # BAC_FUZZ_EXAMPLES=5000 for a long run.
 FUZZ_EXAMPLES = int(os.environ.get("BAC_FUZZ_EXAMPLES", "150"))
 
-Snapshot = dict[str, tuple[int, int, int, str]]
-
-
-def snapshot(top: Path, skip: Path | None = None) -> Snapshot:
-    """Every entry under ``top`` (``skip``'s subtree left out): mode, owner, group, and the
-    content's digest (a link's target)."""
-    found: Snapshot = {}
-    for dirpath, dirnames, filenames in os.walk(top):
-        if skip is not None:
-            dirnames[:] = [d for d in dirnames if Path(dirpath, d) != skip]
-        for name in (".", *dirnames, *filenames):
-            path = os.path.join(dirpath, name)
-            info = os.lstat(path)
-            if stat.S_ISREG(info.st_mode):
-                with open(path, "rb") as file:
-                    content = hashlib.sha256(file.read()).hexdigest()
-            elif stat.S_ISLNK(info.st_mode):
-                content = os.readlink(path)
-            else:
-                content = ""
-            found[os.path.relpath(path, top)] = (info.st_mode, info.st_uid, info.st_gid, content)
-    return found
-
-
 @dataclass
 class Host:
     """A private directory standing for the host: the tree to unpack into, and beside it
@@ -79,14 +55,7 @@ class Host:
 
     @classmethod
     def make(cls, top: Path) -> Host:
-        outside = top / "outside"
-        outside.mkdir(mode=0o755)
-        os.chmod(outside, 0o755)
-        secret = outside / "secret"
-        secret.write_text("root's secret\n")
-        os.chmod(secret, 0o600)
-        os.chown(outside, 0, 0)
-        os.chown(secret, 0, 0)
+        outside, secret = make_victims(top)
         (top / "scratch").mkdir(mode=0o700)
         return cls(top, top / "scratch" / "context", outside, secret)
 

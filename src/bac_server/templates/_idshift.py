@@ -7,10 +7,17 @@ own or change them and setuid ``sudo`` (owned by container root) would not work.
 ``chown`` clears setuid/setgid bits and file capabilities, so modes are restored after it.
 A file capability or POSIX ACL stores ids inside an xattr; shifting those is not
 implemented, so their presence fails the build instead of leaving a wrong id behind.
+
+An image unpacked rootless (by an unprivileged uid, see ``_oci``) is all owned by that
+uid, each inode's own ids recorded in a ``user.rootlesscontainers`` xattr (the
+rootlesscontainers.io protobuf: uid = 1, gid = 2, absent = 0, 2**32 - 1 = "as on disk",
+which is the unpacking uid, so container root); ``shift_recorded_ownership`` applies those
+instead of the owners on disk and removes the record.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -18,6 +25,8 @@ from pathlib import Path
 from ._errors import TemplateBuildError
 
 _ID_XATTRS = ("security.capability", "system.posix_acl_access", "system.posix_acl_default")
+ROOTLESS_XATTR = "user.rootlesscontainers"
+_NOOP_ID = 2**32 - 1  # the record's "unchanged": the file's owner, the unpacking uid
 
 
 def _check_xattrs(path: str) -> None:
@@ -66,3 +75,71 @@ def shift_ownership(root: Path, base: int, size: int, *, from_base: int = 0) -> 
                 os.chmod(path, stat.S_IMODE(info.st_mode))
             count += 1
     return count
+
+
+def _varint(raw: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while at < len(raw) and shift <= 35:
+        byte = raw[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            return value, at
+    raise ValueError("a truncated or over-long varint")
+
+
+def recorded_ids(raw: bytes) -> tuple[int, int]:
+    """(uid, gid) of a ``user.rootlesscontainers`` value; ValueError for anything else."""
+    ids = [0, 0]
+    at = 0
+    while at < len(raw):
+        key = raw[at]
+        if key not in (0x08, 0x10):  # field 1 or 2, varint
+            raise ValueError(f"unexpected field key {key:#x}")
+        value, at = _varint(raw, at + 1)
+        if value > _NOOP_ID:
+            raise ValueError(f"id {value} does not fit 32 bits")
+        ids[(key >> 3) - 1] = 0 if value == _NOOP_ID else value
+    return ids[0], ids[1]
+
+
+def shift_recorded_ownership(root: Path, unpacker: int, base: int, size: int) -> int:
+    """Give every inode under ``root`` (each owned by ``unpacker``, the uid that unpacked
+    it rootless) the ids its ``user.rootlesscontainers`` record names, as ``base + N``;
+    returns the number of inodes. Anything not owned by ``unpacker`` fails the import."""
+    seen: set[tuple[int, int]] = set()
+    root_dev = root.lstat().st_dev
+    for dirpath, dirnames, filenames in os.walk(root, topdown=True, followlinks=False):
+        for name in [".", *dirnames, *filenames]:
+            path = dirpath if name == "." else os.path.join(dirpath, name)
+            info = os.lstat(path)
+            if info.st_dev != root_dev:
+                raise TemplateBuildError(f"{path} is on another filesystem (a leftover mount?)")
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            if (info.st_uid, info.st_gid) != (unpacker, unpacker):
+                raise TemplateBuildError(f"{path} is owned by {info.st_uid}:{info.st_gid}, "
+                                         f"not by the unpacking uid {unpacker}")
+            link = stat.S_ISLNK(info.st_mode)
+            try:
+                raw = b"" if link else os.getxattr(path, ROOTLESS_XATTR, follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno != errno.ENODATA:
+                    raise
+                raw = b""
+            try:
+                uid, gid = recorded_ids(raw)
+            except ValueError as exc:
+                raise TemplateBuildError(f"{path}: unreadable ownership record: {exc}") from exc
+            if not (0 <= uid < size and 0 <= gid < size):
+                raise TemplateBuildError(
+                    f"{path} is owned by {uid}:{gid}, outside the mapped range")
+            _check_xattrs(path)
+            # SECURITY: from the unpacking uid to the sandbox id range, never any other id.
+            os.lchown(path, base + uid, base + gid)
+            if raw:
+                os.removexattr(path, ROOTLESS_XATTR, follow_symlinks=False)
+            if not link and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                os.chmod(path, stat.S_IMODE(info.st_mode))  # chown cleared them
+    return len(seen)

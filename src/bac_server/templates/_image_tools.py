@@ -20,7 +20,7 @@ from ._image_model import ImageError, ImageErrorKind
 
 T = TypeVar("T")
 Progress = Callable[[str], None]
-_SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
@@ -53,19 +53,23 @@ async def off_loop(fn: Callable[[], T]) -> T:
 def tool_env(scratch: Path) -> dict[str, str]:
     """A minimal environment: temporary files stay in ``scratch`` (removed with it), and
     ``HOME`` points there so no credentials of the server's user are picked up."""
-    env = {"PATH": _SYSTEM_PATH, "LANG": "C.UTF-8", "HOME": str(scratch),
+    env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "HOME": str(scratch),
            "TMPDIR": str(scratch / "tmp"), "XDG_RUNTIME_DIR": str(scratch)}
     env.update({k: v for k, v in os.environ.items() if k in _PROXY_VARS})
     return env
 
 
 async def run_tool(argv: list[str], env: dict[str, str],
-                   progress: Progress | None = None) -> ToolResult:
+                   progress: Progress | None = None, *, as_uid: int | None = None,
+                   pass_fds: tuple[int, ...] = ()) -> ToolResult:
     """Run a tool to completion; with ``progress`` its output lines are reported as they
-    come, otherwise its stdout is returned."""
+    come, otherwise its stdout is returned. ``as_uid``: the tool runs as that uid and gid
+    with no supplementary groups (set by the child before exec: no ``preexec_fn``)."""
+    identity: dict[str, Any] = {} if as_uid is None else {
+        "user": as_uid, "group": as_uid, "extra_groups": [], "cwd": "/"}
     proc = await asyncio.create_subprocess_exec(
         *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=env)
+        stderr=asyncio.subprocess.PIPE, env=env, pass_fds=pass_fds, **identity)
     assert proc.stdout is not None and proc.stderr is not None
     tail: list[str] = []
     chunks: list[bytes] = []

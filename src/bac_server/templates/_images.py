@@ -10,8 +10,9 @@ Public API::
     image.config    # ImageConfig(env, user, workdir, cmd) from the image's config
 
 How: registry and local images are copied by skopeo into a private OCI layout, unpacked by
-umoci (layer order and whiteouts per the OCI spec), stripped of device nodes and file
-capabilities, and shifted to the sandbox ids; Debian suites are built by mmdebstrap. Each
+umoci rootless as sandbox root's host uid (layer order and whiteouts per the OCI spec;
+device nodes become empty files, file capabilities are dropped), and shifted to the
+sandbox ids the unpacking recorded; Debian suites are built by mmdebstrap. Each
 result is cached by digest (``_image_cache``); a registry is asked only for the manifest
 digest (one small request) before a cached image is reused. Failures raise
 :class:`ImageError` and leave nothing behind, also on cancellation.
@@ -29,7 +30,7 @@ from bac_server.host import IdRange
 
 from ._debian_suite import SUITE_CONFIG, build_suite, suite_recipe
 from ._errors import TemplateBuildError
-from ._idshift import shift_ownership
+from ._idshift import shift_recorded_ownership
 from ._image_cache import (
     entry_lock,
     entry_name,
@@ -48,7 +49,7 @@ from ._image_refs import (
     parse_image_ref,
     resolve_local_path,
 )
-from ._image_tools import Progress, off_loop, tool_env
+from ._image_tools import Progress, off_loop
 from ._oci import (
     HOST_ARCH,
     LAYOUT_TAG,
@@ -173,13 +174,14 @@ async def _fetch_and_unpack(src: Source, digest: str, entry: Path, scratch: Path
     out.mkdir(mode=0o700)
     rootfs = out / "rootfs"
     progress(f"{what}: unpacking the layers")
-    await unpack(layout, rootfs, tool_env(scratch), progress, what)
+    await unpack(layout, rootfs, id_range.root, progress, what)
     devices, caps = await off_loop(lambda: sanitize_rootfs(rootfs))
     if devices or caps:
         progress(f"{what}: removed {devices} device nodes and {caps} file capabilities")
     progress(f"{what}: shifting ownership to host ids {id_range.base}..")
     try:
-        await off_loop(lambda: shift_ownership(rootfs, id_range.base, id_range.size))
+        await off_loop(lambda: shift_recorded_ownership(rootfs, id_range.root, id_range.base,
+                                                        id_range.size))
     except TemplateBuildError as exc:
         raise ImageError(f"{what}: {exc}") from exc
     os.chmod(rootfs, 0o755)  # noqa: S103 - it is "/" of every sandbox from this image

@@ -2,8 +2,9 @@
 
 The layout read here is the private copy skopeo wrote into the import's scratch directory
 (always tagged :data:`LAYOUT_TAG`), so only its shape is checked, not its provenance.
-Unpacking is umoci's (layer order, whiteouts and opaque directories as the OCI spec says);
-afterwards the tree is made safe to hand to sandboxes (:func:`sanitize_rootfs`).
+Unpacking is umoci's (layer order, whiteouts and opaque directories as the OCI spec says),
+rootless as sandbox root's host uid; afterwards the tree is made safe to hand to sandboxes
+(:func:`sanitize_rootfs`).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from bac_server.host import remove_tree
+
 from ._image_model import ImageConfig, ImageError, ImageErrorKind
-from ._image_tools import Progress, run_tool, tool_error
+from ._image_tools import SYSTEM_PATH, Progress, off_loop, run_tool, tool_error
 
 LAYOUT_TAG = "image"
 HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
@@ -102,16 +105,50 @@ def image_config(config: dict[str, Any], what: str) -> ImageConfig:
                        workdir=body.get("WorkingDir") or None, cmd=tuple(argv) or None)
 
 
-async def unpack(layout: Path, rootfs: Path, env: dict[str, str], progress: Progress,
+async def unpack(layout: Path, rootfs: Path, unpacker: int, progress: Progress,
                  what: str) -> None:
-    """Apply the layers in order into ``rootfs`` (which must not exist yet)."""
-    # SECURITY: runs as root so ownership, modes and setuid bits come out as the image
-    # says; umoci confines every path to the rootfs, and the tree is only ever used as a
-    # sandbox's lower layer after its ids are shifted into the sandbox range.
-    result = await run_tool(["umoci", "--log", "warn", "raw", "unpack", "--image",
-                             f"{layout}:{LAYOUT_TAG}", str(rootfs)], env, progress)
+    """Apply the layers in order into ``rootfs`` (which must not exist yet), as the
+    unprivileged uid ``unpacker``: every inode comes out owned by it, the image's owners
+    recorded in ``user.rootlesscontainers`` xattrs (``_idshift.shift_recorded_ownership``),
+    device nodes as empty files, file capabilities dropped."""
+    if unpacker < 1:
+        raise ValueError(f"images are never unpacked as uid {unpacker}")
+    await off_loop(lambda: _give_tree(layout, unpacker))
+    work = rootfs.parent / ".unpack"
+    work.mkdir(mode=0o700)
+    os.chown(work, unpacker, unpacker)
+    layout_fd = os.open(layout, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        work_fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            # The tool reaches both through its own fds: no path of the server's private
+            # directories needs to be open to the unpacking uid.
+            at = f"/proc/self/fd/{work_fd}"
+            env = {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8", "HOME": at, "TMPDIR": at}
+            # SECURITY: umoci reads the tenant's layers as ``unpacker`` (sandbox root's
+            # host uid, no groups, no capabilities): whatever a layer names, it can write
+            # only where that uid may, never a file of host root's.
+            result = await run_tool(
+                ["umoci", "--log", "warn", "raw", "unpack", "--rootless", "--image",
+                 f"/proc/self/fd/{layout_fd}:{LAYOUT_TAG}", f"{at}/rootfs"], env, progress,
+                as_uid=unpacker, pass_fds=(layout_fd, work_fd))
+        finally:
+            os.close(work_fd)
+    finally:
+        os.close(layout_fd)
     if result.code != 0:
         raise tool_error(what, "unpacking the layers", result)
+    os.rename(work / "rootfs", rootfs)
+    await off_loop(lambda: remove_tree(work))
+
+
+def _give_tree(layout: Path, uid: int) -> None:
+    """Hand the layout skopeo wrote (index, blobs named by digest) to ``uid`` to read."""
+    for dirpath, dirnames, filenames in os.walk(layout, followlinks=False):
+        for name in (".", *dirnames, *filenames):
+            # SECURITY: the server's private copy of an image, made by skopeo here; its
+            # links are not followed and its owner becomes the unprivileged unpacker.
+            os.lchown(os.path.join(dirpath, name), uid, uid)
 
 
 def sanitize_rootfs(rootfs: Path) -> tuple[int, int]:
