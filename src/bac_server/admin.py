@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 from bac_server.config import ServerConfig
 from bac_server.control import ControlError, KeyInfo, KeyService
-from bac_server.host import HostSetupError, prepare_host
+from bac_server.host import HostSetupError, IdRange, prepare_host, secure_data_dir
+from bac_server.store import StoreError
 from bac_server.store.sql import SqlStore
 
 T = TypeVar("T")
@@ -71,22 +72,36 @@ def serve(
         except (OSError, ssl.SSLError) as exc:
             raise SystemExit(f"bac serve: cannot use BAC_TLS_CERT={config.tls_cert} and "
                              f"BAC_TLS_KEY={config.tls_key}: {exc}") from None
-    if config.prepare_host:
-        # Before listening, so a host that cannot run sandboxes safely (a device node not
-        # root's, a missing binary) stops the server with one line of advice.
-        try:
+    # Before listening, so a host that cannot run sandboxes safely (a device node not
+    # root's, a missing binary, a data dir it cannot make private) stops the server with
+    # one line of advice.
+    try:
+        if config.prepare_host:
             prepare_host()
-        except HostSetupError as exc:
-            raise SystemExit(f"bac serve: refusing to start: {exc}") from None
+        secure_data_dir(config.data_dir, IdRange())
+    except HostSetupError as exc:
+        raise SystemExit(f"bac serve: refusing to start: {exc}") from None
+    if config.prepare_host:
         config = dataclasses.replace(config, prepare_host=False)
     uvicorn.run(create_app(config), **uvicorn_options(config))
+
+
+async def _open_store(config: ServerConfig) -> SqlStore:
+    """The store as the server opens it (data dir checked, secrets sealed); a data dir or
+    key file it cannot use is a one-line ``ValueError``."""
+    from bac_server.app import open_store
+
+    try:
+        return await open_store(config)
+    except (HostSetupError, StoreError) as exc:
+        raise ValueError(str(exc)) from exc
 
 
 def _with_keys(data_dir: Path | str | None, use: Callable[[KeyService], Awaitable[T]]) -> T:
     config = ServerConfig.from_env().with_overrides(data_dir=data_dir)
 
     async def run() -> T:
-        store = await SqlStore.open(config.store_url)
+        store = await _open_store(config)
         try:
             return await use(KeyService(store))
         except ControlError as exc:
@@ -122,7 +137,7 @@ def collect_garbage(*, data_dir: Path | str | None = None, dry_run: bool = False
         raise ValueError(f"no data directory at {config.data_dir}")
 
     async def run() -> dict[str, Any]:
-        store = await SqlStore.open(config.store_url)
+        store = await _open_store(config)
         try:
             gc = await build_gc(config, store, build_backend(config), build_templates(config))
             return (await gc.run(dry_run=dry_run)).to_json()

@@ -26,8 +26,9 @@ from bac_server.control.template_gc_uploads import UploadQuota
 from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates_services import TemplateServices
 from bac_server.gateway import Dispatcher, Gateway
-from bac_server.host import prepare_host
+from bac_server.host import IdRange, prepare_host, secure_data_dir
 from bac_server.store import Store
+from bac_server.store.key_file import load_sealer
 from bac_server.store.sql import SqlStore
 from bac_server.templates import BuildEngine, StorageCollector, TemplateStore
 
@@ -80,6 +81,15 @@ async def warm_up(
             log.exception("warming template %r failed; its sandboxes start cold", ref)
 
 
+async def open_store(config: ServerConfig) -> SqlStore:
+    """The store, after the data dir was checked private (``host.secure_data_dir``: it
+    refuses what it cannot repair), its secrets sealed with the key file (made at the
+    first start)."""
+    await asyncio.to_thread(secure_data_dir, config.data_dir, IdRange())
+    sealer = await asyncio.to_thread(load_sealer, config.store_key_path)
+    return await SqlStore.open(config.store_url, sealer)
+
+
 def build_templates(config: ServerConfig) -> TemplateStore:
     return TemplateStore(config.template_root)
 
@@ -107,7 +117,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if config.prepare_host:
             await asyncio.to_thread(prepare_host)
-        store = await SqlStore.open(config.store_url)
+        store = await open_store(config)
         backend = build_backend(config)
         templates = build_templates(config)
         start_snapshots = StartSnapshots(

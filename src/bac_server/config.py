@@ -37,6 +37,9 @@ class ServerConfig:
     domain: str = "localhost"
     # Database URL; empty means the embedded SQLite file inside ``data_dir``.
     database_url: str = ""
+    # The key file sealing the store's secrets (env vars, access tokens); None means
+    # ``data_dir/keys/store.key``, made at the first start. Back it up apart from the database.
+    store_key_file: Path | None = None
     default_timeout_s: int = 300
     max_timeout_s: int = 86_400
     default_cpu_count: int = 2
@@ -113,6 +116,12 @@ class ServerConfig:
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{self.data_dir / 'bac.db'}"
+
+    @property
+    def store_key_path(self) -> Path:
+        if self.store_key_file is not None:
+            return self.store_key_file
+        return self.data_dir / "keys" / "store.key"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerConfig:

@@ -17,7 +17,7 @@ import time
 from bac_server.app import build_templates
 from bac_server.backends.namespaces import NamespaceConfig, ensure_envd_bundle
 from bac_server.config import ServerConfig
-from bac_server.host import HostSetupError, prepare_host
+from bac_server.host import HostSetupError, IdRange, prepare_host, secure_data_dir
 from bac_server.templates import TemplateError
 
 
@@ -27,8 +27,9 @@ def _say(line: str) -> None:
 
 async def _prepare(config: ServerConfig, skip_layers: bool = False) -> None:
     started = time.monotonic()
-    _say("host: cgroups, nftables table, sysctls")
+    _say("host: cgroups, nftables table, sysctls; data dir private")
     await asyncio.to_thread(prepare_host)
+    await asyncio.to_thread(secure_data_dir, config.data_dir, IdRange())
     templates = build_templates(config)
     image = await templates.ensure_base(progress=_say)
     _say(f"template base: {image.rootfs}")

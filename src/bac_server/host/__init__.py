@@ -9,8 +9,9 @@ Everything here is idempotent and is called by the server at start-up and by tes
 from ._cgroup_migrations import dynamic_migrations_favored
 from ._cgroups import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
 from ._cleanup import remove_tree, unmount_tree
+from ._data_dir import secure_data_dir
 from ._devices import SANDBOX_DEVICES, DeviceNode, HostDeviceTaken, check_device_nodes
-from ._errors import HostChangeFailed, HostSetupError, MissingDependency
+from ._errors import HostChangeFailed, HostSetupError, MissingDependency, UnsafeDataDir
 from ._forwarding import ensure_firewall
 from ._mounts import is_mount_point, mount_table, mounts_under
 from ._nft import NftError, nft, nft_json
@@ -25,6 +26,7 @@ from ._nftables import (
 )
 from ._paths import DEFAULT_DATA_DIR, IdRange, default_data_dir
 from ._prepare import PARENT_CGROUP, HostReport, HostSettings, prepare_host
+from ._private_files import write_private
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -45,6 +47,7 @@ __all__ = [
     "IdRange",
     "MissingDependency",
     "NftError",
+    "UnsafeDataDir",
     "cgroup_layout",
     "check_device_nodes",
     "controller_dirs",
@@ -59,7 +62,9 @@ __all__ = [
     "prepare_host",
     "remove_tree",
     "render_ruleset",
+    "secure_data_dir",
     "supports_swap_limit",
     "table_present",
     "unmount_tree",
+    "write_private",
 ]

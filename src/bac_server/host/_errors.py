@@ -5,6 +5,7 @@ Error tree (server start-up, host layer)::
     HostSetupError                 the host cannot run sandboxes as it is
     ├── MissingDependency          a binary or kernel feature is missing (with advice)
     ├── HostDeviceTaken            a device node sandboxes are given is not root's (_devices)
+    ├── UnsafeDataDir              the data dir cannot be made private (_data_dir)
     └── HostChangeFailed           a preparation step (mount, nft, sysctl) failed
 """
 
@@ -21,3 +22,8 @@ class MissingDependency(HostSetupError):
 
 class HostChangeFailed(HostSetupError):
     """A host preparation step failed."""
+
+
+class UnsafeDataDir(HostSetupError):
+    """The data directory, or an entry in it, is not as Bac made it and a repair would
+    not make it safe (a symlink, another user's, writable by others)."""

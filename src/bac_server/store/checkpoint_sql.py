@@ -12,33 +12,45 @@ from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
 from bac_server.store.records import CheckpointRecord
 from bac_server.store.rows import dt, ts
+from bac_server.store.sealing import Sealer
 
 
-def _values(c: CheckpointRecord) -> dict[str, Any]:
+def _where(checkpoint_id: str, column: str) -> str:
+    return f"checkpoints.{column}:{checkpoint_id}"
+
+
+def _values(c: CheckpointRecord, sealer: Sealer) -> dict[str, Any]:
     return {
         "checkpoint_id": c.checkpoint_id, "team_id": c.team_id, "sandbox_id": c.sandbox_id,
         "kind": c.kind, "name": c.name, "created_at": ts(c.created_at),
         "size_bytes": c.size_bytes, "memory": c.memory, "template_id": c.template_id,
-        "envd_access_token": c.envd_access_token, "cpu_count": c.cpu_count,
-        "memory_mb": c.memory_mb, "env_vars": c.env_vars,
+        "envd_access_token": sealer.seal(c.envd_access_token,
+                                         _where(c.checkpoint_id, "envd_access_token")),
+        "cpu_count": c.cpu_count, "memory_mb": c.memory_mb,
+        "env_vars": sealer.seal_map(c.env_vars, _where(c.checkpoint_id, "env_vars")),
     }
 
 
-def _record(r: Any) -> CheckpointRecord:
+def _record(r: Any, sealer: Sealer) -> CheckpointRecord:
     return CheckpointRecord(
         checkpoint_id=r.checkpoint_id, team_id=r.team_id, sandbox_id=r.sandbox_id,
         kind=r.kind, name=r.name, created_at=dt(r.created_at), size_bytes=r.size_bytes,
-        memory=r.memory, template_id=r.template_id, envd_access_token=r.envd_access_token,
-        cpu_count=r.cpu_count, memory_mb=r.memory_mb, env_vars=dict(r.env_vars))
+        memory=r.memory, template_id=r.template_id,
+        envd_access_token=sealer.open(r.envd_access_token,
+                                      _where(r.checkpoint_id, "envd_access_token")),
+        cpu_count=r.cpu_count, memory_mb=r.memory_mb,
+        env_vars=sealer.open_map(r.env_vars, _where(r.checkpoint_id, "env_vars")))
 
 
 class CheckpointQueries:
     _engine: AsyncEngine
+    _sealer: Sealer
 
     async def add_checkpoint(self, checkpoint: CheckpointRecord) -> None:
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.checkpoints).values(**_values(checkpoint)))
+                await conn.execute(
+                    sa.insert(t.checkpoints).values(**_values(checkpoint, self._sealer)))
         except IntegrityError as exc:
             raise StoreConflict(f"checkpoint {checkpoint.checkpoint_id} exists") from exc
 
@@ -46,7 +58,7 @@ class CheckpointQueries:
         query = sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else _record(row)
+        return None if row is None else _record(row, self._sealer)
 
     async def list_checkpoints(
         self, team_id: str | None, *, sandbox_id: str | None = None, kind: str | None = None,
@@ -64,7 +76,7 @@ class CheckpointQueries:
             query = query.where(c.name == name)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query.order_by(c.created_at, c.checkpoint_id))).all()
-        return [_record(r) for r in rows]
+        return [_record(r, self._sealer) for r in rows]
 
     async def delete_checkpoint(self, checkpoint_id: str) -> bool:
         query = sa.delete(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id)

@@ -2,23 +2,59 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from bac_server.store.base import StoreError
+
+# SQLite makes these beside the database, with the database file's mode and owner.
+SIDE_FILES = ("-wal", "-shm", "-journal")
+
 
 def open_engine(url: str) -> AsyncEngine:
-    """Create the engine; for SQLite, make the file's directory and set the pragmas."""
+    """Create the engine; for SQLite, make the file (root's alone) and set the pragmas."""
     parsed = sa.make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_async_engine(url, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        private_database_file(Path(parsed.database))
     engine = create_async_engine(url)
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def private_database_file(path: Path) -> None:
+    """Make the SQLite file 0600 before SQLite opens it, so the WAL and shared-memory
+    files it makes follow; tighten those an older server left. Refuses a symlink or a
+    file of another user: the store would write secrets wherever it points."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600))
+    for candidate in (path, *(Path(f"{path}{suffix}") for suffix in SIDE_FILES)):
+        try:
+            # O_PATH: closing a real descriptor would drop SQLite's POSIX locks on the
+            # file, were it open in this process already.
+            fd = os.open(candidate, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+                raise StoreError(f"the database file {candidate} is not a file of this "
+                                 f"server's user (a symlink? owner uid {st.st_uid})")
+            if st.st_mode & 0o077:
+                # SECURITY: the store's rows are the server's alone, sealed or not; the
+                # inode changed is the one just checked.
+                os.chmod(f"/proc/self/fd/{fd}", 0o600)
+        finally:
+            os.close(fd)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

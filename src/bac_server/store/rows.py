@@ -1,4 +1,5 @@
-"""Converting between the store's records and table rows (times as epoch seconds)."""
+"""Converting between the store's records and table rows (times as epoch seconds; env vars
+and access tokens sealed, see :mod:`.sealing`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bac_server.store.records import ApiKeyRecord, EventRecord, SandboxRecord
+from bac_server.store.sealing import Sealer
 
 
 def ts(value: datetime) -> float:
@@ -32,7 +34,10 @@ def key_record(row: Any) -> ApiKeyRecord:
     )
 
 
-def sandbox_values(s: SandboxRecord) -> dict[str, Any]:
+def sandbox_values(s: SandboxRecord, sealer: Sealer) -> dict[str, Any]:
+    def where(column: str) -> str:
+        return f"sandboxes.{column}:{s.sandbox_id}"
+
     return {
         "sandbox_id": s.sandbox_id,
         "team_id": s.team_id,
@@ -45,17 +50,21 @@ def sandbox_values(s: SandboxRecord) -> dict[str, Any]:
         "cpu_count": s.cpu_count,
         "memory_mb": s.memory_mb,
         "disk_mb": s.disk_mb,
-        "envd_access_token": s.envd_access_token,
-        "traffic_access_token": s.traffic_access_token,
+        "envd_access_token": sealer.seal(s.envd_access_token, where("envd_access_token")),
+        "traffic_access_token": sealer.seal_optional(s.traffic_access_token,
+                                                     where("traffic_access_token")),
         "metadata": s.metadata,
-        "env_vars": s.env_vars,
+        "env_vars": sealer.seal_map(s.env_vars, where("env_vars")),
         "network": s.network,
         "allow_internet_access": s.allow_internet_access,
         "lifecycle": s.lifecycle,
     }
 
 
-def sandbox_record(row: Any) -> SandboxRecord:
+def sandbox_record(row: Any, sealer: Sealer) -> SandboxRecord:
+    def where(column: str) -> str:
+        return f"sandboxes.{column}:{row.sandbox_id}"
+
     return SandboxRecord(
         sandbox_id=row.sandbox_id,
         team_id=row.team_id,
@@ -67,10 +76,11 @@ def sandbox_record(row: Any) -> SandboxRecord:
         cpu_count=row.cpu_count,
         memory_mb=row.memory_mb,
         disk_mb=row.disk_mb,
-        envd_access_token=row.envd_access_token,
-        traffic_access_token=row.traffic_access_token,
+        envd_access_token=sealer.open(row.envd_access_token, where("envd_access_token")),
+        traffic_access_token=sealer.open_optional(row.traffic_access_token,
+                                                  where("traffic_access_token")),
         metadata=dict(row.metadata),
-        env_vars=dict(row.env_vars),
+        env_vars=sealer.open_map(row.env_vars, where("env_vars")),
         network=row.network,
         allow_internet_access=row.allow_internet_access,
         ended_at=opt_dt(row.ended_at),

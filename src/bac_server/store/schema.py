@@ -2,7 +2,9 @@
 
 Migrations in :mod:`.migrations` build this schema step by step; a test checks that a freshly
 migrated database has exactly these tables and columns. Times are stored as float seconds
-since the epoch (UTC): sortable and identical on SQLite and PostgreSQL.
+since the epoch (UTC): sortable and identical on SQLite and PostgreSQL. Env vars and
+access tokens are stored sealed (:mod:`.sealing`, migration 4): the ``*_access_token``
+columns hold sealed text, the ``env_vars`` columns a JSON string of sealed text.
 """
 
 from __future__ import annotations

@@ -35,22 +35,25 @@ from bac_server.store.rows import (
     sandbox_values,
     ts,
 )
+from bac_server.store.sealing import Sealer
 from bac_server.store.template_build_sql import TemplateBuildQueries
 from bac_server.store.template_gc_sql import TemplateGcQueries
 from bac_server.store.template_sql import TemplateQueries
 
 
 class SqlStore(CheckpointQueries, TemplateQueries, TemplateBuildQueries, TemplateGcQueries):
-    """One engine, one transaction per call. Open with :meth:`open`."""
+    """One engine, one transaction per call. Open with :meth:`open`; ``sealer`` seals the
+    secrets of every row written and opens them in every row read."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, sealer: Sealer) -> None:
         self._engine = engine
+        self._sealer = sealer
 
     @classmethod
-    async def open(cls, url: str) -> SqlStore:
+    async def open(cls, url: str, sealer: Sealer) -> SqlStore:
         engine = open_engine(url)
-        await migrate(engine)
-        return cls(engine)
+        await migrate(engine, sealer)
+        return cls(engine, sealer)
 
     async def close(self) -> None:
         await self._engine.dispose()
@@ -118,7 +121,8 @@ class SqlStore(CheckpointQueries, TemplateQueries, TemplateBuildQueries, Templat
     async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.sandboxes).values(**sandbox_values(sandbox)))
+                await conn.execute(
+                    sa.insert(t.sandboxes).values(**sandbox_values(sandbox, self._sealer)))
                 if events:
                     await conn.execute(
                         sa.insert(t.sandbox_events), [event_values(e) for e in events]
@@ -165,13 +169,13 @@ class SqlStore(CheckpointQueries, TemplateQueries, TemplateBuildQueries, Templat
         query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else sandbox_record(row)
+        return None if row is None else sandbox_record(row, self._sealer)
 
     async def sandboxes_in_states(self, states: Collection[str]) -> list[SandboxRecord]:
         query = sa.select(t.sandboxes).where(t.sandboxes.c.state.in_(list(states)))
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [sandbox_record(r) for r in rows]
+        return [sandbox_record(r, self._sealer) for r in rows]
 
     async def add_event(self, event: EventRecord) -> None:
         async with self._engine.begin() as conn:

@@ -28,6 +28,7 @@ from bac_server.store import (
     SandboxRecord,
     TemplateRecord,
 )
+from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 from bac_server.templates import (
     CollectionRefused,
@@ -44,6 +45,8 @@ from bac_server.templates._store import find_layer, layer_digest
 
 CONFIG = TemplateConfig(user="user", workdir="/home/user", env=(), start_cmd=None,
                         ready_cmd=None)
+
+SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 
 
 def publish(root: Path, key: str, content: str = "x") -> Path:
@@ -177,7 +180,7 @@ async def test_a_build_holding_the_guard_or_an_unreadable_manifest_stops_it(
 
 @pytest_asyncio.fixture
 async def store(root: Path) -> AsyncIterator[SqlStore]:
-    opened = await SqlStore.open(f"sqlite+aiosqlite:///{root / 'bac.db'}")
+    opened = await SqlStore.open(f"sqlite+aiosqlite:///{root / 'bac.db'}", SEALER)
     yield opened
     await opened.close()
 

@@ -18,9 +18,12 @@ from bac_server.store import (
 )
 from bac_server.store.engine import open_engine
 from bac_server.store.migrations import LATEST, MigrationError, migrate
+from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 
 
 def _url(tmp_path: Path) -> str:
@@ -44,7 +47,7 @@ def _event(sandbox_id: str = "abc", kind: str = "created", at: datetime = NOW) -
 async def test_fresh_database_matches_the_declared_schema(tmp_path: Path) -> None:
     """Migrating an empty database yields exactly the tables and columns schema.py declares."""
     engine = open_engine(_url(tmp_path))
-    assert await migrate(engine) == 0
+    assert await migrate(engine, SEALER) == 0
 
     def columns(conn: sa.Connection) -> dict[str, set[str]]:
         inspector = sa.inspect(conn)
@@ -65,25 +68,25 @@ async def test_fresh_database_matches_the_declared_schema(tmp_path: Path) -> Non
 async def test_migrate_twice_is_a_no_op(tmp_path: Path) -> None:
     """A second start finds the schema current and changes nothing."""
     engine = open_engine(_url(tmp_path))
-    await migrate(engine)
-    assert await migrate(engine) == LATEST
+    await migrate(engine, SEALER)
+    assert await migrate(engine, SEALER) == LATEST
     await engine.dispose()
 
 
 async def test_newer_database_is_refused(tmp_path: Path) -> None:
     """A database written by a newer server is not touched by an older one."""
     engine = open_engine(_url(tmp_path))
-    await migrate(engine)
+    await migrate(engine, SEALER)
     async with engine.begin() as conn:
         await conn.exec_driver_sql(f"UPDATE schema_version SET version = {LATEST + 1}")
     with pytest.raises(MigrationError, match="newer"):
-        await migrate(engine)
+        await migrate(engine, SEALER)
     await engine.dispose()
 
 
 async def test_sandbox_rows_round_trip_and_update(tmp_path: Path) -> None:
     """A sandbox row comes back equal; updates change state/end and append events."""
-    store = await SqlStore.open(_url(tmp_path))
+    store = await SqlStore.open(_url(tmp_path), SEALER)
     await store.ensure_team("team")
     await store.insert_sandbox(_sandbox(), _event())
     assert await store.get_sandbox("abc") == _sandbox()
@@ -107,18 +110,18 @@ async def test_sandbox_rows_round_trip_and_update(tmp_path: Path) -> None:
 
 async def test_state_survives_reopening(tmp_path: Path) -> None:
     """What one store instance committed, the next (after a restart) reads."""
-    store = await SqlStore.open(_url(tmp_path))
+    store = await SqlStore.open(_url(tmp_path), SEALER)
     await store.ensure_team("team")
     await store.insert_sandbox(_sandbox("one"), _event("one"))
     await store.close()
-    again = await SqlStore.open(_url(tmp_path))
+    again = await SqlStore.open(_url(tmp_path), SEALER)
     assert [s.sandbox_id for s in await again.sandboxes_in_states(["running"])] == ["one"]
     await again.close()
 
 
 async def test_metrics_range_and_prune(tmp_path: Path) -> None:
     """Samples are returned oldest first within [start, end]; pruning drops old ones."""
-    store = await SqlStore.open(_url(tmp_path))
+    store = await SqlStore.open(_url(tmp_path), SEALER)
     samples = [
         MetricRecord("abc", NOW + timedelta(seconds=i), 2, 1.5 * i, i, 100, 0, 10, 1000)
         for i in range(5)
@@ -134,7 +137,7 @@ async def test_metrics_range_and_prune(tmp_path: Path) -> None:
 
 async def test_api_keys_by_hash_and_revocation(tmp_path: Path) -> None:
     """Keys are found by hash, listed with their team, and revoked by id or prefix."""
-    store = await SqlStore.open(_url(tmp_path))
+    store = await SqlStore.open(_url(tmp_path), SEALER)
     team = await store.ensure_team("acme")
     assert (await store.ensure_team("acme")).team_id == team.team_id
     key = ApiKeyRecord("id1", team.team_id, "ci", "h" * 64, "e2b_abcd", NOW)

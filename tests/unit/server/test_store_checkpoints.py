@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from bac_server.store import CheckpointRecord, SandboxRecord, StoreConflict
+from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 
 
 def _checkpoint(checkpoint_id: str, *, team: str = "team", sandbox: str = "abc",
@@ -26,7 +29,7 @@ def _checkpoint(checkpoint_id: str, *, team: str = "team", sandbox: str = "abc",
 async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> None:
     """Checkpoints come back as stored, oldest first, filtered by sandbox, kind and name;
     the team's bytes add up; ids are unique; delete says whether it deleted."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}")
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
     try:
         first = _checkpoint("c1", size=10)
         await store.add_checkpoint(first)
@@ -50,7 +53,7 @@ async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> N
 
 async def test_lifecycle_settings_are_kept(tmp_path: Path) -> None:
     """A sandbox's lifecycle settings are stored with it and can be updated."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}")
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
     try:
         row = SandboxRecord(
             sandbox_id="abc", team_id="team", template_id="base", alias=None,

@@ -16,14 +16,17 @@ from bac_server.store import (
     TemplateRecord,
     UploadRecord,
 )
+from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
+SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
+
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}")
+    opened = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
     try:
         yield opened
     finally:

@@ -17,6 +17,7 @@ from bac_server.api.templates_recipe import to_recipe
 from bac_server.control.template_builds_log import MAX_LINES, BuildLog
 from bac_server.control.template_builds_recipe import recipe_record
 from bac_server.store import BuildLogRecord
+from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 from bac_server.templates import (
     CopyStep,
@@ -29,6 +30,8 @@ from bac_server.templates import (
     UserStep,
     WorkdirStep,
 )
+
+SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 
 
 def _wire(template: object) -> TemplateBuildStart:
@@ -75,7 +78,7 @@ def test_registry_password_is_never_stored() -> None:
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}")
+    opened = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
     try:
         yield opened
     finally:

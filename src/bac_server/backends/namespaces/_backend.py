@@ -97,7 +97,7 @@ class NamespaceBackend(CheckpointMixin):
             # it needs CAP_SYS_RESOURCE, without which sandboxes get our hard limit.
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(resource.RLIMIT_NOFILE, (soft, NOFILE_LIMIT))
-        prepare_data_dirs(cfg.data_dir, cfg.sandboxes_dir, cfg.id_range)
+        prepare_data_dirs(cfg)
         for directory in (cfg.leases_dir, cfg.claims_dir):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:

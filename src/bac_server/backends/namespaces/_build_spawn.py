@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from bac_server.backends.base import BuildStep
-from bac_server.host import CgroupLayout
+from bac_server.host import CgroupLayout, write_private
 
 from ._build_user import StepUser
 from ._context import Context
@@ -54,7 +54,7 @@ def build_config(ctx: Context, record: SlotRecord, step: BuildStep, limits: Limi
         for index, (_source, dest) in enumerate(step.binds)]
     if ctx.runtime.name == "crun":
         attach_compiled(config, ctx.runtime.binary)
-    paths.config.write_text(json.dumps(config))
+    write_private(paths.config, json.dumps(config))
     return config
 
 

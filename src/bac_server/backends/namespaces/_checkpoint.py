@@ -28,17 +28,19 @@ rules and confinement of the sandbox (re-applied and checked at restore, see
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
-from bac_server.host import CgroupLayout
+from bac_server.host import CgroupLayout, write_private
 
 from . import _confinement, _devfs, _image_manifest, _lazy_pages, _tcp_hold
 from ._context import Context
@@ -67,15 +69,44 @@ class Images:
 
 
 def _image_dirs(where: Images, sandbox_gid: int) -> None:
-    """Restored tasks read some images themselves (``tty-info.img``) as the sandbox's
-    root, an unprivileged host uid: the images (and the directory holding them) are
-    readable for the sandbox's gid, nobody else's. The caller makes the way there
-    traversable the same way; logs stay root's."""
+    """The images' directory is root's alone (they hold the sandbox's memory: its env
+    vars, its envd token); the way to it is traversable by the sandbox's gid, for the
+    restores that open it (``_images_open``). Logs stay root's."""
     where.work.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for directory, mode in ((where.images.parent, 0o710), (where.images, 0o750)):
+    for directory, mode, gid in ((where.images.parent, 0o710, sandbox_gid),
+                                 (where.images, 0o700, 0)):
         directory.mkdir(mode=mode, exist_ok=True)
-        os.chown(directory, 0, sandbox_gid)
+        os.chown(directory, 0, gid)
         directory.chmod(mode)
+
+
+# Restores in flight per images directory (copies of one snapshot may restore at once).
+_opened: dict[Path, int] = {}
+
+
+@contextlib.contextmanager
+def _images_open(images: Path, sandbox_gid: int) -> Iterator[None]:
+    """Let the sandbox's root read ``images`` while a restore runs, and never else.
+
+    Restored tasks open images themselves (pagemap, pages, namespaces, /dev's tmpfs) as
+    the sandbox's root, an unprivileged host uid; CRIU and the lazy-pages daemon are root.
+    At rest the directory is 0700 root, so no sandbox (escaped or not) reads another's
+    memory; a crash mid-restore leaves it open until the next start closes it
+    (``_layers.prepare_data_dirs``)."""
+    if not _opened.get(images):
+        # SECURITY: only the sandbox root gid gains read access, for this restore.
+        os.chown(images, 0, sandbox_gid)
+        images.chmod(0o750)
+    _opened[images] = _opened.get(images, 0) + 1
+    try:
+        yield
+    finally:
+        _opened[images] -= 1
+        if not _opened[images]:
+            del _opened[images]
+            with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
+                images.chmod(0o700)
+                os.chown(images, 0, 0)
 
 
 def _fully_frozen(ctx: Context, record: SlotRecord) -> bool:
@@ -154,7 +185,7 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
                          stdio=meta["stdio"], leave_running=leave_running,
                          tcp_established=keep_tcp, network_lock=meta["locked"],
                          dev_external=meta["dev"] is not None)
-        (where.images / META_FILE).write_text(json.dumps(meta))
+        write_private(where.images / META_FILE, json.dumps(meta))
         if meta["locked"]:
             (paths.root / LOCK_MARKER).touch()  # before the lock exists: never one unrecorded
         code, err = await run_dump(argv, netns)
@@ -184,16 +215,19 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
     log = os.open(paths.envd_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     try:
         os.fchown(log, ctx.config.id_range.root, ctx.config.id_range.root)
-        if meta_file.exists():
-            meta = _read_meta(meta_file)
-            _image_manifest.check(where.images, int(meta.get("format", 1)))
-            pid = await restore_direct(ctx, criu, record, where.images, where.work, meta, log)
-        else:
-            pid = await runc_restore(ctx, criu.binary, record, where.images, where.work, log)
+        with _images_open(where.images, ctx.config.id_range.root):
+            if meta_file.exists():
+                meta = _read_meta(meta_file)
+                _image_manifest.check(where.images, int(meta.get("format", 1)))
+                pid = await restore_direct(ctx, criu, record, where.images, where.work, meta,
+                                           log)
+            else:
+                pid = await runc_restore(ctx, criu.binary, record, where.images, where.work,
+                                         log)
     finally:
         os.close(log)
     record.init_pid, record.init_start = pid, start_time(pid)
-    paths.pid_file.write_text(f"{pid}\n")
+    write_private(paths.pid_file, f"{pid}\n")
 
 
 def _read_meta(meta_file: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from bac_server.backends.base import (
     SandboxEndpoint,
     SandboxSpec,
 )
-from bac_server.host import remove_tree
+from bac_server.host import remove_tree, write_private
 
 from . import _stored
 from ._checkpoint import Images, copy_tree, dump, freeze, release_suspend_lock, remove_images, thaw
@@ -61,7 +61,7 @@ class CheckpointMixin(SuspendMixin):
                 await copy_tree(paths.layer / "upper", work.upper)
                 if criu is not None:
                     await dump(ctx, criu, record, work.dump, leave_running=True)
-                await off_loop(lambda: work.config.write_bytes(paths.config.read_bytes()))
+                await off_loop(lambda: write_private(work.config, paths.config.read_bytes()))
             except BaseException:
                 await off_loop(lambda: remove_tree(work.path))
                 raise

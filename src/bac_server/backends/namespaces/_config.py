@@ -60,6 +60,10 @@ class NamespaceConfig:
         return self.data_dir / "claims"
 
     @property
+    def checkpoints_dir(self) -> Path:
+        return self.data_dir / "checkpoints"
+
+    @property
     def bundles_dir(self) -> Path:
         return self.data_dir / "envd"
 

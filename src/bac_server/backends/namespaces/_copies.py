@@ -24,7 +24,7 @@ import secrets
 from pathlib import Path
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
-from bac_server.host import PARENT_CGROUP
+from bac_server.host import PARENT_CGROUP, write_private
 
 from ._addresses import LeaseOwner
 from ._checkpoint import Images, restore, thaw
@@ -90,7 +90,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
         config_for_slot(config, slot_root=paths.root, netns=netns,
                         cgroup_path=record.cgroup_path, hostname=spec.sandbox_id,
                         resources=limits.resources())
-        await off_loop(lambda: paths.config.write_text(json.dumps(config)))
+        await off_loop(lambda: write_private(paths.config, json.dumps(config)))
         assert criu is not None  # a checkpoint with memory needs CRIU (create_from)
         await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"))
         if ctx.cgroups.is_frozen(record.cgroup_path):

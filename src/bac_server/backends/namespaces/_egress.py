@@ -27,6 +27,7 @@ from bac_server.host import (
     NftError,
     ensure_firewall,
     nft,
+    write_private,
 )
 
 from ._addresses import AddressPool
@@ -49,9 +50,7 @@ _SWEEP_SPECS = 16  # the most port ranges a policy's domain rules may use
 
 
 def _save(path: Path, policy: EgressPolicy) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(policy.to_wire()))
-    tmp.replace(path)
+    write_private(path, json.dumps(policy.to_wire()))
 
 
 def load_policy(path: Path) -> EgressPolicy:

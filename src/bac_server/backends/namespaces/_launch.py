@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
 from bac_server.backends.envd_http import init_payload, post_init, probe_health
-from bac_server.host import PARENT_CGROUP
+from bac_server.host import PARENT_CGROUP, write_private
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
 from ._addresses import LeaseOwner
@@ -76,7 +76,7 @@ def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool,
         attach_compiled(config, runtime.binary)
     if restorable(runtime):
         adapt_config(config)
-    paths.config.write_text(json.dumps(config))
+    write_private(paths.config, json.dumps(config))
     return config
 
 

@@ -3,16 +3,19 @@
 Permissions follow one rule: the runtime, already inside the sandbox's user namespace,
 must be able to traverse to what it mounts (group = the sandbox's root gid, mode 0710),
 and no other host user may look inside (setuid binaries there run as the sandbox's ids).
+What is the server's alone in there (records, OCI config, CRIU images) is closed to the
+sandbox's root too: 0600 files (``host.write_private``), a 0700 images directory.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from bac_server.host import IdRange, is_mount_point
+from bac_server.host import IdRange, is_mount_point, secure_data_dir
 from bac_server.host._syscalls import (
     FSCONFIG_CMD_CREATE,
     FSCONFIG_SET_FLAG,
@@ -27,6 +30,7 @@ from bac_server.host._syscalls import (
     umount,
 )
 
+from ._config import NamespaceConfig
 from ._slot import SlotPaths
 
 
@@ -36,11 +40,52 @@ def _mkdir(path: Path, mode: int, uid: int, gid: int) -> None:
     os.chmod(path, mode)
 
 
-def prepare_data_dirs(data_dir: Path, sandboxes: Path, ids: IdRange) -> None:
-    """The shared parents: traversable by sandbox root, not listable by anyone else."""
-    data_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
-    os.chmod(data_dir, 0o711)  # noqa: S103 - traverse only; children decide access
-    _mkdir(sandboxes, 0o710, 0, ids.root)
+# What a slot or a checkpoint keeps that is the server's alone (the rest is the sandbox's
+# files, or mounted into it): files 0600, the CRIU images' directory 0700.
+_PRIVATE_FILES = ("state.json", "config.json", "network.json", "init.pid", "meta.json")
+_IMAGE_DIRS = ("suspend/images", "images")
+
+
+def prepare_data_dirs(config: NamespaceConfig) -> None:
+    """The data dir private (``host.secure_data_dir``: it refuses what it cannot repair),
+    the shared parents made (traversable by sandbox root, listable by nobody else), and
+    what an older server or a crash mid-restore left open inside them closed again."""
+    ids = config.id_range
+    secure_data_dir(config.data_dir, ids)
+    for shared in (config.sandboxes_dir, config.checkpoints_dir, config.bundles_dir):
+        _mkdir(shared, 0o710, 0, ids.root)
+    for parent in (config.sandboxes_dir, config.checkpoints_dir):
+        for entry in os.scandir(parent):
+            if entry.is_dir(follow_symlinks=False):
+                _close_private(Path(entry.path))
+
+
+def _close_private(directory: Path) -> None:
+    for name in _PRIVATE_FILES:
+        _tighten(directory / name, directory=False)
+    for name in _IMAGE_DIRS:
+        _tighten(directory / name, directory=True)
+
+
+def _tighten(path: Path, *, directory: bool) -> None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | (os.O_DIRECTORY if directory else os.O_NONBLOCK))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link where Bac writes none: never follow it
+            return
+        raise
+    try:
+        st = os.fstat(fd)
+        wanted = 0o700 if directory else 0o600
+        if st.st_uid == 0 and (stat.S_IMODE(st.st_mode) != wanted or st.st_gid != 0):
+            # SECURITY: root's own file or directory, closed to the sandbox gid again.
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, wanted)
+    finally:
+        os.close(fd)
 
 
 def make_slot_dirs(paths: SlotPaths, ids: IdRange) -> None:

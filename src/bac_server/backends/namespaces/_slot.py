@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from bac_server.host import write_private
 
 
 class SlotPhase(enum.Enum):
@@ -140,9 +141,7 @@ class SlotPaths:
 
 
 def save_record(paths: SlotPaths, record: SlotRecord) -> None:
-    tmp = paths.state.with_suffix(".tmp")
-    tmp.write_text(record.to_json())
-    os.replace(tmp, paths.state)
+    write_private(paths.state, record.to_json())
 
 
 def load_record(paths: SlotPaths) -> SlotRecord | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import CheckpointInfo, CheckpointNotFound
-from bac_server.host import remove_tree
+from bac_server.host import remove_tree, write_private
 
 from ._checkpoint import Images
 from ._config import NamespaceConfig
@@ -61,7 +61,7 @@ class Meta:
 
 
 def root(config: NamespaceConfig) -> Path:
-    return config.data_dir / "checkpoints"
+    return config.checkpoints_dir
 
 
 def check_id(checkpoint_id: str) -> None:
@@ -139,7 +139,7 @@ def finish(config: NamespaceConfig, work: Stored, meta: Meta) -> Meta:
     """Write the metadata (with the size) and publish the checkpoint under its id."""
     remove_tree(work.dump.work)  # CRIU's logs: not part of the checkpoint
     meta = dataclasses.replace(meta, size_bytes=disk_size(work.path))
-    work.meta_file.write_text(json.dumps(dataclasses.asdict(meta)))
+    write_private(work.meta_file, json.dumps(dataclasses.asdict(meta)))
     os.replace(work.path, root(config) / meta.checkpoint_id)
     return meta
 
