@@ -22,7 +22,7 @@ from bac._code_results import (
 )
 from bac._command_handle import AsyncCommandHandle, OutputHandler
 from bac._commands import AsyncCommands
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, ConnectionOpts
 from bac._errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -58,7 +58,7 @@ from bac._models import (
 from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._pty import AsyncPty
-from bac._sandbox import AsyncSandbox, ConnectionOpts
+from bac._sandbox import AsyncSandbox
 from bac._saving import Checkpoint, SnapshotInfo
 from bac._signature import Signature, sign
 from bac._state_methods import Lifecycle

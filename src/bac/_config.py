@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 from bac._errors import AuthenticationError, InvalidArgumentError
@@ -34,6 +35,17 @@ def _clean_url(url: str, setting: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InvalidArgumentError(f"{setting} must be an http(s) URL, got {url!r}")
     return url.rstrip("/")
+
+
+class ConnectionOpts(TypedDict, total=False):
+    """Where and how to reach the Bac API; unset values come from the environment."""
+
+    api_key: str | None
+    api_url: str | None
+    sandbox_url: str | None
+    domain: str | None
+    request_timeout: float | None
+    headers: dict[str, str] | None
 
 
 @dataclass(frozen=True)

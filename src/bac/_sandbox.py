@@ -8,7 +8,7 @@ kernel server of a code-interpreter sandbox the same way (:mod:`bac._code_method
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict, Unpack
+from typing import Any, Literal, Unpack
 
 from bac import _errors as e
 from bac import _lifecycle as lifecycle
@@ -17,7 +17,7 @@ from bac._api import ApiClient
 from bac._code import CodeClient
 from bac._code_methods import AsyncCodeMethods
 from bac._commands import AsyncCommands
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, ConnectionOpts
 from bac._dual import dual_method
 from bac._envd import EnvdConnection
 from bac._files import AsyncFilesystem
@@ -30,17 +30,6 @@ from bac._state_methods import AsyncStateMethods, Lifecycle, lifecycle_body
 
 DEFAULT_TEMPLATE = "base"
 DEFAULT_TIMEOUT = 300
-
-
-class ConnectionOpts(TypedDict, total=False):
-    """Where and how to reach the Bac API; unset values come from the environment."""
-
-    api_key: str | None
-    api_url: str | None
-    sandbox_url: str | None
-    domain: str | None
-    request_timeout: float | None
-    headers: dict[str, str] | None
 
 
 class AsyncSandbox(AsyncCodeMethods, AsyncStateMethods):

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 from bac import _errors as e
 from bac import _saving as saving
 from bac._api import ApiClient
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, ConnectionOpts
 from bac._dual import dual_method
 from bac._portal import PORTAL
 from bac._saving import Checkpoint, SnapshotInfo
 
 if TYPE_CHECKING:
-    from bac._sandbox import AsyncSandbox, ConnectionOpts
+    from bac._sandbox import AsyncSandbox
     from bac._sync import Sandbox
 
 

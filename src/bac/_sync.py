@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any, Literal, Unpack
 
 from bac._code_methods import CodeMethods
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, ConnectionOpts
 from bac._dual import dual_method
 from bac._models import SandboxInfo, SandboxQuery
 from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._portal import PORTAL
-from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox, ConnectionOpts
+from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox
 from bac._state_methods import Lifecycle, StateMethods
 from bac._sync_files import Filesystem, WatchHandle
 from bac._sync_modules import CommandHandle, Commands, Pty

@@ -9,8 +9,8 @@ import builtins
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from typing import Unpack
 
+from bac._config import ConnectionOpts
 from bac._portal import PORTAL
-from bac._sandbox import ConnectionOpts
 from bac._template import Template
 from bac._template_build import LogCallback
 from bac._template_models import (

@@ -22,8 +22,7 @@ from bac import _errors as e
 from bac import _template_build as builds
 from bac import _template_logs as build_logs
 from bac._api import ApiClient
-from bac._config import ConnectionConfig
-from bac._sandbox import ConnectionOpts
+from bac._config import ConnectionConfig, ConnectionOpts
 from bac._template import Template
 from bac._template_build import LogCallback
 from bac._template_logs import path_part
