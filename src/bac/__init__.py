@@ -71,20 +71,25 @@ from bac._sync import (
     SandboxPaginator,
     WatchHandle,
 )
-from bac._template import Template
-from bac._template_errors import DockerfileError, DockerfileWarning, TemplateBuildError
-from bac._template_models import (
+from bac._template import (
+    AsyncTemplates,
+    BaseRef,
     BuildInfo,
     BuildLogEntry,
     BuildState,
     BuildStatus,
+    DockerfileError,
+    DockerfileWarning,
+    FromKind,
+    Template,
     TemplateBuild,
+    TemplateBuildError,
     TemplateInfo,
+    Templates,
+    TemplateStep,
     TemplateTag,
+    classify_from,
 )
-from bac._template_steps import BaseRef, FromKind, TemplateStep, classify_from
-from bac._template_sync import Templates
-from bac._templates import AsyncTemplates
 from bac._transfer import AsyncFileStream, WriteData, WriteEntry
 from bac._version import __version__
 from bac._watch import AsyncWatchHandle

@@ -24,9 +24,9 @@ from bac import _dockerfile_copy as copying
 from bac import _dockerfile_start as starting
 from bac._dockerfile_lines import RawInstruction, read_dockerfile
 from bac._dockerfile_words import WordError, process_word, process_words
-from bac._template import StrPath, Template
-from bac._template_errors import DockerfileError, DockerfileWarning, Origin
-from bac._template_steps import BaseRef, FromKind, StepType, classify_from
+from bac._template._errors import DockerfileError, DockerfileWarning, Origin
+from bac._template._recipe import StrPath, Template
+from bac._template._steps import BaseRef, FromKind, StepType, classify_from
 
 _IGNORED = {
     "EXPOSE": "ports of a sandbox are all reachable through the gateway",

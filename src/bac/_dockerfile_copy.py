@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from bac._dockerfile_lines import Heredoc, RawInstruction
 from bac._dockerfile_words import WordError, json_array, split_flags
-from bac._template_steps import check_source
+from bac._template._steps import check_source
 
 if TYPE_CHECKING:
     from bac._dockerfile import _Converter

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bac._template_errors import DockerfileError, Origin
+from bac._template._errors import DockerfileError, Origin
 
 _DIRECTIVE = re.compile(r"#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(.*?)\s*$")
 _KNOWN_DIRECTIVES = frozenset({"escape", "syntax", "check"})

@@ -25,7 +25,7 @@ client, the envd HTTP client); nothing above those boundaries inspects status co
     ├── ServerError                   5xx or an answer the SDK cannot interpret
     ├── CommandExitError              a foreground command exited non-zero
     └── (templates: DockerfileError under InvalidArgumentError, TemplateBuildError;
-         see bac._template_errors)
+         see bac._template._errors)
 """
 
 from __future__ import annotations

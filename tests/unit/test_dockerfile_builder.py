@@ -14,8 +14,8 @@ from bac import (
     Template,
     TemplateBuildError,
 )
-from bac._template_build import _failure
-from bac._template_models import BuildLogEntry
+from bac._template._build import _failure
+from bac._template._models import BuildLogEntry
 
 
 def test_builder_steps_to_wire() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bac import DockerfileError, InvalidArgumentError, Template
-from bac._dockerignore import IgnoreRules, read_patterns
-from bac._template_build import prepare_copies
-from bac._template_files import files_hash, pack, select
+from bac._template._build import prepare_copies
+from bac._template._dockerignore import IgnoreRules, read_patterns
+from bac._template._files import files_hash, pack, select
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def test_select_files_dirs_globs_and_links(context: Path) -> None:
 
 def test_select_errors_name_the_source(context: Path) -> None:
     """A missing source, an empty glob and an ignored file are each explained."""
-    from bac._template_errors import Origin
+    from bac._template._errors import Origin
 
     with pytest.raises(DockerfileError) as missing:
         select(context, "nope.txt", IgnoreRules([]), Origin("Dockerfile", 4))

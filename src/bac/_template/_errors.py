@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from bac._errors import InvalidArgumentError, SandboxError
 
 if TYPE_CHECKING:
-    from bac._template_models import BuildLogEntry
+    from bac._template._models import BuildLogEntry
 
 
 @dataclass(frozen=True)

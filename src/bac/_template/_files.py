@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bac._dockerignore import IgnoreRules, _regex
-from bac._template_errors import DockerfileError, Origin
+from bac._template._dockerignore import IgnoreRules, pattern_regex
+from bac._template._errors import DockerfileError, Origin
 
 _CHUNK = 1 << 20
 
@@ -74,7 +74,7 @@ def select(context: Path, src: str, rules: IgnoreRules,
     if src in ("", "."):
         tops = [""]
     elif any(ch in src for ch in "*?["):
-        tops = _glob_matches(context, _regex(src), src.count("/") + 1)
+        tops = _glob_matches(context, pattern_regex(src), src.count("/") + 1)
     else:
         tops = [src] if os.path.lexists(context / src) else []
         if not tops:

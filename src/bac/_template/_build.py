@@ -7,7 +7,7 @@
    server has it; if not, a tar.gz of the files is ``PUT`` to the URL it answers (with the
    headers it gives, and nothing else: the URL may be another host's).
 4. ``POST /v2/templates/{id}/builds/{build}`` starts the build with the steps.
-5. Its log lines go to ``on_log`` as the server writes them (:mod:`bac._template_logs`);
+5. Its log lines go to ``on_log`` as the server writes them (:mod:`bac._template._logs`);
    once it ends, a failure raises :class:`TemplateBuildError` with the failing step, the
    Dockerfile line it came from, and its last log lines. Interrupted while waiting, the
    build is cancelled on the server (``DELETE .../builds/{build}``, a Bac extension).
@@ -27,14 +27,14 @@ from urllib.parse import urljoin
 import httpx
 
 from bac import _errors as e
-from bac import _template_files as files
 from bac._api import ApiClient, api_error
-from bac._dockerignore import IgnoreRules, read_patterns
-from bac._template import Template
-from bac._template_errors import TemplateBuildError
-from bac._template_logs import build_path, cancel, entries, path_part, poll, status
-from bac._template_models import BuildInfo, BuildLogEntry, BuildState
-from bac._template_steps import BaseRef
+from bac._template import _files as files
+from bac._template._dockerignore import IgnoreRules, read_patterns
+from bac._template._errors import TemplateBuildError
+from bac._template._logs import build_path, cancel, entries, path_part, poll, status
+from bac._template._models import BuildInfo, BuildLogEntry, BuildState
+from bac._template._recipe import Template
+from bac._template._steps import BaseRef
 
 LogCallback = Callable[[BuildLogEntry], object]
 UPLOAD_TIMEOUT = 3600.0

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from bac._errors import InvalidArgumentError
-from bac._template_errors import DockerfileWarning, Origin
-from bac._template_steps import (
+from bac._template._errors import DockerfileWarning, Origin
+from bac._template._steps import (
     DEFAULT_BASE,
     BaseRef,
     FromKind,

@@ -19,20 +19,20 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Unpack
 
 from bac import _errors as e
-from bac import _template_build as builds
-from bac import _template_logs as build_logs
 from bac._api import ApiClient
 from bac._config import ConnectionConfig, ConnectionOpts
-from bac._template import Template
-from bac._template_build import LogCallback
-from bac._template_logs import path_part
-from bac._template_models import (
+from bac._template import _build as builds
+from bac._template import _logs as build_logs
+from bac._template._build import LogCallback
+from bac._template._logs import path_part
+from bac._template._models import (
     BuildInfo,
     BuildLogEntry,
     BuildState,
     TemplateInfo,
     TemplateTag,
 )
+from bac._template._recipe import Template
 
 
 class AsyncTemplates:

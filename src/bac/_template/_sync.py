@@ -11,16 +11,16 @@ from typing import Unpack
 
 from bac._config import ConnectionOpts
 from bac._portal import PORTAL
-from bac._template import Template
-from bac._template_build import LogCallback
-from bac._template_models import (
+from bac._template._build import LogCallback
+from bac._template._client import AsyncTemplates
+from bac._template._models import (
     BuildInfo,
     BuildLogEntry,
     BuildState,
     TemplateInfo,
     TemplateTag,
 )
-from bac._templates import AsyncTemplates
+from bac._template._recipe import Template
 
 
 async def _make(opts: ConnectionOpts) -> AsyncTemplates:

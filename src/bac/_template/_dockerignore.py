@@ -18,7 +18,8 @@ from pathlib import Path
 from bac._errors import InvalidArgumentError
 
 
-def _regex(pattern: str) -> re.Pattern[str]:
+def pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A cleaned pattern as a regex over context-relative paths (COPY sources use it too)."""
     out: list[str] = []
     index = 0
     while index < len(pattern):
@@ -73,7 +74,7 @@ class IgnoreRules:
             text = posixpath.normpath(text).lstrip("/")
             if text in ("", "."):
                 continue
-            rules.append(_Rule(_regex(text), include))
+            rules.append(_Rule(pattern_regex(text), include))
         self._rules = tuple(rules)
         self.has_exceptions = any(rule.include for rule in rules)
 

@@ -14,7 +14,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Literal
 
-from bac._template_errors import DockerfileError, Origin
+from bac._template._errors import DockerfileError, Origin
 
 FromKind = Literal["template", "image", "auto"]
 StepType = Literal["RUN", "COPY", "ENV", "WORKDIR", "USER"]

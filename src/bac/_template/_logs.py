@@ -19,7 +19,7 @@ import httpx
 
 from bac import _errors as e
 from bac._api import ApiClient, api_error
-from bac._template_models import BuildLogEntry, BuildState
+from bac._template._models import BuildLogEntry, BuildState
 from bac._version import USER_AGENT
 
 _FIRST_POLL, _MAX_POLL = 0.05, 0.5
