@@ -101,7 +101,8 @@ async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend
     collector = StorageCollector(templates, data_dir=config.data_dir,
                                  grace_s=config.gc_grace_s)
     await asyncio.to_thread(collector.register)
-    return TemplateGc(store=store, backend=backend, collector=collector,
+    return TemplateGc(gc_store=store, build_store=store, upload_store=store, backend=backend,
+                      collector=collector,
                       uploads_root=config.data_dir / "template-uploads",
                       settings=GcSettings(interval_s=config.gc_interval_s,
                                           grace_s=config.gc_grace_s,
@@ -121,11 +122,12 @@ def create_app(config: ServerConfig) -> ASGIApp:
         backend = build_backend(config)
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
-            backend=backend, images=templates, store=store,
+            backend=backend, images=templates, catalog_store=store, build_store=store,
             root=config.data_dir / "start-snapshots", enabled=config.start_snapshots,
             ready_bound_s=config.start_snapshot_ready_s, pool_size=config.start_snapshot_pool)
         template_services = TemplateServices.create(
-            store=store, images=templates, limits=limits_of(config),
+            catalog_store=store, build_store=store, upload_store=store,
+            images=templates, limits=limits_of(config),
             engine=BuildEngine(templates, backend) if isinstance(backend, Builder) else None,
             uploads_dir=config.data_dir / "template-uploads",
             max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds,
@@ -140,7 +142,10 @@ def create_app(config: ServerConfig) -> ASGIApp:
         plane = ControlPlane(
             backend=backend,
             templates=template_services.resolver,
-            store=store,
+            key_store=store,
+            sandbox_store=store,
+            metric_store=store,
+            checkpoint_store=store,
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,

@@ -58,7 +58,7 @@ async def resume(request: Request) -> Response:
     sbx = control.registry.owned(caller, sid)
     if body.autoPause is not None:
         sbx.on_timeout = "pause" if body.autoPause else "kill"
-        await control.store.update_sandbox(sid, lifecycle=sbx.lifecycle())
+        await control.sandbox_store.update_sandbox(sid, lifecycle=sbx.lifecycle())
     return JSONResponse(
         views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain), 201
     )

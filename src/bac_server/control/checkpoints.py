@@ -35,7 +35,7 @@ from bac_server.control.pausing import FREEZER
 from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.specs import Templates, spec_of
 from bac_server.control.states import SandboxState
-from bac_server.store import CheckpointRecord, Store
+from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
 
 log = logging.getLogger(__name__)
 TIMELINE, SNAPSHOT, FORK = "checkpoint", "snapshot", "fork"
@@ -46,10 +46,12 @@ def new_checkpoint_id() -> str:
 
 
 class Checkpoints:
-    def __init__(self, *, backend: Backend, store: Store, registry: Registry,
-                 lifecycle: Lifecycle, limits: Limits, templates: Templates) -> None:
+    def __init__(self, *, backend: Backend, checkpoint_store: CheckpointStore,
+                 sandbox_store: SandboxStore, registry: Registry, lifecycle: Lifecycle,
+                 limits: Limits, templates: Templates) -> None:
         self._backend = backend
-        self._store = store
+        self._checkpoint_store = checkpoint_store
+        self._sandbox_store = sandbox_store
         self._registry = registry
         self._lifecycle = lifecycle
         self._limits = limits
@@ -70,7 +72,7 @@ class Checkpoints:
             raise NotSupported("this host cannot save memory (no CRIU); use memory=false")
         sbx = self._registry.owned(team, sandbox_id)
         quota = self._limits.max_checkpoint_bytes_per_team
-        used = await self._store.checkpoint_bytes(team.team_id)
+        used = await self._checkpoint_store.checkpoint_bytes(team.team_id)
         if quota and used >= quota:
             raise QuotaExceeded(f"the team's checkpoints use {used} bytes of its {quota}-byte "
                                 "quota; delete some first")
@@ -94,20 +96,20 @@ class Checkpoints:
             memory=info.memory, template_id=sbx.template_id,
             envd_access_token=sbx.envd_access_token, cpu_count=sbx.cpu_count,
             memory_mb=sbx.memory_mb, env_vars=dict(sbx.env_vars))
-        await self._store.add_checkpoint(record)
+        await self._checkpoint_store.add_checkpoint(record)
         what = EventKind.SNAPSHOT_TAKEN if kind == SNAPSHOT else EventKind.CHECKPOINTED
-        await self._store.add_event(event(sandbox_id, team.team_id, what,
-                                          f"{kind} {checkpoint_id} taken ({info.size_bytes} "
-                                          "bytes)", checkpoint=checkpoint_id))
+        await self._sandbox_store.add_event(event(
+            sandbox_id, team.team_id, what,
+            f"{kind} {checkpoint_id} taken ({info.size_bytes} bytes)", checkpoint=checkpoint_id))
         return record
 
     async def timeline(self, team: Team, sandbox_id: str) -> list[CheckpointRecord]:
         self._registry.owned(team, sandbox_id)
-        return await self._store.list_checkpoints(team.team_id, sandbox_id=sandbox_id,
-                                                  kind=TIMELINE)
+        return await self._checkpoint_store.list_checkpoints(team.team_id, sandbox_id=sandbox_id,
+                                                             kind=TIMELINE)
 
     async def _own(self, team: Team, sandbox_id: str, checkpoint_id: str) -> CheckpointRecord:
-        found = await self._store.get_checkpoint(checkpoint_id)
+        found = await self._checkpoint_store.get_checkpoint(checkpoint_id)
         if found is None or found.team_id != team.team_id or found.sandbox_id != sandbox_id \
                 or found.kind != TIMELINE:
             raise NotFound(f"checkpoint {checkpoint_id!r} of sandbox {sandbox_id!r} not found")
@@ -128,7 +130,7 @@ class Checkpoints:
             sbx.state, sbx.paused_as = SandboxState.RUNNING, None
             sbx.attach(endpoint.address, endpoint.envd_port)
             self._registry.update(sbx)
-            await self._store.update_sandbox(
+            await self._sandbox_store.update_sandbox(
                 sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
                 event=event(sandbox_id, team.team_id, EventKind.RESTORED,
                             f"restored to checkpoint {checkpoint_id}",
@@ -145,7 +147,7 @@ class Checkpoints:
         """Forget a checkpoint and free its disk (any kind; no ownership check)."""
         if isinstance(self._backend, Checkpointable):
             await self._backend.delete_checkpoint(checkpoint_id)
-        await self._store.delete_checkpoint(checkpoint_id)
+        await self._checkpoint_store.delete_checkpoint(checkpoint_id)
 
     # schedules --------------------------------------------------------------------------
     async def schedule(self, team: Team, sandbox_id: str, every_s: int | None,
@@ -162,7 +164,7 @@ class Checkpoints:
             if not 1 <= keep <= self._limits.max_checkpoints_kept:
                 raise InvalidRequest(f"keep must be 1..{self._limits.max_checkpoints_kept}")
         sbx.checkpoint_every_s, sbx.checkpoint_keep = every_s, keep if every_s else None
-        await self._store.update_sandbox(sandbox_id, lifecycle=sbx.lifecycle())
+        await self._sandbox_store.update_sandbox(sandbox_id, lifecycle=sbx.lifecycle())
         self.start_schedule(sbx, Team(team.team_id, team.name))
 
     def start_schedule(self, sbx: LiveSandbox, team: Team) -> None:
@@ -180,7 +182,7 @@ class Checkpoints:
             try:
                 stamp = f"auto-{datetime.now(UTC):%Y%m%dT%H%M%S}"
                 await self.take(team, sbx.sandbox_id, name=stamp)
-                kept = await self._store.list_checkpoints(
+                kept = await self._checkpoint_store.list_checkpoints(
                     team.team_id, sandbox_id=sbx.sandbox_id, kind=TIMELINE)
                 autos = [c for c in kept if (c.name or "").startswith("auto-")]
                 for old in autos[: max(0, len(autos) - (sbx.checkpoint_keep or 1))]:
@@ -198,7 +200,7 @@ class Checkpoints:
     async def sweep(self) -> None:
         """At start-up: drop what a crash left behind — checkpoints of sandboxes that are
         no longer live (their end was not seen) and half-done forks' shared ones."""
-        for found in await self._store.list_checkpoints(None):
+        for found in await self._checkpoint_store.list_checkpoints(None):
             gone = self._registry.get(found.sandbox_id) is None
             if found.kind == FORK or (found.kind == TIMELINE and gone):
                 try:
@@ -211,6 +213,6 @@ class Checkpoints:
         task = self._schedules.pop(sbx.sandbox_id, None)
         if task is not None:
             task.cancel()
-        for found in await self._store.list_checkpoints(sbx.team_id, sandbox_id=sbx.sandbox_id,
-                                                        kind=TIMELINE):
+        for found in await self._checkpoint_store.list_checkpoints(
+                sbx.team_id, sandbox_id=sbx.sandbox_id, kind=TIMELINE):
             await self.drop(found.checkpoint_id)

@@ -41,7 +41,7 @@ from bac_server.control.states import SandboxState, check_transition
 from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates_resolve import Resolved, TeamTemplates
 from bac_server.control.tokens import new_access_token, new_sandbox_id
-from bac_server.store import CheckpointRecord, Store
+from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ class Creator:
         *,
         backend: Backend,
         templates: TemplateSource,
-        store: Store,
+        sandbox_store: SandboxStore,
+        checkpoint_store: CheckpointStore,
         registry: Registry,
         lifecycle: Lifecycle,
         limits: Limits,
@@ -85,7 +86,8 @@ class Creator:
         self._backend = backend
         self._start_snapshots = start_snapshots
         self._templates = templates
-        self._store = store
+        self._sandbox_store = sandbox_store
+        self._checkpoint_store = checkpoint_store
         self._registry = registry
         self._lifecycle = lifecycle
         self._limits = limits
@@ -149,7 +151,7 @@ class Creator:
 
     async def _snapshot(self, team: Team, ref: str) -> CheckpointRecord | None:
         """The team's snapshot named ``ref`` (by id or name), if ``ref`` is one."""
-        for found in await self._store.list_checkpoints(team.team_id, kind="snapshot"):
+        for found in await self._checkpoint_store.list_checkpoints(team.team_id, kind="snapshot"):
             if ref in (found.checkpoint_id, found.name):
                 return found
         return None
@@ -251,7 +253,7 @@ class Creator:
                         f"created from template {image.template_id}", template=image.template_id)
         started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
         stored, made = await asyncio.gather(
-            self._store.insert_sandbox(row, created, started),
+            self._sandbox_store.insert_sandbox(row, created, started),
             self._start(spec, source, resolved),
             return_exceptions=True,
         )
@@ -294,7 +296,7 @@ class Creator:
         if not recorded:
             return
         try:
-            await self._store.update_sandbox(
+            await self._sandbox_store.update_sandbox(
                 sbx.sandbox_id,
                 state=sbx.state.value,
                 ended_at=datetime.now(UTC),

@@ -6,17 +6,25 @@ from datetime import datetime
 
 from bac_server.control.errors import SandboxNotFoundError
 from bac_server.control.registry import Registry, Team
-from bac_server.store import EventRecord, MetricRecord, SandboxRecord, Store
+from bac_server.store import (
+    EventRecord,
+    MetricRecord,
+    MetricStore,
+    SandboxRecord,
+    SandboxStore,
+)
 
 
 class History:
-    def __init__(self, *, store: Store, registry: Registry) -> None:
-        self._store = store
+    def __init__(self, *, sandbox_store: SandboxStore, metric_store: MetricStore,
+                 registry: Registry) -> None:
+        self._sandbox_store = sandbox_store
+        self._metric_store = metric_store
         self._registry = registry
 
     async def sandbox(self, team: Team, sandbox_id: str) -> SandboxRecord:
         """The team's sandbox, live or ended; another team's looks like a missing one."""
-        record = await self._store.get_sandbox(sandbox_id)
+        record = await self._sandbox_store.get_sandbox(sandbox_id)
         if record is None or record.team_id != team.team_id:
             raise SandboxNotFoundError(sandbox_id)
         return record
@@ -31,7 +39,7 @@ class History:
         newest_first: bool = False,
     ) -> list[EventRecord]:
         await self.sandbox(team, sandbox_id)
-        return await self._store.events(
+        return await self._sandbox_store.events(
             sandbox_id, since=since, limit=limit, newest_first=newest_first
         )
 
@@ -39,4 +47,4 @@ class History:
         self, team: Team, sandbox_id: str, start: datetime | None, end: datetime | None
     ) -> list[MetricRecord]:
         await self.sandbox(team, sandbox_id)
-        return await self._store.metrics(sandbox_id, start, end)
+        return await self._metric_store.metrics(sandbox_id, start, end)

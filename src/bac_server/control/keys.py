@@ -14,7 +14,7 @@ from bac_server.control.tokens import (
     new_api_key,
     new_key_id,
 )
-from bac_server.store import ApiKeyRecord, Store
+from bac_server.store import ApiKeyRecord, KeyStore
 
 # A revocation made by another process (the CLI) takes effect within this many seconds.
 _CACHE_SECONDS = 2.0
@@ -32,8 +32,8 @@ class KeyInfo:
 
 
 class KeyService:
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, key_store: KeyStore) -> None:
+        self._key_store = key_store
         self._cache: dict[str, tuple[float, Team]] = {}
 
     async def create(self, team_name: str, name: str) -> str:
@@ -41,9 +41,9 @@ class KeyService:
         for label, value in (("team", team_name), ("name", name)):
             if not value or len(value) > _MAX_NAME or not value.isprintable():
                 raise InvalidRequest(f"key {label} must be 1-{_MAX_NAME} printable characters")
-        team = await self._store.ensure_team(team_name)
+        team = await self._key_store.ensure_team(team_name)
         key = new_api_key()
-        await self._store.add_api_key(
+        await self._key_store.add_api_key(
             ApiKeyRecord(
                 key_id=new_key_id(),
                 team_id=team.team_id,
@@ -63,7 +63,7 @@ class KeyService:
         now = time.monotonic()
         if cached is not None and now - cached[0] < _CACHE_SECONDS:
             return cached[1]
-        record = await self._store.find_api_key(digest)
+        record = await self._key_store.find_api_key(digest)
         if record is None or record.revoked_at is not None:
             self._cache.pop(digest, None)
             raise Unauthenticated("invalid API key")
@@ -74,10 +74,10 @@ class KeyService:
     async def list(self) -> list[KeyInfo]:
         return [
             KeyInfo(k.key_id, team.name, k.name, k.prefix, k.created_at, k.revoked_at)
-            for k, team in await self._store.list_api_keys()
+            for k, team in await self._key_store.list_api_keys()
         ]
 
     async def revoke(self, key_id_or_prefix: str) -> int:
-        count = await self._store.revoke_api_key(key_id_or_prefix, datetime.now(UTC))
+        count = await self._key_store.revoke_api_key(key_id_or_prefix, datetime.now(UTC))
         self._cache.clear()
         return count

@@ -22,20 +22,20 @@ from bac_server.control.pausing import Pausing
 from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.specs import Templates
 from bac_server.control.states import SandboxState, check_transition
-from bac_server.store import Store
+from bac_server.store import SandboxStore
 
 log = logging.getLogger(__name__)
 
 
 class Lifecycle:
-    def __init__(self, *, backend: Backend, store: Store, registry: Registry, limits: Limits,
-                 templates: Templates | None = None):
+    def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
+                 limits: Limits, templates: Templates | None = None):
         self._backend = backend
-        self._store = store
+        self._sandbox_store = sandbox_store
         self._registry = registry
         self._limits = limits
         self._tasks: set[asyncio.Task[None]] = set()
-        self.pausing = Pausing(backend=backend, store=store, registry=registry,
+        self.pausing = Pausing(backend=backend, sandbox_store=sandbox_store, registry=registry,
                                templates=templates, arm=self.arm)
         # Called with each sandbox that ended (e.g. to drop its checkpoints).
         self.on_end: list[Callable[[LiveSandbox], Awaitable[None]]] = []
@@ -103,7 +103,7 @@ class Lifecycle:
         self._registry.update(sbx)
         now = datetime.now(UTC)
         try:
-            await self._store.update_sandbox(
+            await self._sandbox_store.update_sandbox(
                 sbx.sandbox_id,
                 state=state.value,
                 ended_at=now,
@@ -161,7 +161,7 @@ class Lifecycle:
 
     async def _move_end(self, sbx: LiveSandbox, end_at: datetime, kind: EventKind) -> None:
         sbx.end_at = end_at
-        await self._store.update_sandbox(
+        await self._sandbox_store.update_sandbox(
             sbx.sandbox_id,
             end_at=end_at,
             event=event(

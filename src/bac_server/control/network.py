@@ -24,7 +24,7 @@ from bac_server.control.errors import Conflict, InvalidRequest, NotSupported
 from bac_server.control.events import EventKind, event
 from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.states import SandboxState
-from bac_server.store import Store
+from bac_server.store import SandboxStore
 
 _EGRESS_KEYS = ("allowOut", "denyOut", "dnsServers")
 
@@ -57,9 +57,10 @@ class NetworkUpdate:
 
 
 class NetworkService:
-    def __init__(self, *, backend: Backend, store: Store, registry: Registry) -> None:
+    def __init__(self, *, backend: Backend, sandbox_store: SandboxStore,
+                 registry: Registry) -> None:
         self._backend = backend
-        self._store = store
+        self._sandbox_store = sandbox_store
         self._registry = registry
 
     def _control(self) -> NetworkControl:
@@ -84,7 +85,7 @@ class NetworkService:
             network.update({k: wire[k] for k in _EGRESS_KEYS if wire[k]})
             sbx.network = network
             sbx.allow_internet_access = update.allow_internet_access
-            await self._store.update_sandbox(
+            await self._sandbox_store.update_sandbox(
                 sandbox_id, network=network, allow_internet_access=policy.internet,
                 event=event(sandbox_id, sbx.team_id, EventKind.NETWORK_UPDATED,
                             "egress policy replaced", allow_out=",".join(wire_list(wire,

@@ -26,7 +26,7 @@ from bac_server.control.events import EventKind, event
 from bac_server.control.registry import LiveSandbox, Registry, Route
 from bac_server.control.specs import Templates, spec_of
 from bac_server.control.states import SandboxState, check_transition
-from bac_server.store import Store
+from bac_server.store import SandboxStore
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,10 @@ DISK, FILESYSTEM, FREEZER = "disk", "filesystem", "freezer"
 
 
 class Pausing:
-    def __init__(self, *, backend: Backend, store: Store, registry: Registry,
+    def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
                  templates: Templates | None, arm: Callable[[LiveSandbox], None]) -> None:
         self._backend = backend
-        self._store = store
+        self._sandbox_store = sandbox_store
         self._registry = registry
         self._templates = templates
         self._arm = arm
@@ -82,7 +82,7 @@ class Pausing:
                 raise PauseFailed(f"pausing sandbox {sbx.sandbox_id!r} failed: its state "
                                   "could not be saved") from exc
             raise
-        await self._store.update_sandbox(
+        await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
             event=event(sbx.sandbox_id, sbx.team_id, kind, message, mode=paused_as))
 
@@ -110,7 +110,7 @@ class Pausing:
         sbx.attach(endpoint.address, endpoint.envd_port)
         sbx.end_at = datetime.now(UTC) + timedelta(seconds=seconds)
         self._registry.update(sbx)
-        await self._store.update_sandbox(
+        await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, end_at=sbx.end_at,
             lifecycle=sbx.lifecycle(),
             event=event(sbx.sandbox_id, sbx.team_id, EventKind.RESUMED, message))

@@ -18,7 +18,7 @@ from bac_server.control.registry import Registry, Team
 from bac_server.control.sampler import MetricsSampler
 from bac_server.control.snapshots import Snapshots
 from bac_server.control.template_snapshots import StartSnapshots
-from bac_server.store import Store
+from bac_server.store import CheckpointStore, KeyStore, MetricStore, SandboxStore
 
 
 class ControlPlane:
@@ -27,43 +27,51 @@ class ControlPlane:
         *,
         backend: Backend,
         templates: TemplateSource,
-        store: Store,
+        key_store: KeyStore,
+        sandbox_store: SandboxStore,
+        metric_store: MetricStore,
+        checkpoint_store: CheckpointStore,
         limits: Limits,
         metrics_interval_s: float = 5.0,
         metrics_retention_s: float = 86_400,
         start_snapshots: StartSnapshots | None = None,
     ) -> None:
         self.backend = backend
-        self.store = store
+        self.sandbox_store = sandbox_store
         self.limits = limits
         self.registry = Registry()
-        self.keys = KeyService(store)
+        self.keys = KeyService(key_store)
         self.lifecycle = Lifecycle(
-            backend=backend, store=store, registry=self.registry, limits=limits,
+            backend=backend, sandbox_store=sandbox_store, registry=self.registry, limits=limits,
             templates=templates,
         )
         self.creator = Creator(
             backend=backend,
             templates=templates,
-            store=store,
+            sandbox_store=sandbox_store,
+            checkpoint_store=checkpoint_store,
             registry=self.registry,
             lifecycle=self.lifecycle,
             limits=limits,
             start_snapshots=start_snapshots,
         )
-        self.history = History(store=store, registry=self.registry)
+        self.history = History(sandbox_store=sandbox_store, metric_store=metric_store,
+                               registry=self.registry)
         self.checkpoints = Checkpoints(
-            backend=backend, store=store, registry=self.registry, lifecycle=self.lifecycle,
-            limits=limits, templates=templates,
+            backend=backend, checkpoint_store=checkpoint_store, sandbox_store=sandbox_store,
+            registry=self.registry, lifecycle=self.lifecycle, limits=limits,
+            templates=templates,
         )
         self.snapshots = Snapshots(
-            checkpoints=self.checkpoints, creator=self.creator, store=store,
+            checkpoints=self.checkpoints, creator=self.creator,
+            checkpoint_store=checkpoint_store, sandbox_store=sandbox_store,
             registry=self.registry,
         )
-        self.network = NetworkService(backend=backend, store=store, registry=self.registry)
+        self.network = NetworkService(backend=backend, sandbox_store=sandbox_store,
+                                      registry=self.registry)
         self.sampler = MetricsSampler(
             backend=backend,
-            store=store,
+            metric_store=metric_store,
             registry=self.registry,
             interval_s=metrics_interval_s,
             retention_s=metrics_retention_s,
@@ -73,7 +81,7 @@ class ControlPlane:
     async def start(self) -> ReconcileReport:
         """Re-attach what survived a restart, clean what did not, start sampling."""
         report = await reconcile(
-            backend=self.backend, store=self.store, registry=self.registry,
+            backend=self.backend, sandbox_store=self.sandbox_store, registry=self.registry,
             lifecycle=self.lifecycle,
         )
         self._sampler_task = asyncio.create_task(self.sampler.run())

@@ -20,7 +20,7 @@ from bac_server.control.events import EventKind, event
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.registry import LiveSandbox, Registry
 from bac_server.control.states import LIVE_STATES, SandboxState
-from bac_server.store import SandboxRecord, Store
+from bac_server.store import SandboxRecord, SandboxStore
 
 log = logging.getLogger(__name__)
 
@@ -34,24 +34,25 @@ class ReconcileReport:
 
 
 async def reconcile(
-    *, backend: Backend, store: Store, registry: Registry, lifecycle: Lifecycle
+    *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
+    lifecycle: Lifecycle,
 ) -> ReconcileReport:
     report = ReconcileReport()
-    records = await store.sandboxes_in_states([s.value for s in LIVE_STATES])
+    records = await sandbox_store.sandboxes_in_states([s.value for s in LIVE_STATES])
     held = set(await backend.list())
     for rec in records:
         state = SandboxState(rec.state)
         if state is SandboxState.CREATING:
-            await _finish(backend, store, rec, SandboxState.FAILED, EventKind.CREATE_FAILED,
-                          "server restarted while creating")
+            await _finish(backend, sandbox_store, rec, SandboxState.FAILED,
+                          EventKind.CREATE_FAILED, "server restarted while creating")
             report.failed.append(rec.sandbox_id)
             continue
         status = await _status(backend, rec.sandbox_id) if rec.sandbox_id in held else None
         if status in (SandboxStatus.RUNNING, SandboxStatus.PAUSED):
-            await _reattach(backend, store, registry, lifecycle, rec, status)
+            await _reattach(backend, sandbox_store, registry, lifecycle, rec, status)
             report.reattached.append(rec.sandbox_id)
         else:
-            await _finish(backend, store, rec, SandboxState.DIED, EventKind.DIED,
+            await _finish(backend, sandbox_store, rec, SandboxState.DIED, EventKind.DIED,
                           "its processes were gone when the server started")
             report.died.append(rec.sandbox_id)
     known = {r.sandbox_id for r in records}
@@ -75,7 +76,7 @@ async def _status(backend: Backend, sandbox_id: str) -> SandboxStatus | None:
 
 async def _reattach(
     backend: Backend,
-    store: Store,
+    sandbox_store: SandboxStore,
     registry: Registry,
     lifecycle: Lifecycle,
     rec: SandboxRecord,
@@ -88,7 +89,7 @@ async def _reattach(
         endpoint = await backend.endpoint(rec.sandbox_id)
         sbx.attach(endpoint.address, endpoint.envd_port)
     registry.add(sbx)
-    await store.update_sandbox(
+    await sandbox_store.update_sandbox(
         sbx.sandbox_id,
         state=sbx.state.value,
         event=event(sbx.sandbox_id, sbx.team_id, EventKind.REATTACHED,
@@ -99,13 +100,13 @@ async def _reattach(
 
 async def _finish(
     backend: Backend,
-    store: Store,
+    sandbox_store: SandboxStore,
     rec: SandboxRecord,
     state: SandboxState,
     kind: EventKind,
     message: str,
 ) -> None:
-    await store.update_sandbox(
+    await sandbox_store.update_sandbox(
         rec.sandbox_id,
         state=state.value,
         ended_at=datetime.now(UTC),

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from bac_server.backends.base import Backend, BackendError
 from bac_server.control.registry import Registry
 from bac_server.control.states import SandboxState
-from bac_server.store import MetricRecord, Store
+from bac_server.store import MetricRecord, MetricStore
 
 log = logging.getLogger(__name__)
 
@@ -20,13 +20,13 @@ class MetricsSampler:
         self,
         *,
         backend: Backend,
-        store: Store,
+        metric_store: MetricStore,
         registry: Registry,
         interval_s: float,
         retention_s: float,
     ) -> None:
         self._backend = backend
-        self._store = store
+        self._metric_store = metric_store
         self._registry = registry
         self._interval = interval_s
         self._retention = timedelta(seconds=retention_s)
@@ -57,7 +57,7 @@ class MetricsSampler:
                     disk_total=usage.disk_total_bytes,
                 )
             )
-        await self._store.add_metrics(samples)
+        await self._metric_store.add_metrics(samples)
         return len(samples)
 
     async def run(self) -> None:
@@ -66,6 +66,6 @@ class MetricsSampler:
             await asyncio.sleep(self._interval)
             try:
                 await self.sample_once()
-                await self._store.prune_metrics(datetime.now(UTC) - self._retention)
+                await self._metric_store.prune_metrics(datetime.now(UTC) - self._retention)
             except Exception:
                 log.exception("metrics sampling round failed")

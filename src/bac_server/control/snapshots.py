@@ -20,18 +20,20 @@ from bac_server.control.errors import ControlError, InvalidRequest
 from bac_server.control.events import EventKind, event
 from bac_server.control.network import policy_of
 from bac_server.control.registry import LiveSandbox, Registry, Team
-from bac_server.store import CheckpointRecord, Store
+from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
 
 MAX_FORKS = 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}(:[A-Za-z0-9._-]{1,64})?$")
 
 
 class Snapshots:
-    def __init__(self, *, checkpoints: Checkpoints, creator: Creator, store: Store,
+    def __init__(self, *, checkpoints: Checkpoints, creator: Creator,
+                 checkpoint_store: CheckpointStore, sandbox_store: SandboxStore,
                  registry: Registry) -> None:
         self._checkpoints = checkpoints
         self._creator = creator
-        self._store = store
+        self._checkpoint_store = checkpoint_store
+        self._sandbox_store = sandbox_store
         self._registry = registry
 
     async def create(self, team: Team, sandbox_id: str, *, name: str | None,
@@ -39,8 +41,8 @@ class Snapshots:
         if name is not None:
             if not _NAME.match(name):
                 raise InvalidRequest(f"invalid snapshot name {name!r}")
-            for old in await self._store.list_checkpoints(team.team_id, kind=SNAPSHOT,
-                                                          name=name):
+            for old in await self._checkpoint_store.list_checkpoints(team.team_id, kind=SNAPSHOT,
+                                                                     name=name):
                 # E2B: a name already in use gets the new build; the old one goes.
                 await self._checkpoints.drop(old.checkpoint_id)
         return await self._checkpoints.take(team, sandbox_id, name=name, memory=memory,
@@ -48,14 +50,14 @@ class Snapshots:
 
     async def listing(self, team: Team, *, sandbox_id: str | None = None,
                    name: str | None = None) -> list[CheckpointRecord]:
-        found = await self._store.list_checkpoints(team.team_id, kind=SNAPSHOT,
-                                                   sandbox_id=sandbox_id)
+        found = await self._checkpoint_store.list_checkpoints(team.team_id, kind=SNAPSHOT,
+                                                              sandbox_id=sandbox_id)
         if name is not None:
             found = [s for s in found if name in (s.checkpoint_id, s.name)]
         return found[::-1]  # newest first
 
     async def delete(self, team: Team, ref: str) -> bool:
-        for found in await self._store.list_checkpoints(team.team_id, kind=SNAPSHOT):
+        for found in await self._checkpoint_store.list_checkpoints(team.team_id, kind=SNAPSHOT):
             if ref in (found.checkpoint_id, found.name):
                 await self._checkpoints.drop(found.checkpoint_id)
                 return True
@@ -87,7 +89,7 @@ class Snapshots:
             elif isinstance(result, BaseException):
                 raise result
         made = [r.sandbox_id for r in out if isinstance(r, LiveSandbox)]
-        await self._store.add_event(event(sandbox_id, team.team_id, EventKind.FORKED,
-                                          f"forked into {', '.join(made) or 'nothing'}",
-                                          forks=",".join(made)))
+        await self._sandbox_store.add_event(event(sandbox_id, team.team_id, EventKind.FORKED,
+                                                  f"forked into {', '.join(made) or 'nothing'}",
+                                                  forks=",".join(made)))
         return out

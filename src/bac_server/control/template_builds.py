@@ -3,7 +3,7 @@
 At most ``concurrency`` builds run at once (each step is a sandbox using CPUs and memory);
 the others stay ``waiting`` in arrival order. Each build runs in its own task, owned here:
 its log lines go to the store as they come (:mod:`.template_builds_log`), and it ends
-``ready`` (its tags move to it, see ``Store.finish_build``) or ``error`` with the reason and
+``ready`` (its tags move to it, see ``BuildStore.finish_build``) or ``error`` with the reason and
 the step that failed. A cancel ends it in error, reason "cancelled"; a server stop ends
 running builds with "server stopped"; builds a crash interrupted are ended with "server
 restarted" at the next start (:meth:`TemplateBuilds.recover`). A failed build leaves no
@@ -32,7 +32,7 @@ from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates import TemplateCatalog
 from bac_server.control.templates_resolve import TemplateResolver
 from bac_server.control.templates_uploads import Uploads
-from bac_server.store import BuildLogRecord, BuildRecord, Store, TemplateRecord
+from bac_server.store import BuildLogRecord, BuildRecord, BuildStore, TemplateRecord
 from bac_server.templates import (
     BuildEngine,
     BuildRecipe,
@@ -60,10 +60,11 @@ class _StepRefused(Exception):
 
 
 class TemplateBuilds:
-    def __init__(self, *, store: Store, engine: BuildEngine | None, catalog: TemplateCatalog,
-                 resolver: TemplateResolver, uploads: Uploads, limits: Limits,
-                 concurrency: int = 1, start_snapshots: StartSnapshots | None = None) -> None:
-        self._store = store
+    def __init__(self, *, build_store: BuildStore, engine: BuildEngine | None,
+                 catalog: TemplateCatalog, resolver: TemplateResolver, uploads: Uploads,
+                 limits: Limits, concurrency: int = 1,
+                 start_snapshots: StartSnapshots | None = None) -> None:
+        self._build_store = build_store
         self._engine = engine
         self._catalog = catalog
         self._resolver = resolver
@@ -77,7 +78,7 @@ class TemplateBuilds:
 
     async def recover(self) -> list[str]:
         """End the builds a previous process left unfinished (at start-up)."""
-        return await self._store.fail_unfinished_builds("server restarted", datetime.now(UTC))
+        return await self._build_store.fail_unfinished_builds("server restarted", datetime.now(UTC))
 
     async def close(self) -> None:
         """Stop every build of this process; they end in error, "server stopped"."""
@@ -106,14 +107,14 @@ class TemplateBuilds:
     async def _run(self, template: TemplateRecord, build: BuildRecord,
                    recipe: BuildRecipe) -> None:
         build_id = build.build_id
-        writer = BuildLog(self._store, build_id, on_write=lambda: self._notify(build_id),
+        writer = BuildLog(self._build_store, build_id, on_write=lambda: self._notify(build_id),
                           secrets=secrets_of(recipe))
         try:
-            await self._store.start_build(build_id, from_states=[BuildStatus.WAITING.value],
-                                          status=BuildStatus.WAITING.value,
-                                          at=datetime.now(UTC), recipe=recipe_record(recipe))
+            await self._build_store.start_build(build_id, from_states=[BuildStatus.WAITING.value],
+                                                status=BuildStatus.WAITING.value,
+                                                at=datetime.now(UTC), recipe=recipe_record(recipe))
             async with self._slots:
-                if not await self._store.start_build(
+                if not await self._build_store.start_build(
                         build_id, from_states=sources_of(BuildStatus.BUILDING),
                         status=BuildStatus.BUILDING.value, at=datetime.now(UTC)):
                     return  # ended while it waited (cancelled)
@@ -122,7 +123,7 @@ class TemplateBuilds:
             writer.line(LogLevel.INFO, f"Template {template.name} built ({built.digest})",
                         "finalize")
             await writer.close()
-            await self._store.finish_build(
+            await self._build_store.finish_build(
                 build_id, status=BuildStatus.READY.value, at=datetime.now(UTC),
                 from_states=sources_of(BuildStatus.READY), digest=built.digest,
                 config=config_record(built.config))
@@ -183,7 +184,7 @@ class TemplateBuilds:
             if not logged:
                 writer.line(LogLevel.ERROR, reason, step)
             await writer.close()
-        await self._store.finish_build(
+        await self._build_store.finish_build(
             build_id, status=BuildStatus.ERROR.value, at=datetime.now(UTC),
             from_states=sources_of(BuildStatus.ERROR), reason=reason, reason_step=step)
 
@@ -203,11 +204,11 @@ class TemplateBuilds:
             task.cancel()
             await asyncio.wait({task})
         else:  # created but its steps never sent
-            await self._store.finish_build(
+            await self._build_store.finish_build(
                 build_id, status=BuildStatus.ERROR.value, at=datetime.now(UTC),
                 from_states=sources_of(BuildStatus.ERROR), reason="cancelled")
             self._notify(build_id)
-        found = await self._store.get_build(build_id)
+        found = await self._build_store.get_build(build_id)
         if found is None:
             raise NotFound(f"build {build_id!r} not found")
         return found
@@ -219,9 +220,9 @@ class TemplateBuilds:
         while True:
             changed = self._changed.setdefault(build_id, asyncio.Event())
             # Status before lines: lines are all written before a build is marked finished.
-            build = await self._store.get_build(build_id)
-            batch = await self._store.build_logs(build_id, offset=offset, limit=_FOLLOW_BATCH,
-                                                 levels=levels)
+            build = await self._build_store.get_build(build_id)
+            batch = await self._build_store.build_logs(build_id, offset=offset, limit=_FOLLOW_BATCH,
+                                                       levels=levels)
             offset += len(batch)
             for entry in batch:
                 yield entry

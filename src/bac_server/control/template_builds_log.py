@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from bac_server.store import BuildLogRecord, Store
+from bac_server.store import BuildLogRecord, BuildStore
 from bac_server.templates import LogEntry, LogLevel
 
 MAX_LINES = 10_000
@@ -28,9 +28,9 @@ _BATCH = 500
 
 
 class BuildLog:
-    def __init__(self, store: Store, build_id: str, *, on_write: Callable[[], None],
+    def __init__(self, build_store: BuildStore, build_id: str, *, on_write: Callable[[], None],
                  secrets: Iterable[str] = ()) -> None:
-        self._store = store
+        self._build_store = build_store
         self._build_id = build_id
         self._on_write = on_write
         self._secrets = tuple(s for s in secrets if s)
@@ -95,7 +95,7 @@ class BuildLog:
         async with self._lock:
             batch, self._pending = self._pending, []
             if batch:
-                await self._store.add_build_logs(batch)
+                await self._build_store.add_build_logs(batch)
                 self._on_write()
 
     async def close(self) -> None:

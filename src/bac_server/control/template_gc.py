@@ -1,8 +1,9 @@
 """Collecting what templates leave behind: unused layers, images, manifests, old builds of
 the built-ins, and uploaded build contexts nobody used for a while.
 
-    gc = TemplateGc(store=store, backend=backend, collector=collector,
-                    uploads_root=data_dir / "template-uploads", settings=GcSettings())
+    gc = TemplateGc(gc_store=..., build_store=..., upload_store=..., backend=backend,
+                    collector=collector, uploads_root=data_dir / "template-uploads",
+                    settings=GcSettings())
     gc.start()                      # a pass every interval_s, and soon after gc.soon()
     report = await gc.run(dry_run=True)
     await gc.close()
@@ -28,7 +29,7 @@ from typing import Any
 from bac_server.backends.base import Backend, BackendError, LayerHolder
 from bac_server.control.states import LIVE_STATES
 from bac_server.control.template_gc_uploads import ExpiredUpload, expire_uploads
-from bac_server.store import Store
+from bac_server.store import BuildStore, GcStore, UploadStore
 from bac_server.templates import (
     CollectionRefused,
     LiveRefs,
@@ -80,9 +81,12 @@ class GcReport:
 
 
 class TemplateGc:
-    def __init__(self, *, store: Store, backend: Backend, collector: StorageCollector | None,
-                 uploads_root: Path, settings: GcSettings) -> None:
-        self._store = store
+    def __init__(self, *, gc_store: GcStore, build_store: BuildStore, upload_store: UploadStore,
+                 backend: Backend, collector: StorageCollector | None, uploads_root: Path,
+                 settings: GcSettings) -> None:
+        self._gc_store = gc_store
+        self._build_store = build_store
+        self._upload_store = upload_store
         self._backend = backend
         self._collector = collector
         self._uploads_root = uploads_root
@@ -100,8 +104,8 @@ class TemplateGc:
             s = self.settings
             report = GcReport(dry_run=dry_run)
             report.uploads = await expire_uploads(
-                self._store, self._uploads_root, ttl_s=s.upload_ttl_s,
-                orphan_s=max(s.grace_s, ORPHAN_UPLOAD_MIN_S), dry_run=dry_run)
+                self._upload_store, self._build_store, self._uploads_root,
+                ttl_s=s.upload_ttl_s, orphan_s=max(s.grace_s, ORPHAN_UPLOAD_MIN_S), dry_run=dry_run)
             report.storage_skipped, live = await self._live()
             if live is not None and self._collector is not None:
                 try:
@@ -128,7 +132,7 @@ class TemplateGc:
         backend = self._backend
         if not isinstance(backend, LayerHolder):
             return "the backend cannot say which layers its sandboxes use", None
-        digests = await self._store.live_digests([s.value for s in LIVE_STATES])
+        digests = await self._gc_store.live_digests([s.value for s in LIVE_STATES])
         try:
             paths = await backend.layers_in_use()
         except BackendError as exc:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bac_server.control.errors import QuotaExceeded
 from bac_server.control.template_builds_states import UNFINISHED
-from bac_server.store import Store, UploadRecord
+from bac_server.store import BuildStore, UploadRecord, UploadStore
 
 PARTIAL_MAX_AGE_S = 86_400.0
 
@@ -40,14 +40,14 @@ class ExpiredUpload:
 
 
 class UploadQuota:
-    def __init__(self, store: Store, limit_bytes: int) -> None:
-        self._store = store
+    def __init__(self, upload_store: UploadStore, limit_bytes: int) -> None:
+        self._upload_store = upload_store
         self.limit_bytes = limit_bytes
 
     async def allowance(self, team_id: str, files_hash: str) -> int:
         """Bytes the team may still upload under ``files_hash``."""
-        used = await self._store.upload_bytes(team_id)
-        replaced = await self._store.get_upload(team_id, files_hash)
+        used = await self._upload_store.upload_bytes(team_id)
+        replaced = await self._upload_store.get_upload(team_id, files_hash)
         if replaced is not None:
             used -= replaced.size_bytes
         return max(0, self.limit_bytes - used)
@@ -72,22 +72,22 @@ def _last_use(upload: UploadRecord) -> float:
     return max(upload.created_at.timestamp(), touched)
 
 
-async def expire_uploads(store: Store, root: Path, *, ttl_s: float, orphan_s: float,
-                         dry_run: bool) -> list[ExpiredUpload]:
+async def expire_uploads(upload_store: UploadStore, build_store: BuildStore, root: Path, *,
+                         ttl_s: float, orphan_s: float, dry_run: bool) -> list[ExpiredUpload]:
     """Delete (or, dry run, list) the uploads unused for ``ttl_s``; also orphaned files."""
-    busy = await _in_use(store)
+    busy = await _in_use(build_store)
     now = time.time()
     expired: list[ExpiredUpload] = []
-    rows = await store.all_uploads()
+    rows = await upload_store.all_uploads()
     for upload in rows:
         unused = now - await asyncio.to_thread(_last_use, upload)
         if unused < ttl_s or (upload.team_id, upload.files_hash) in busy:
             continue
         if not dry_run:
-            if not await store.delete_upload(upload.team_id, upload.files_hash,
+            if not await upload_store.delete_upload(upload.team_id, upload.files_hash,
                                              upload.created_at):
                 continue  # uploaded again meanwhile: the new one stays
-            if await store.get_upload(upload.team_id, upload.files_hash) is None:
+            if await upload_store.get_upload(upload.team_id, upload.files_hash) is None:
                 await asyncio.to_thread(Path(upload.path).unlink, missing_ok=True)
         expired.append(ExpiredUpload(upload.team_id, upload.files_hash, upload.size_bytes,
                                      unused))
@@ -97,10 +97,10 @@ async def expire_uploads(store: Store, root: Path, *, ttl_s: float, orphan_s: fl
     return expired
 
 
-async def _in_use(store: Store) -> set[tuple[str, str]]:
+async def _in_use(build_store: BuildStore) -> set[tuple[str, str]]:
     """(team, files hash) of every COPY step of a build that has not finished."""
     found: set[tuple[str, str]] = set()
-    for build in await store.builds_in_states([s.value for s in UNFINISHED]):
+    for build in await build_store.builds_in_states([s.value for s in UNFINISHED]):
         for step in (build.recipe or {}).get("steps") or []:
             if isinstance(step, dict) and step.get("files_hash"):
                 found.add((build.team_id, str(step["files_hash"])))

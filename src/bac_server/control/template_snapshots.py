@@ -1,7 +1,8 @@
 """Start snapshots: a built template kept as a checkpoint of a started, ready sandbox, so
 that creating a sandbox from it is a restore, not a boot.
 
-    snapshots = StartSnapshots(backend=..., images=template_store, store=..., root=...)
+    snapshots = StartSnapshots(backend=..., images=template_store, catalog_store=...,
+                               build_store=..., root=...)
     await snapshots.take(template_id, built, vcpus=2, memory_mb=512, say=...)  # after a build
     sandbox_id = snapshots.claim(resolved, ...) or new_sandbox_id()   # a create ...
     endpoint = await snapshots.start(spec, resolved)   # ... pooled, restored, else booted
@@ -55,7 +56,7 @@ from bac_server.control.template_snapshots_records import SnapshotRecords, Start
 from bac_server.control.template_snapshots_start import SnapshotStarts
 from bac_server.control.templates_resolve import BuiltImages, Resolved
 from bac_server.control.tokens import new_access_token, new_sandbox_id
-from bac_server.store import Store
+from bac_server.store import BuildStore, CatalogStore
 from bac_server.templates import BuiltTemplate, LogLevel
 
 log = logging.getLogger(__name__)
@@ -66,12 +67,13 @@ _Key = tuple[str, str]
 
 
 class StartSnapshots:
-    def __init__(self, *, backend: Backend, images: BuiltImages, store: Store, root: Path,
-                 enabled: bool = True, ready_bound_s: float = READY_BOUND_S,
-                 pool_size: int = 0) -> None:
+    def __init__(self, *, backend: Backend, images: BuiltImages, catalog_store: CatalogStore,
+                 build_store: BuildStore, root: Path, enabled: bool = True,
+                 ready_bound_s: float = READY_BOUND_S, pool_size: int = 0) -> None:
         self._backend = backend
         self._images = images
-        self._store = store
+        self._catalog_store = catalog_store
+        self._build_store = build_store
         self._records = SnapshotRecords(root)
         self._enabled = enabled
         self._ready_bound_s = ready_bound_s
@@ -192,10 +194,10 @@ class StartSnapshots:
     async def _prune(self, template_id: str, *, keep: str) -> None:
         """Drop the template's snapshots of builds no tag points at. Skipped while another
         build of it runs: its snapshot may be taken and not yet tagged."""
-        builds = await self._store.list_builds(template_id)
+        builds = await self._build_store.list_builds(template_id)
         if sum(b.status == BuildStatus.BUILDING.value for b in builds) > 1:
             return
-        tagged = {t.build_id for t in await self._store.list_tags(template_id)}
+        tagged = {t.build_id for t in await self._catalog_store.list_tags(template_id)}
         reachable = {b.digest for b in builds if b.build_id in tagged and b.digest} | {keep}
         for found in [s for s in (await self._loaded()).values()
                       if s.template_id == template_id and s.digest not in reachable]:
@@ -217,7 +219,7 @@ class StartSnapshots:
                 return self._known
             known: dict[_Key, StartSnapshot] = {}
             for found in await asyncio.to_thread(self._records.load):
-                if not found.complete or await self._store.get_template(found.template_id) \
+                if not found.complete or await self._catalog_store.get_template(found.template_id) \
                         is None:
                     try:
                         await self._drop(found)

@@ -30,7 +30,8 @@ from bac_server.control.templates_refs import (
 from bac_server.store import (
     BuildLogRecord,
     BuildRecord,
-    Store,
+    BuildStore,
+    CatalogStore,
     StoreConflict,
     TagRecord,
     TemplateRecord,
@@ -61,8 +62,10 @@ class TemplateSummary:
 
 
 class TemplateCatalog:
-    def __init__(self, *, store: Store, limits: Limits) -> None:
-        self._store = store
+    def __init__(self, *, catalog_store: CatalogStore, build_store: BuildStore,
+                 limits: Limits) -> None:
+        self._catalog_store = catalog_store
+        self._build_store = build_store
         self._limits = limits
         # Called after a template is deleted (the storage collector's ``soon``).
         self.on_delete: Callable[[], None] | None = None
@@ -70,11 +73,11 @@ class TemplateCatalog:
     # lookups ------------------------------------------------------------------------------
     async def find(self, team: Team, ref: str, *, own: bool = False) -> TemplateRecord | None:
         """The template ``ref`` (id, name or alias, without a tag) names for ``team``."""
-        by_id = await self._store.get_template(ref)
+        by_id = await self._catalog_store.get_template(ref)
         if by_id is not None and (by_id.team_id == team.team_id or
                                   (by_id.public and not own)):
             return by_id
-        matches = [t for t in await self._store.visible_templates(team.team_id)
+        matches = [t for t in await self._catalog_store.visible_templates(team.team_id)
                    if ref == t.name or ref in t.aliases]
         mine = [t for t in matches if t.team_id == team.team_id]
         if mine or own:
@@ -83,7 +86,7 @@ class TemplateCatalog:
 
     async def by_id(self, template_id: str) -> TemplateRecord | None:
         """Any team's template by id (for callers authorised by other means)."""
-        return await self._store.get_template(template_id)
+        return await self._catalog_store.get_template(template_id)
 
     async def owned(self, team: Team, ref: str) -> TemplateRecord:
         found = await self.find(team, split_ref(ref)[0], own=True)
@@ -101,7 +104,7 @@ class TemplateCatalog:
                                                                            BuildRecord]:
         """One of the team's own builds (a build of another team's template is not found)."""
         template = await self.owned(team, ref)
-        build = await self._store.get_build(build_id)
+        build = await self._build_store.get_build(build_id)
         if build is None or build.template_id != template.template_id:
             raise NotFound(f"build {build_id!r} of template {ref!r} not found")
         return template, build
@@ -109,9 +112,9 @@ class TemplateCatalog:
     async def tagged_build(self, template: TemplateRecord, tag: str | None) -> BuildRecord:
         """The ready build ``tag`` (default: ``default``) of the template points at."""
         wanted = tag or DEFAULT_TAG
-        for found in await self._store.list_tags(template.template_id):
+        for found in await self._catalog_store.list_tags(template.template_id):
             if found.tag == wanted:
-                build = await self._store.get_build(found.build_id)
+                build = await self._build_store.get_build(found.build_id)
                 if build is not None and build.status == BuildStatus.READY.value:
                     return build
         suffix = "" if tag is None else f":{tag}"
@@ -134,7 +137,7 @@ class TemplateCatalog:
             template = TemplateRecord(template_id=new_template_id(), team_id=team.team_id,
                                       name=name, public=False, created_at=now, updated_at=now)
             try:
-                await self._store.add_template(template)
+                await self._catalog_store.add_template(template)
             except StoreConflict:
                 # Another request made it first: build that one.
                 template = await self.owned(team, name)
@@ -142,7 +145,7 @@ class TemplateCatalog:
                             team_id=team.team_id, status=BuildStatus.WAITING.value,
                             created_at=now, updated_at=now, cpu_count=cpu_count,
                             memory_mb=memory_mb, tags=build_tags)
-        await self._store.add_build(build)
+        await self._build_store.add_build(build)
         return template, build
 
     def _check_resources(self, cpu_count: int | None, memory_mb: int | None) -> None:
@@ -156,10 +159,11 @@ class TemplateCatalog:
 
     # listing and management ---------------------------------------------------------------
     async def summaries(self, team: Team) -> list[TemplateSummary]:
-        return [await self.summary(t) for t in await self._store.visible_templates(team.team_id)]
+        visible = await self._catalog_store.visible_templates(team.team_id)
+        return [await self.summary(t) for t in visible]
 
     async def summary(self, template: TemplateRecord) -> TemplateSummary:
-        builds = await self._store.list_builds(template.template_id)
+        builds = await self._build_store.list_builds(template.template_id)
         try:
             serving: BuildRecord | None = await self.tagged_build(template, None)
         except TemplateNotFoundError:
@@ -167,19 +171,19 @@ class TemplateCatalog:
         return TemplateSummary(template, serving, builds[0] if builds else None)
 
     async def builds(self, template: TemplateRecord) -> list[BuildRecord]:
-        return await self._store.list_builds(template.template_id)
+        return await self._build_store.list_builds(template.template_id)
 
     async def logs(self, build_id: str, *, offset: int = 0, limit: int,
                    levels: list[str] | None = None, since: datetime | None = None,
                    newest_first: bool = False) -> list[BuildLogRecord]:
-        return await self._store.build_logs(build_id, offset=offset, limit=limit,
-                                            levels=levels, since=since,
-                                            newest_first=newest_first)
+        return await self._build_store.build_logs(build_id, offset=offset, limit=limit,
+                                                  levels=levels, since=since,
+                                                  newest_first=newest_first)
 
     async def set_public(self, team: Team, ref: str, public: bool) -> TemplateRecord:
         template = await self.owned(team, ref)
-        await self._store.update_template(template.template_id, at=datetime.now(UTC),
-                                          public=public)
+        await self._catalog_store.update_template(template.template_id, at=datetime.now(UTC),
+                                                  public=public)
         return await self.owned(team, template.template_id)
 
     async def delete(self, team: Team, ref: str) -> TemplateRecord | None:
@@ -188,7 +192,7 @@ class TemplateCatalog:
         template = await self.find(team, split_ref(ref)[0], own=True)
         if template is None:
             return None
-        await self._store.delete_template(template.template_id)
+        await self._catalog_store.delete_template(template.template_id)
         if self.on_delete is not None:
             self.on_delete()
         return template
@@ -203,17 +207,17 @@ class TemplateCatalog:
         if not tags:
             raise InvalidRequest("tags must name at least one tag")
         wanted = list(check_tags(tags))
-        await self._store.set_tags(template.template_id, wanted, build.build_id,
-                                   datetime.now(UTC))
+        await self._catalog_store.set_tags(template.template_id, wanted, build.build_id,
+                                           datetime.now(UTC))
         return build.build_id, wanted
 
     async def remove_tags(self, team: Team, name: str, tags: list[str]) -> None:
         template = await self.owned(team, name)
         if not tags:
             raise InvalidRequest("tags must name at least one tag")
-        if not await self._store.delete_tags(template.template_id, check_tags(tags)):
+        if not await self._catalog_store.delete_tags(template.template_id, check_tags(tags)):
             raise NotFound(f"template {name!r} has none of the tags {', '.join(tags)}")
 
     async def tags(self, team: Team, ref: str) -> list[TagRecord]:
         template = await self.visible(team, ref)
-        return await self._store.list_tags(template.template_id)
+        return await self._catalog_store.list_tags(template.template_id)

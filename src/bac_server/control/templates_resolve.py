@@ -24,7 +24,7 @@ from bac_server.control.errors import TemplateNotFoundError
 from bac_server.control.registry import Team
 from bac_server.control.templates import BUILTINS, TemplateCatalog, builtin_name
 from bac_server.control.templates_refs import split_ref
-from bac_server.store import BuildRecord, SandboxPin, Store
+from bac_server.store import BuildRecord, CatalogStore, SandboxPin
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +82,10 @@ async def _awaited(value: Any) -> Any:
 class TemplateResolver:
     """The control plane's template source (``get``), per team (``resolve``)."""
 
-    def __init__(self, *, images: BuiltImages, store: Store, catalog: TemplateCatalog) -> None:
+    def __init__(self, *, images: BuiltImages, catalog_store: CatalogStore,
+                 catalog: TemplateCatalog) -> None:
         self._images = images
-        self._store = store
+        self._catalog_store = catalog_store
         self._catalog = catalog
         self._background: set[asyncio.Task[None]] = set()
 
@@ -130,7 +131,7 @@ class TemplateResolver:
         if builtin is not None:
             return builtin
         name, tag = split_ref(ref)
-        template = await self._store.get_template(name)
+        template = await self._catalog_store.get_template(name)
         if template is None:
             raise TemplateNotFoundError(ref)
         build = await self._catalog.tagged_build(template, tag)
@@ -155,8 +156,8 @@ class TemplateResolver:
         template_id = resolved.template_id
         if template_id is None or resolved.build_id is None or resolved.digest is None:
             return
-        await self._store.pin_sandbox(SandboxPin(sandbox_id, template_id, resolved.build_id,
-                                                 resolved.digest))
+        await self._catalog_store.pin_sandbox(SandboxPin(sandbox_id, template_id, resolved.build_id,
+                                                         resolved.digest))
         # Usage counters are informative: never make a create wait for them.
         task = asyncio.create_task(self._count_spawn(template_id))
         self._background.add(task)
@@ -164,13 +165,13 @@ class TemplateResolver:
 
     async def _count_spawn(self, template_id: str) -> None:
         try:
-            await self._store.template_spawned(template_id, datetime.now(UTC))
+            await self._catalog_store.template_spawned(template_id, datetime.now(UTC))
         except Exception:
             log.exception("counting a sandbox of template %s", template_id)
 
     async def pinned(self, sandbox_id: str) -> Resolved | None:
         """The build the sandbox was created from, if it was created from a built one."""
-        pin = await self._store.sandbox_pin(sandbox_id)
+        pin = await self._catalog_store.sandbox_pin(sandbox_id)
         if pin is None:
             return None
         try:

@@ -20,7 +20,7 @@ from bac_server.control.templates import TemplateCatalog
 from bac_server.control.templates_refs import split_ref
 from bac_server.control.templates_resolve import BuiltImages, TemplateResolver
 from bac_server.control.templates_uploads import Uploads
-from bac_server.store import Store, TemplateRecord
+from bac_server.store import BuildStore, CatalogStore, GcStore, TemplateRecord, UploadStore
 from bac_server.templates import BuildEngine
 
 
@@ -33,23 +33,25 @@ class TemplateServices:
     start_snapshots: StartSnapshots | None = None
 
     @classmethod
-    def create(cls, *, store: Store, images: BuiltImages, engine: BuildEngine | None,
+    def create(cls, *, catalog_store: CatalogStore, build_store: BuildStore,
+               upload_store: UploadStore, images: BuiltImages, engine: BuildEngine | None,
                limits: Limits, uploads_dir: Path, max_upload_bytes: int,
                concurrency: int, start_snapshots: StartSnapshots | None = None
                ) -> TemplateServices:
-        catalog = TemplateCatalog(store=store, limits=limits)
-        resolver = TemplateResolver(images=images, store=store, catalog=catalog)
-        uploads = Uploads(uploads_dir, store, max_bytes=max_upload_bytes)
-        builds = TemplateBuilds(store=store, engine=engine, catalog=catalog, resolver=resolver,
-                                uploads=uploads, limits=limits, concurrency=concurrency,
-                                start_snapshots=start_snapshots)
+        catalog = TemplateCatalog(catalog_store=catalog_store, build_store=build_store,
+                                  limits=limits)
+        resolver = TemplateResolver(images=images, catalog_store=catalog_store, catalog=catalog)
+        uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes)
+        builds = TemplateBuilds(build_store=build_store, engine=engine, catalog=catalog,
+                                resolver=resolver, uploads=uploads, limits=limits,
+                                concurrency=concurrency, start_snapshots=start_snapshots)
         return cls(catalog, resolver, uploads, builds, start_snapshots)
 
-    async def start(self, store: Store) -> list[str]:
+    async def start(self, gc_store: GcStore) -> list[str]:
         """End builds a previous process left unfinished; forget pins of gone sandboxes.
         Returns the ids of the builds it ended."""
         ended = await self.builds.recover()
-        await store.prune_pins([s.value for s in LIVE_STATES])
+        await gc_store.prune_pins([s.value for s in LIVE_STATES])
         return ended
 
     async def close(self) -> None:

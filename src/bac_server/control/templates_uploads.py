@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bac_server.control.errors import InvalidRequest, QuotaExceeded, Unauthenticated
 from bac_server.control.template_gc_uploads import UploadQuota
-from bac_server.store import Store, UploadRecord
+from bac_server.store import UploadRecord, UploadStore
 
 TOKEN_TTL_S = 3600  # the SDK uploads right after asking; an hour covers a slow link
 _HASH = re.compile(r"^[0-9a-f]{16,128}$")
@@ -49,10 +49,10 @@ def check_hash(files_hash: str) -> str:
 
 
 class Uploads:
-    def __init__(self, root: Path, store: Store, *, max_bytes: int,
+    def __init__(self, root: Path, upload_store: UploadStore, *, max_bytes: int,
                  key: bytes | None = None) -> None:
         self.root = root
-        self._store = store
+        self._upload_store = upload_store
         self.max_bytes = max_bytes
         self._key = key or secrets.token_bytes(32)
         self.quota: UploadQuota | None = None  # per team (template_gc_uploads)
@@ -62,7 +62,7 @@ class Uploads:
 
     async def path(self, team_id: str, files_hash: str) -> Path | None:
         """The stored context, if the team uploaded it and it is still on disk."""
-        found = await self._store.get_upload(team_id, files_hash)
+        found = await self._upload_store.get_upload(team_id, files_hash)
         if found is None or not await asyncio.to_thread(_touch, Path(found.path)):
             return None
         return Path(found.path)
@@ -128,7 +128,7 @@ class Uploads:
         await asyncio.to_thread(os.replace, partial, final)
         record = UploadRecord(team_id=team_id, files_hash=files_hash, path=str(final),
                               size_bytes=size, created_at=datetime.now(UTC))
-        await self._store.add_upload(record)
+        await self._upload_store.add_upload(record)
         return record
 
     def _too_large(self) -> str:

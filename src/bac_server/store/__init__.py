@@ -1,35 +1,34 @@
-"""Durable state of the control plane behind the :class:`Store` protocol.
+"""Durable state of the control plane, one small protocol per consumer (:mod:`.base`).
 
 Only ``bac_server.app`` names a concrete store (``bac_server.store.sql.SqlStore``).
 """
 
 from bac_server.store.base import Store, StoreConflict, StoreError
-from bac_server.store.records import (
-    ApiKeyRecord,
-    CheckpointRecord,
-    EventRecord,
-    MetricRecord,
-    SandboxRecord,
-    TeamRecord,
-)
-from bac_server.store.template_records import (
-    BuildLogRecord,
-    BuildRecord,
-    SandboxPin,
-    TagRecord,
-    TemplateRecord,
-    UploadRecord,
-)
+from bac_server.store.builds import BuildLogRecord, BuildRecord, BuildStore
+from bac_server.store.catalog import CatalogStore, SandboxPin, TagRecord, TemplateRecord
+from bac_server.store.checkpoints import CheckpointRecord, CheckpointStore
+from bac_server.store.gc import GcStore
+from bac_server.store.keys import ApiKeyRecord, KeyStore, TeamRecord
+from bac_server.store.metrics import MetricRecord, MetricStore
+from bac_server.store.sandboxes import EventRecord, SandboxRecord, SandboxStore
+from bac_server.store.uploads import UploadRecord, UploadStore
 
 __all__ = [
     "ApiKeyRecord",
     "BuildLogRecord",
     "BuildRecord",
+    "BuildStore",
+    "CatalogStore",
     "CheckpointRecord",
+    "CheckpointStore",
     "EventRecord",
+    "GcStore",
+    "KeyStore",
     "MetricRecord",
+    "MetricStore",
     "SandboxPin",
     "SandboxRecord",
+    "SandboxStore",
     "Store",
     "StoreConflict",
     "StoreError",
@@ -37,4 +36,5 @@ __all__ = [
     "TeamRecord",
     "TemplateRecord",
     "UploadRecord",
+    "UploadStore",
 ]

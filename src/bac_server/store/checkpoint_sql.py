@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
-from bac_server.store.records import CheckpointRecord
+from bac_server.store.checkpoints import CheckpointRecord
 from bac_server.store.rows import dt, ts
 from bac_server.store.sealing import Sealer
 

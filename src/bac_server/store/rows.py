@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from bac_server.store.records import ApiKeyRecord, EventRecord, SandboxRecord
+from bac_server.store.keys import ApiKeyRecord
+from bac_server.store.sandboxes import EventRecord, SandboxRecord
 from bac_server.store.sealing import Sealer
 
 

@@ -19,14 +19,9 @@ from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
 from bac_server.store.checkpoint_sql import CheckpointQueries
 from bac_server.store.engine import open_engine
+from bac_server.store.keys import ApiKeyRecord, TeamRecord
+from bac_server.store.metrics import MetricRecord
 from bac_server.store.migrations import migrate
-from bac_server.store.records import (
-    ApiKeyRecord,
-    EventRecord,
-    MetricRecord,
-    SandboxRecord,
-    TeamRecord,
-)
 from bac_server.store.rows import (
     dt,
     event_values,
@@ -35,6 +30,7 @@ from bac_server.store.rows import (
     sandbox_values,
     ts,
 )
+from bac_server.store.sandboxes import EventRecord, SandboxRecord
 from bac_server.store.sealing import Sealer
 from bac_server.store.template_build_sql import TemplateBuildQueries
 from bac_server.store.template_gc_sql import TemplateGcQueries

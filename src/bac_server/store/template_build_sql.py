@@ -17,8 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
+from bac_server.store.builds import BuildLogRecord, BuildRecord
 from bac_server.store.rows import ts
-from bac_server.store.template_records import BuildLogRecord, BuildRecord
 from bac_server.store.template_rows import build_record, build_values, log_record, log_values
 
 _UNFINISHED = ("waiting", "building")

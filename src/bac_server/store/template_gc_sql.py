@@ -1,5 +1,5 @@
 """SQL queries for collecting template storage, mixed into
-:class:`bac_server.store.sql.SqlStore` (protocol: :mod:`.template_gc_base`)."""
+:class:`bac_server.store.sql.SqlStore` (protocols: :mod:`.gc`, :mod:`.builds`, :mod:`.uploads`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store import schema as t
+from bac_server.store.builds import BuildRecord
 from bac_server.store.rows import ts
-from bac_server.store.template_records import BuildRecord, UploadRecord
 from bac_server.store.template_rows import build_record, upload_record
+from bac_server.store.uploads import UploadRecord
 
 
 class TemplateGcQueries:

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bac_server.store.builds import BuildLogRecord, BuildRecord
+from bac_server.store.catalog import TagRecord, TemplateRecord
 from bac_server.store.rows import dt, opt_dt, ts
-from bac_server.store.template_records import (
-    BuildLogRecord,
-    BuildRecord,
-    TagRecord,
-    TemplateRecord,
-    UploadRecord,
-)
+from bac_server.store.uploads import UploadRecord
 
 
 def template_values(t: TemplateRecord) -> dict[str, Any]:

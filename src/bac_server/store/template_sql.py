@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
+from bac_server.store.catalog import SandboxPin, TagRecord, TemplateRecord
 from bac_server.store.rows import ts
-from bac_server.store.template_records import SandboxPin, TagRecord, TemplateRecord, UploadRecord
 from bac_server.store.template_rows import (
     tag_record,
     template_record,
@@ -21,6 +21,7 @@ from bac_server.store.template_rows import (
     upload_record,
     upload_values,
 )
+from bac_server.store.uploads import UploadRecord
 
 
 class TemplateQueries:

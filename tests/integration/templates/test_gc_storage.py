@@ -192,10 +192,11 @@ async def test_deleting_a_template_starts_a_background_pass(root: Path,
     layer and manifest; nothing else needs them."""
     base = publish(root, "base0")
     digest = manifest(root, base, publish(root, "own"))
-    gc = TemplateGc(store=store, backend=NamespaceBackend(NamespaceConfig(data_dir=root)),
+    gc = TemplateGc(gc_store=store, build_store=store, upload_store=store,
+                    backend=NamespaceBackend(NamespaceConfig(data_dir=root)),
                     collector=collector(root), uploads_root=root / "template-uploads",
                     settings=GcSettings(interval_s=3600, grace_s=0, settle_s=0))
-    catalog = TemplateCatalog(store=store, limits=Limits())
+    catalog = TemplateCatalog(catalog_store=store, build_store=store, limits=Limits())
     catalog.on_delete = gc.soon
     team = Team("team", "team")
     await catalog.request_build(team, "app", tags=[], cpu_count=None, memory_mb=None)
