@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from bac import DockerfileError, Template
-from bac._dockerfile import parse_dockerfile
+from bac import DockerfileError
+from bac._template._dockerfile import DockerfileRecipe, parse_dockerfile
 
 
-def parse(text: str, context: Path | str = ".", **kwargs: object) -> Template:
+def parse(text: str, context: Path | str = ".", **kwargs: object) -> DockerfileRecipe:
     return parse_dockerfile(text, context=context, **kwargs)  # type: ignore[arg-type]
 
 
-def steps(template: Template) -> list[tuple[str, ...]]:
+def steps(template: DockerfileRecipe) -> list[tuple[str, ...]]:
     return [(step.type, *step.args) for step in template.steps]
 
 
-def body(template: Template) -> list[tuple[str, ...]]:
+def body(template: DockerfileRecipe) -> list[tuple[str, ...]]:
     """The steps between the leading USER root/WORKDIR / and the trailing defaults."""
     found = steps(template)
     assert found[:2] == [("USER", "root"), ("WORKDIR", "/")]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bac._dockerfile_lines import read_dockerfile
-from bac._dockerfile_words import (
+from bac._template._dockerfile._lines import read_dockerfile
+from bac._template._dockerfile._words import (
     WordError,
     json_array,
     process_word,

@@ -1,10 +1,12 @@
 """Templates: recipes (``Template``, written in Python or read from a Dockerfile), the
 build of a recipe on a server, and the team's templates (``AsyncTemplates``/``Templates``).
 
-Layers, lowest first: the step model and its errors (``_steps``, ``_errors``); the recipe
-(``_recipe``); the build context a COPY sends (``_dockerignore``, ``_files``); one build
-over E2B's template API and its logs (``_build``, ``_logs``, ``_models``); the client and
-its blocking twin (``_client``, ``_sync``).
+Layers, lowest first: the step model and its errors (``_steps``, ``_errors``); the
+Dockerfile converter, which makes steps (``_dockerfile/``); the recipe (``_recipe``,
+whose ``from_dockerfile`` calls the converter); the build context a COPY sends
+(``_dockerignore``, ``_files``); one build over E2B's template API and its logs
+(``_build``, ``_logs``, ``_models``); the client and its blocking twin (``_client``,
+``_sync``).
 """
 
 from bac._template._build import LogCallback

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from bac._errors import InvalidArgumentError
+from bac._template._dockerfile import parse_dockerfile
 from bac._template._errors import DockerfileWarning, Origin
 from bac._template._steps import (
     DEFAULT_BASE,
@@ -82,8 +83,6 @@ class Template:
                         ignore: Sequence[str] = ()) -> Template:
         """Read a Dockerfile (see docs/templates.md for the subset); ``context`` defaults
         to its directory. ``from_kind`` overrides how its ``FROM`` is read."""
-        from bac._dockerfile import parse_dockerfile
-
         file = Path(path)
         try:
             text = file.read_text(encoding="utf-8")
@@ -91,10 +90,20 @@ class Template:
             raise InvalidArgumentError(f"cannot read {path}: {exc.strerror}") from exc
         except UnicodeDecodeError as exc:
             raise InvalidArgumentError(f"{path} is not UTF-8 text") from exc
-        return parse_dockerfile(
-            text, file=str(path), context=context if context is not None else file.parent,
-            build_args=build_args, from_kind=from_kind, ignore=ignore,
-            dockerignore=Path(f"{file}.dockerignore"))
+        template = cls(context=context if context is not None else file.parent, ignore=ignore)
+        recipe = parse_dockerfile(text, file=str(path), context=template.context,
+                                  build_args=build_args, from_kind=from_kind)
+        template._base = recipe.base
+        template._steps = list(recipe.steps)
+        if recipe.start_command is not None:
+            template.start_cmd(recipe.start_command)
+        if recipe.ready_command is not None:
+            template.ready_cmd(recipe.ready_command)
+        template.warnings = list(recipe.warnings)
+        dockerignore = Path(f"{file}.dockerignore")
+        if dockerignore.is_file():
+            template._dockerignore = dockerignore
+        return template
 
     # -- steps -----------------------------------------------------------------------------
 

@@ -9,26 +9,29 @@ the sandbox until it exits 0, so its timing options have nothing to set.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
-from bac._dockerfile_copy import flags
-from bac._dockerfile_lines import RawInstruction
-from bac._dockerfile_words import json_array
+from bac._template._dockerfile._lines import RawInstruction
+from bac._template._dockerfile._state import Command, Conversion
+from bac._template._dockerfile._words import json_array
 
-if TYPE_CHECKING:
-    from bac._dockerfile import _Converter
-
-Command = tuple[bool, list[str]]  # (exec form, argv) or (shell form, [text])
 _HEALTHCHECK_FLAGS = frozenset({"interval", "timeout", "start-period", "start-interval",
                                 "retries"})
 
 
-def command(rest: str) -> Command:
+def _form(rest: str) -> Command:
     """``CMD``/``ENTRYPOINT`` text as its exec form or its shell form."""
     argv = json_array(rest)
     if argv is not None:
         return True, argv
     return False, [rest] if rest else []
+
+
+def cmd(conv: Conversion, ins: RawInstruction) -> None:
+    conv.cmd = _form(ins.rest)
+
+
+def entrypoint(conv: Conversion, ins: RawInstruction) -> None:
+    conv.entrypoint = _form(ins.rest)
 
 
 def start_command(cmd: Command | None, entrypoint: Command | None) -> str | None:
@@ -45,11 +48,12 @@ def start_command(cmd: Command | None, entrypoint: Command | None) -> str | None
     return None
 
 
-def healthcheck(conv: _Converter, ins: RawInstruction) -> str | None:
-    """The ready command of ``HEALTHCHECK CMD ...``; None for ``HEALTHCHECK NONE``."""
-    found, rest = flags(conv, ins, _HEALTHCHECK_FLAGS)
+def healthcheck(conv: Conversion, ins: RawInstruction) -> None:
+    """``HEALTHCHECK CMD ...`` sets the ready command; ``HEALTHCHECK NONE`` clears it."""
+    found, rest = conv.flags(ins, _HEALTHCHECK_FLAGS)
     if rest.strip().upper() == "NONE":
-        return None
+        conv.ready = None
+        return
     keyword, _, command = rest.partition(" ")
     if keyword.upper() != "CMD" or not command.strip():
         raise conv.fail("HEALTHCHECK needs CMD <command> or NONE")
@@ -57,4 +61,4 @@ def healthcheck(conv: _Converter, ins: RawInstruction) -> str | None:
         conv.warn("HEALTHCHECK options are ignored: the ready command is retried until it "
                   "exits 0")
     argv = json_array(command.strip())
-    return shlex.join(argv) if argv is not None else command.strip()
+    conv.ready = shlex.join(argv) if argv is not None else command.strip()

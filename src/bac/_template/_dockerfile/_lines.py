@@ -4,7 +4,7 @@ Follows Docker's reader: parser directives (``# escape=``, ``# syntax=``) only a
 top; a line ending in the escape character (``\\`` unless changed) continues on the next
 line, skipping comment and blank lines in between; ``<<EOF`` heredocs in ``RUN``, ``COPY``
 and ``ADD`` take the following lines up to the terminator. Words, quotes and variables are
-the next stage's business (:mod:`bac._dockerfile_words`).
+the next stage's business (:mod:`._words`).
 """
 
 from __future__ import annotations

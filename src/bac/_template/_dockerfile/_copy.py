@@ -1,4 +1,4 @@
-"""``RUN``, ``COPY`` and ``ADD`` of a Dockerfile into build steps (see :mod:`bac._dockerfile`).
+"""``RUN``, ``COPY`` and ``ADD`` of a Dockerfile into build steps (see :mod:`._convert`).
 
 ``COPY a b dir/`` becomes one COPY step per source, each with its own files hash, so a
 change to one source rebuilds from that step on. Destinations are made absolute against
@@ -16,14 +16,11 @@ import posixpath
 import re
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from bac._dockerfile_lines import Heredoc, RawInstruction
-from bac._dockerfile_words import WordError, json_array, split_flags
+from bac._template._dockerfile._lines import Heredoc, RawInstruction
+from bac._template._dockerfile._state import Conversion
+from bac._template._dockerfile._words import json_array
 from bac._template._steps import check_source
-
-if TYPE_CHECKING:
-    from bac._dockerfile import _Converter
 
 _CHMOD = re.compile(r"[0-7]{3,4}")
 _MARKER = re.compile(r"<<-?([A-Za-z_][A-Za-z0-9_.-]*)")
@@ -39,21 +36,6 @@ _REFUSED_FLAGS = {
 _RUN_IGNORED = frozenset({"mount", "network", "security", "device"})
 
 
-def flags(conv: _Converter, ins: RawInstruction,
-          allowed: set[str] | frozenset[str]) -> tuple[dict[str, str | None], str]:
-    """The instruction's leading ``--flags`` (unknown ones are an error) and the rest."""
-    try:
-        found, rest = split_flags(ins.rest)
-    except WordError as exc:
-        raise conv.fail(str(exc)) from exc
-    out: dict[str, str | None] = {}
-    for name, value in found:
-        if name not in allowed:
-            raise conv.fail(f"unknown flag for {ins.name}: --{name}")
-        out[name] = value
-    return out, rest
-
-
 def _script(heredoc: Heredoc) -> str:
     """A bare ``RUN <<EOF``: the body is the script, run by its ``#!`` line if it has one."""
     first, _, _ = heredoc.body.partition("\n")
@@ -63,8 +45,8 @@ def _script(heredoc: Heredoc) -> str:
     return f"{first[2:].strip()} <<'{delimiter}'\n{heredoc.body}{delimiter}\n"
 
 
-def run(conv: _Converter, ins: RawInstruction) -> None:
-    found, rest = flags(conv, ins, _RUN_IGNORED)
+def run(conv: Conversion, ins: RawInstruction) -> None:
+    found, rest = conv.flags(ins, _RUN_IGNORED)
     for name in found:
         conv.warn(f"RUN --{name} is ignored: build steps run with the sandbox's defaults")
     if ins.heredocs and rest.strip() in (h.marker for h in ins.heredocs):
@@ -97,7 +79,7 @@ def _is_archive(path: Path) -> bool:
             or head[257:262] == b"ustar")
 
 
-def _inline(conv: _Converter, heredoc: Heredoc, target: str, chown: str, chmod: str) -> None:
+def _inline(conv: Conversion, heredoc: Heredoc, target: str, chown: str, chmod: str) -> None:
     data = base64.b64encode(heredoc.body.encode()).decode()
     quoted = shlex.quote(target)
     command = (f"mkdir -p {shlex.quote(posixpath.dirname(target) or '/')} && "
@@ -109,9 +91,9 @@ def _inline(conv: _Converter, heredoc: Heredoc, target: str, chown: str, chmod: 
     conv.add("RUN", [command, "root"])
 
 
-def copy(conv: _Converter, ins: RawInstruction, add: bool) -> None:
+def copy(conv: Conversion, ins: RawInstruction, add: bool) -> None:
     name = ins.name
-    found, rest = flags(conv, ins, {"chown", "chmod", "link", *_REFUSED_FLAGS})
+    found, rest = conv.flags(ins, {"chown", "chmod", "link", *_REFUSED_FLAGS})
     for flag, why in _REFUSED_FLAGS.items():
         if flag in found:
             raise conv.fail(f"{name} --{flag}: {why}")
@@ -144,8 +126,8 @@ def copy(conv: _Converter, ins: RawInstruction, add: bool) -> None:
                             "RUN step (curl, wget) or put the file in the build context")
         relative = check_source(src.lstrip("/") or ".", conv.origin)
         plain = not any(ch in relative for ch in "*?[")
-        if add and plain and _is_archive(conv.template.context / relative):
-            staging = f"/tmp/.bac-add-{len(conv.template.steps)}/"  # noqa: S108 - in the build sandbox
+        if add and plain and _is_archive(conv.context / relative):
+            staging = f"/tmp/.bac-add-{len(conv.steps)}/"  # noqa: S108 - in the build sandbox
             archive = staging + posixpath.basename(relative)
             conv.add("COPY", [relative, staging, "", ""])
             conv.add("RUN", [f"mkdir -p {shlex.quote(target)} && tar -xf "
