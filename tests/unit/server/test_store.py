@@ -14,12 +14,11 @@ from bac_server.store import (
     MetricRecord,
     SandboxRecord,
     StoreConflict,
-    schema,
 )
-from bac_server.store.engine import open_engine
-from bac_server.store.migrations import LATEST, MigrationError, migrate
 from bac_server.store.sealing import Sealer
-from bac_server.store.sql import SqlStore
+from bac_server.store.sql import SqlStore, schema
+from bac_server.store.sql.engine import open_engine
+from bac_server.store.sql.migrations import LATEST, MigrationError, migrate
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from bac_server.store import CheckpointRecord, SandboxRecord, StoreError
-from bac_server.store.engine import open_engine
 from bac_server.store.key_file import KeyFileError, load_sealer
-from bac_server.store.migrations import LATEST, STEPS
 from bac_server.store.sealing import Sealer, SealError
 from bac_server.store.sql import SqlStore
+from bac_server.store.sql.engine import open_engine
+from bac_server.store.sql.migrations import LATEST, STEPS
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 SECRET = "sk-live-0123456789abcdefSECRET"

@@ -15,11 +15,11 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
 from bac_server.store.builds import BuildLogRecord, BuildRecord
-from bac_server.store.rows import ts
-from bac_server.store.template_rows import build_record, build_values, log_record, log_values
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._rows import ts
+from bac_server.store.sql._template_rows import build_record, build_values, log_record, log_values
 
 _UNFINISHED = ("waiting", "building")
 

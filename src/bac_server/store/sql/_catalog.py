@@ -1,5 +1,5 @@
 """SQL queries for templates, tags, uploads and sandbox pins, mixed into
-:class:`bac_server.store.sql.SqlStore` (builds and their logs: :mod:`.template_build_sql`)."""
+:class:`bac_server.store.sql.SqlStore` (builds and their logs: :mod:`._builds`)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
 from bac_server.store.catalog import SandboxPin, TagRecord, TemplateRecord
-from bac_server.store.rows import ts
-from bac_server.store.template_rows import (
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._rows import ts
+from bac_server.store.sql._template_rows import (
     tag_record,
     template_record,
     template_values,

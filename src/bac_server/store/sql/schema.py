@@ -1,10 +1,11 @@
-"""The current schema, as SQLAlchemy Core tables used by the queries in :mod:`.sql`.
+"""The current schema, as SQLAlchemy Core tables used by the queries of this package.
 
 Migrations in :mod:`.migrations` build this schema step by step; a test checks that a freshly
 migrated database has exactly these tables and columns. Times are stored as float seconds
 since the epoch (UTC): sortable and identical on SQLite and PostgreSQL. Env vars and
-access tokens are stored sealed (:mod:`.sealing`, migration 4): the ``*_access_token``
-columns hold sealed text, the ``env_vars`` columns a JSON string of sealed text.
+access tokens are stored sealed (:mod:`bac_server.store.sealing`, migration 4): the
+``*_access_token`` columns hold sealed text, the ``env_vars`` columns a JSON string of
+sealed text.
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
 from bac_server.store.checkpoints import CheckpointRecord
-from bac_server.store.rows import dt, ts
 from bac_server.store.sealing import Sealer
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._rows import dt, ts
 
 
 def _where(checkpoint_id: str, column: str) -> str:

@@ -22,13 +22,13 @@ from types import ModuleType
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.migrations import (
+from bac_server.store.sealing import Sealer
+from bac_server.store.sql.migrations import (
     m0001_initial,
     m0002_checkpoints,
     m0003_templates,
     m0004_sealed_secrets,
 )
-from bac_server.store.sealing import Sealer
 
 
 @dataclass(frozen=True)

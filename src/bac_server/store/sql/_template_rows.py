@@ -6,7 +6,7 @@ from typing import Any
 
 from bac_server.store.builds import BuildLogRecord, BuildRecord
 from bac_server.store.catalog import TagRecord, TemplateRecord
-from bac_server.store.rows import dt, opt_dt, ts
+from bac_server.store.sql._rows import dt, opt_dt, ts
 from bac_server.store.uploads import UploadRecord
 
 

@@ -1,5 +1,5 @@
 """SQL queries for collecting template storage, mixed into
-:class:`bac_server.store.sql.SqlStore` (protocols: :mod:`.gc`, :mod:`.builds`, :mod:`.uploads`)."""
+:class:`bac_server.store.sql.SqlStore` (protocols: gc, builds, uploads)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store import schema as t
 from bac_server.store.builds import BuildRecord
-from bac_server.store.rows import ts
-from bac_server.store.template_rows import build_record, upload_record
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._rows import ts
+from bac_server.store.sql._template_rows import build_record, upload_record
 from bac_server.store.uploads import UploadRecord
 
 

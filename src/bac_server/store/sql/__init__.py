@@ -2,7 +2,7 @@
 
 Written against SQLite (the embedded default) with portable Core constructs only, so the
 same class serves PostgreSQL given an ``postgresql+asyncpg://`` URL. No ORM: rows become the
-frozen records of :mod:`.records` right here.
+frozen records of the interfaces' modules right here.
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store import schema as t
 from bac_server.store.base import StoreConflict
-from bac_server.store.checkpoint_sql import CheckpointQueries
-from bac_server.store.engine import open_engine
 from bac_server.store.keys import ApiKeyRecord, TeamRecord
 from bac_server.store.metrics import MetricRecord
-from bac_server.store.migrations import migrate
-from bac_server.store.rows import (
+from bac_server.store.sandboxes import EventRecord, SandboxRecord
+from bac_server.store.sealing import Sealer
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._builds import TemplateBuildQueries
+from bac_server.store.sql._catalog import TemplateQueries
+from bac_server.store.sql._checkpoints import CheckpointQueries
+from bac_server.store.sql._gc import TemplateGcQueries
+from bac_server.store.sql._rows import (
     dt,
     event_values,
     key_record,
@@ -30,11 +33,8 @@ from bac_server.store.rows import (
     sandbox_values,
     ts,
 )
-from bac_server.store.sandboxes import EventRecord, SandboxRecord
-from bac_server.store.sealing import Sealer
-from bac_server.store.template_build_sql import TemplateBuildQueries
-from bac_server.store.template_gc_sql import TemplateGcQueries
-from bac_server.store.template_sql import TemplateQueries
+from bac_server.store.sql.engine import open_engine
+from bac_server.store.sql.migrations import migrate
 
 
 class SqlStore(CheckpointQueries, TemplateQueries, TemplateBuildQueries, TemplateGcQueries):

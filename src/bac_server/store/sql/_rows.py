@@ -1,5 +1,5 @@
 """Converting between the store's records and table rows (times as epoch seconds; env vars
-and access tokens sealed, see :mod:`.sealing`)."""
+and access tokens sealed, see :mod:`bac_server.store.sealing`)."""
 
 from __future__ import annotations
 
