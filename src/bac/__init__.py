@@ -42,6 +42,7 @@ from bac._errors import (
     TimeoutError,
 )
 from bac._files import AsyncFilesystem
+from bac._lifecycle import Lifecycle
 from bac._models import (
     CommandResult,
     EntryInfo,
@@ -61,7 +62,6 @@ from bac._pty import AsyncPty
 from bac._sandbox import AsyncSandbox
 from bac._saving import Checkpoint, SnapshotInfo
 from bac._signature import Signature, sign
-from bac._state_methods import Lifecycle
 from bac._sync import (
     CommandHandle,
     Commands,

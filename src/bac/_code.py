@@ -1,5 +1,10 @@
 """The code interpreter of a ``code-interpreter`` sandbox: run cells, manage contexts.
 
+It backs ``run_code`` and the code-context methods of ``AsyncSandbox``/``Sandbox``; they
+work on sandboxes made from the ``code-interpreter`` template (alias
+``code-interpreter-v1``), whose kernel server listens on port 49999; on any other sandbox
+they raise :class:`~bac.SandboxUnreachableError` saying nothing listens there.
+
 Requests go to the kernel server on port 49999 through the server's gateway, routed by
 ``E2b-Sandbox-Id`` and ``E2b-Sandbox-Port`` like envd traffic, with the sandbox's
 traffic token when it has one. ``/execute`` also carries the envd access token: the
@@ -129,7 +134,60 @@ class CodeClient:
             )
         return e.SandboxUnreachableError(f"{what}: connection to the sandbox lost ({exc!r})")
 
-    async def request(
+    async def run(
+        self,
+        code: str,
+        language: str | None,
+        context: Context | str | None,
+        envs: dict[str, str] | None,
+        timeout: float | None,  # noqa: ASYNC109 - the execution's own deadline, E2B API
+        request_timeout: float | None,
+        on_stdout: Callback[OutputMessage] | None,
+        on_stderr: Callback[OutputMessage] | None,
+        on_result: Callback[Result] | None,
+        on_error: Callback[ExecutionError] | None,
+    ) -> Execution:
+        """Run ``code``; see :meth:`bac.AsyncSandbox.run_code`."""
+        if language is not None and context is not None:
+            raise e.InvalidArgumentError("give either language or context, not both")
+        if timeout is not None and timeout < 0:
+            raise e.InvalidArgumentError(f"timeout must be >= 0 seconds, got {timeout}")
+        body: dict[str, Any] = {
+            "code": code,
+            "context_id": context.id if isinstance(context, Context) else context,
+            "language": language,
+            "env_vars": envs,
+        }
+        return await self._execute(
+            body, timeout, request_timeout, on_stdout, on_stderr, on_result, on_error
+        )
+
+    async def create_context(
+        self, cwd: str | None, language: str | None, request_timeout: float | None
+    ) -> Context:
+        body = {key: value for key, value in (("language", language), ("cwd", cwd)) if value}
+        answer = await self._request(
+            "POST", "/contexts", "create_code_context", request_timeout, body
+        )
+        return Context.from_json(answer)
+
+    async def list_contexts(self, request_timeout: float | None) -> list[Context]:
+        answer = await self._request("GET", "/contexts", "list_code_contexts", request_timeout)
+        if not isinstance(answer, list):
+            raise e.ServerError(f"list_code_contexts: expected a list, got {answer!r:.200}")
+        return [Context.from_json(item) for item in answer]
+
+    async def restart_context(self, context: Context | str,
+                              request_timeout: float | None) -> None:
+        await self._request("POST", _context_path(context, "/restart"),
+                            "restart_code_context", request_timeout)
+
+    async def remove_context(self, context: Context | str,
+                             request_timeout: float | None) -> None:
+        await self._request("DELETE", _context_path(context), "remove_code_context",
+                            request_timeout)
+
+    async def _request(
         self, method: str, path: str, what: str, request_timeout: float | None,
         body: dict[str, Any] | None = None,
     ) -> Any:
@@ -153,7 +211,7 @@ class CodeClient:
         except ValueError as exc:
             raise e.ServerError(f"{what}: the kernel server's answer is not JSON") from exc
 
-    async def execute(
+    async def _execute(
         self,
         body: dict[str, Any],
         timeout: float | None,  # noqa: ASYNC109 - the execution's own deadline, E2B API
@@ -213,7 +271,7 @@ class CodeClient:
         await self._http.aclose()
 
 
-def context_path(context: Context | str, suffix: str = "") -> str:
+def _context_path(context: Context | str, suffix: str = "") -> str:
     """The URL path of a context, from the context or its id."""
     context_id = context.id if isinstance(context, Context) else context
     if not context_id:

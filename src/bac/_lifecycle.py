@@ -1,4 +1,5 @@
-"""Lifecycle calls on one sandbox by id: kill, set the timeout, describe.
+"""A sandbox's lifetime on the wire: what its timeout does (``Lifecycle``, sent at create),
+and the calls on one sandbox by id: kill, set the timeout, describe.
 
 Shared by the class spellings (``AsyncSandbox.kill(sandbox_id)``) and the instance ones
 (``await sandbox.kill()``), which differ only in where the API client comes from.
@@ -6,9 +7,36 @@ Shared by the class spellings (``AsyncSandbox.kill(sandbox_id)``) and the instan
 
 from __future__ import annotations
 
+from typing import Any, Literal, TypedDict
+
 from bac import _errors as e
 from bac._api import ApiClient
 from bac._models import SandboxInfo
+
+
+class Lifecycle(TypedDict, total=False):
+    """What happens at the timeout: ``on_timeout="pause"`` pauses instead of killing
+    (``keep_memory=False``: files only), ``auto_resume`` resumes a paused sandbox on the next
+    call to it."""
+
+    on_timeout: Literal["kill", "pause"]
+    keep_memory: bool
+    auto_resume: bool
+
+
+def lifecycle_body(lifecycle: Lifecycle | None) -> dict[str, Any]:
+    """The create request's fields for ``lifecycle``."""
+    if not lifecycle:
+        return {}
+    action = lifecycle.get("on_timeout", "kill")
+    if action not in ("kill", "pause"):
+        raise e.InvalidArgumentError(f"on_timeout must be 'kill' or 'pause', got {action!r}")
+    body: dict[str, Any] = {"autoPause": action == "pause"}
+    if "keep_memory" in lifecycle:
+        body["autoPauseMemory"] = bool(lifecycle["keep_memory"])
+    if "auto_resume" in lifecycle:
+        body["autoResume"] = {"enabled": bool(lifecycle["auto_resume"])}
+    return body
 
 
 def sandbox_path(sandbox_id: str, suffix: str = "") -> str:

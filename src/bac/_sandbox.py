@@ -1,38 +1,47 @@
-"""``AsyncSandbox``: one isolated machine, its lifecycle, and its envd modules.
+"""``AsyncSandbox``: one isolated machine, its lifecycle and saved states, its envd modules
+and its code interpreter.
 
-Lifecycle calls (create, connect, info, timeout, kill, list) go to the REST API with
-the team's API key; ``commands``, ``pty`` and ``files`` go to envd through the server's
-gateway with the sandbox's own access token; ``run_code`` and the code contexts go to the
-kernel server of a code-interpreter sandbox the same way (:mod:`bac._code_methods`).
+Lifecycle calls (create, connect, info, timeout, kill, list) and the saved states (pause,
+resume, checkpoints, snapshots, fork) go to the REST API with the team's API key
+(:mod:`bac._lifecycle`, :mod:`bac._saving`, :mod:`bac._network`); ``commands``, ``pty``
+and ``files`` go to envd through the server's gateway with the sandbox's own access
+token; ``run_code`` and the code contexts go to the kernel server of a code-interpreter
+sandbox the same way (:mod:`bac._code`).
+
+The class is E2B's ``AsyncSandbox`` surface: each method is its signature, its docstring
+and one call to the module that does the work.
 """
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Literal, Unpack
 
 from bac import _errors as e
 from bac import _lifecycle as lifecycle
 from bac import _network as network_api
+from bac import _saving as saving
 from bac._api import ApiClient
-from bac._code import CodeClient
-from bac._code_methods import AsyncCodeMethods
+from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
+from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._commands import AsyncCommands
 from bac._config import ConnectionConfig, ConnectionOpts
 from bac._dual import dual_method
 from bac._envd import EnvdConnection
 from bac._files import AsyncFilesystem
+from bac._lifecycle import Lifecycle, lifecycle_body
 from bac._models import SandboxInfo, SandboxQuery
 from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._pty import AsyncPty
+from bac._saving import Checkpoint, SnapshotInfo
 from bac._signature import Operation, file_url, sign
-from bac._state_methods import AsyncStateMethods, Lifecycle, lifecycle_body
 
 DEFAULT_TEMPLATE = "base"
 DEFAULT_TIMEOUT = 300
 
 
-class AsyncSandbox(AsyncCodeMethods, AsyncStateMethods):
+class AsyncSandbox:
     """A running sandbox. Make one with :meth:`create` or :meth:`connect`.
 
     ::
@@ -234,6 +243,145 @@ class AsyncSandbox(AsyncCodeMethods, AsyncStateMethods):
     ) -> str:
         """A URL anyone can POST a multipart ``file`` field to, writing ``path``."""
         return self._signed_url(path, "write", user, use_signature_expiration)
+
+    # -- saved states: pause, resume, checkpoints, snapshots, forks (bac._saving) ------------
+
+    async def _pause(self, memory: bool = True) -> bool:
+        """Pause: processes, memory and files are saved and the memory freed (``memory=
+        False``: files only; resuming starts it afresh). False if it was already paused."""
+        return await saving.pause(self._api, self._sandbox_id, memory)
+
+    async def _pause_by_id(cls: Any, /, sandbox_id: str, memory: bool = True,
+                           **opts: Unpack[ConnectionOpts]) -> bool:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            return await saving.pause(api, sandbox_id, memory)
+
+    pause = dual_method(_pause_by_id, _pause)
+
+    async def _resume(self, timeout: int | None = None, memory: bool = True) -> None:  # noqa: ASYNC109 - lifetime of the remote operation
+        """Resume the paused sandbox (same id, token and processes); ``memory=False``
+        starts it afresh on its files. On a running sandbox it only extends the timeout."""
+        await saving.connect(self._api, self._sandbox_id, timeout, memory)
+
+    async def _resume_by_id(cls: Any, /, sandbox_id: str, timeout: int | None = None,  # noqa: ASYNC109 - lifetime of the remote operation
+                            memory: bool = True, **opts: Unpack[ConnectionOpts]) -> None:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            await saving.connect(api, sandbox_id, timeout, memory)
+
+    resume = dual_method(_resume_by_id, _resume)
+
+    async def checkpoint(self, name: str | None = None, memory: bool = True) -> Checkpoint:
+        """Save the sandbox's state now; it keeps running."""
+        return await saving.checkpoint(self._api, self._sandbox_id, name, memory)
+
+    async def _checkpoints(self) -> builtins.list[Checkpoint]:
+        """The sandbox's checkpoints, oldest first (also of a paused sandbox)."""
+        return await saving.checkpoints(self._api, self._sandbox_id)
+
+    async def _checkpoints_by_id(cls: Any, /, sandbox_id: str,
+                                 **opts: Unpack[ConnectionOpts]) -> builtins.list[Checkpoint]:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            return await saving.checkpoints(api, sandbox_id)
+
+    checkpoints = dual_method(_checkpoints_by_id, _checkpoints)
+
+    async def _restore(self, checkpoint: Checkpoint | str) -> None:
+        """Roll the sandbox (running or paused) back to one of its checkpoints: files,
+        processes and memory. It is running afterwards."""
+        await saving.restore(self._api, self._sandbox_id, checkpoint)
+
+    async def _restore_by_id(cls: Any, /, sandbox_id: str, checkpoint: Checkpoint | str,
+                             **opts: Unpack[ConnectionOpts]) -> None:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            await saving.restore(api, sandbox_id, checkpoint)
+
+    restore = dual_method(_restore_by_id, _restore)
+
+    async def delete_checkpoint(self, checkpoint: Checkpoint | str) -> bool:
+        return await saving.delete_checkpoint(self._api, self._sandbox_id, checkpoint)
+
+    async def schedule_checkpoints(self, every: int | None, keep: int | None = None) -> None:
+        """Take a checkpoint every ``every`` seconds keeping the last ``keep`` (None: stop)."""
+        await saving.schedule(self._api, self._sandbox_id, every, keep)
+
+    async def snapshot(self, name: str | None = None, memory: bool = True) -> SnapshotInfo:
+        """A snapshot that outlives the sandbox; ``AsyncSandbox.create(snapshot_id)``
+        starts new sandboxes from it. The sandbox keeps running."""
+        return await saving.snapshot(self._api, self._sandbox_id, name, memory)
+
+    create_snapshot = snapshot
+
+    async def fork(self, count: int = 1, timeout: int | None = None  # noqa: ASYNC109 - lifetime of the remote operation
+                   ) -> builtins.list[AsyncSandbox | e.SandboxError]:
+        """``count`` new sandboxes continuing from this one's current state (each with its
+        own id and network); one entry per fork, a sandbox or the error that stopped it."""
+        results = await saving.fork(self._api, self._sandbox_id, count, timeout)
+        return [AsyncSandbox(ApiClient(self._config), r) if isinstance(r, dict) else r
+                for r in results]
+
+    @staticmethod
+    async def list_snapshots(sandbox_id: str | None = None,
+                             **opts: Unpack[ConnectionOpts]) -> builtins.list[SnapshotInfo]:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            return await saving.snapshots(api, sandbox_id)
+
+    @staticmethod
+    async def delete_snapshot(snapshot_id: str, **opts: Unpack[ConnectionOpts]) -> bool:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            return await saving.delete_snapshot(api, snapshot_id)
+
+    # -- the code interpreter (bac._code) -------------------------------------------------
+
+    async def run_code(
+        self,
+        code: str,
+        language: str | None = None,
+        context: Context | str | None = None,
+        on_stdout: Callback[OutputMessage] | None = None,
+        on_stderr: Callback[OutputMessage] | None = None,
+        on_result: Callback[Result] | None = None,
+        on_error: Callback[ExecutionError] | None = None,
+        envs: dict[str, str] | None = None,
+        timeout: float | None = DEFAULT_RUN_TIMEOUT,  # noqa: ASYNC109 - E2B API
+        request_timeout: float | None = None,
+    ) -> Execution:
+        """Run ``code`` in ``context`` (a context or its id), else the default context of
+        ``language`` (Python when neither is given).
+
+        Callbacks (plain or coroutine functions) fire as the kernel produces output,
+        before the cell ends. An exception raised by the code is not raised here: it is
+        ``execution.error``. ``timeout`` bounds the whole execution (0/None: none);
+        when it passes, the kernel is interrupted and :class:`~bac.TimeoutError` raised.
+        """
+        return await self._code.run(code, language, context, envs, timeout, request_timeout,
+                                    on_stdout, on_stderr, on_result, on_error)
+
+    async def create_code_context(
+        self, cwd: str | None = None, language: str | None = None,
+        request_timeout: float | None = None,
+    ) -> Context:
+        """A new kernel with its own state (Python unless ``language``), in ``cwd``."""
+        return await self._code.create_context(cwd, language, request_timeout)
+
+    async def list_code_contexts(
+        self, request_timeout: float | None = None
+    ) -> builtins.list[Context]:
+        """Every context of the sandbox's kernel server."""
+        return await self._code.list_contexts(request_timeout)
+
+    async def restart_code_context(
+        self, context: Context | str, request_timeout: float | None = None
+    ) -> None:
+        """Restart the context's kernel: same id and cwd, all state lost."""
+        await self._code.restart_context(context, request_timeout)
+
+    async def remove_code_context(
+        self, context: Context | str, request_timeout: float | None = None
+    ) -> None:
+        """Stop the context's kernel for good."""
+        await self._code.remove_context(context, request_timeout)
+
+    # -- this object's connections ----------------------------------------------------------
 
     async def aclose(self) -> None:
         """Release this object's connections; the sandbox keeps running."""

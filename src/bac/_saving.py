@@ -102,20 +102,21 @@ async def checkpoints(api: ApiClient, sandbox_id: str) -> list[Checkpoint]:
     return [Checkpoint.from_api(item) for item in data]
 
 
-def _checkpoint_path(sandbox_id: str, checkpoint_id: str, suffix: str = "") -> str:
+def _checkpoint_path(sandbox_id: str, checkpoint: Checkpoint | str, suffix: str = "") -> str:
+    checkpoint_id = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
     if not checkpoint_id or "/" in checkpoint_id:
         raise e.InvalidArgumentError(f"invalid checkpoint id {checkpoint_id!r}")
     return sandbox_path(sandbox_id, f"/checkpoints/{quote(checkpoint_id, safe='')}{suffix}")
 
 
-async def restore(api: ApiClient, sandbox_id: str, checkpoint_id: str) -> None:
-    await api.request("POST", _checkpoint_path(sandbox_id, checkpoint_id, "/restore"),
+async def restore(api: ApiClient, sandbox_id: str, checkpoint: Checkpoint | str) -> None:
+    await api.request("POST", _checkpoint_path(sandbox_id, checkpoint, "/restore"),
                       json={}, ok=(200,))
 
 
-async def delete_checkpoint(api: ApiClient, sandbox_id: str, checkpoint_id: str) -> bool:
+async def delete_checkpoint(api: ApiClient, sandbox_id: str, checkpoint: Checkpoint | str) -> bool:
     try:
-        await api.request("DELETE", _checkpoint_path(sandbox_id, checkpoint_id), ok=(204,))
+        await api.request("DELETE", _checkpoint_path(sandbox_id, checkpoint), ok=(204,))
     except e.NotFoundError:
         return False
     return True

@@ -1,18 +1,26 @@
-"""``Sandbox``: the blocking twin of :class:`AsyncSandbox`, method for method."""
+"""``Sandbox``: the blocking twin of :class:`AsyncSandbox`, method for method.
+
+Each method runs its async twin on the portal loop (:mod:`bac._portal`); callbacks
+(``on_stdout``, ``on_result``...) run on that loop's thread.
+"""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Literal, Unpack
 
-from bac._code_methods import CodeMethods
+from bac import _errors as e
+from bac._code import DEFAULT_RUN_TIMEOUT, Callback
+from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts
 from bac._dual import dual_method
+from bac._lifecycle import Lifecycle
 from bac._models import SandboxInfo, SandboxQuery
 from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._portal import PORTAL
 from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox
-from bac._state_methods import Lifecycle, StateMethods
+from bac._saving import Checkpoint, SnapshotInfo
 from bac._sync_files import Filesystem, WatchHandle
 from bac._sync_modules import CommandHandle, Commands, Pty
 
@@ -45,7 +53,7 @@ class SandboxPaginator:
         return PORTAL.run(self._inner.next_items())
 
 
-class Sandbox(CodeMethods, StateMethods):
+class Sandbox:
     """A running sandbox, driven with blocking calls. Make one with :meth:`create`.
 
     ::
@@ -178,6 +186,120 @@ class Sandbox(CodeMethods, StateMethods):
         self, path: str, user: str | None = None, use_signature_expiration: int | None = None
     ) -> str:
         return self._inner.upload_url(path, user, use_signature_expiration)
+
+    # -- saved states -------------------------------------------------------------------
+
+    def _pause(self, memory: bool = True) -> bool:
+        """Pause; see :meth:`AsyncSandbox.pause`."""
+        return PORTAL.run(self._inner.pause(memory))
+
+    def _pause_by_id(cls: Any, /, sandbox_id: str, memory: bool = True,
+                     **opts: Unpack[ConnectionOpts]) -> bool:
+        return PORTAL.run(AsyncSandbox.pause(sandbox_id, memory, **opts))
+
+    pause = dual_method(_pause_by_id, _pause)
+
+    def _resume(self, timeout: int | None = None, memory: bool = True) -> None:
+        """Resume; see :meth:`AsyncSandbox.resume`."""
+        PORTAL.run(self._inner.resume(timeout, memory))
+
+    def _resume_by_id(cls: Any, /, sandbox_id: str, timeout: int | None = None,
+                      memory: bool = True, **opts: Unpack[ConnectionOpts]) -> None:
+        PORTAL.run(AsyncSandbox.resume(sandbox_id, timeout, memory, **opts))
+
+    resume = dual_method(_resume_by_id, _resume)
+
+    def checkpoint(self, name: str | None = None, memory: bool = True) -> Checkpoint:
+        return PORTAL.run(self._inner.checkpoint(name, memory))
+
+    def _checkpoints(self) -> builtins.list[Checkpoint]:
+        """The sandbox's checkpoints, oldest first."""
+        return PORTAL.run(self._inner.checkpoints())
+
+    def _checkpoints_by_id(cls: Any, /, sandbox_id: str,
+                           **opts: Unpack[ConnectionOpts]) -> builtins.list[Checkpoint]:
+        return PORTAL.run(AsyncSandbox.checkpoints(sandbox_id, **opts))
+
+    checkpoints = dual_method(_checkpoints_by_id, _checkpoints)
+
+    def _restore(self, checkpoint: Checkpoint | str) -> None:
+        """Roll back to a checkpoint; see :meth:`AsyncSandbox.restore`."""
+        PORTAL.run(self._inner.restore(checkpoint))
+
+    def _restore_by_id(cls: Any, /, sandbox_id: str, checkpoint: Checkpoint | str,
+                       **opts: Unpack[ConnectionOpts]) -> None:
+        PORTAL.run(AsyncSandbox.restore(sandbox_id, checkpoint, **opts))
+
+    restore = dual_method(_restore_by_id, _restore)
+
+    def delete_checkpoint(self, checkpoint: Checkpoint | str) -> bool:
+        return PORTAL.run(self._inner.delete_checkpoint(checkpoint))
+
+    def schedule_checkpoints(self, every: int | None, keep: int | None = None) -> None:
+        PORTAL.run(self._inner.schedule_checkpoints(every, keep))
+
+    def snapshot(self, name: str | None = None, memory: bool = True) -> SnapshotInfo:
+        return PORTAL.run(self._inner.snapshot(name, memory))
+
+    create_snapshot = snapshot
+
+    def fork(self, count: int = 1, timeout: int | None = None
+             ) -> builtins.list[Sandbox | e.SandboxError]:
+        results = PORTAL.run(self._inner.fork(count, timeout))
+        return [r if isinstance(r, e.SandboxError) else Sandbox(r) for r in results]
+
+    @staticmethod
+    def list_snapshots(sandbox_id: str | None = None,
+                       **opts: Unpack[ConnectionOpts]) -> builtins.list[SnapshotInfo]:
+        return PORTAL.run(AsyncSandbox.list_snapshots(sandbox_id, **opts))
+
+    @staticmethod
+    def delete_snapshot(snapshot_id: str, **opts: Unpack[ConnectionOpts]) -> bool:
+        return PORTAL.run(AsyncSandbox.delete_snapshot(snapshot_id, **opts))
+
+    # -- the code interpreter -------------------------------------------------------------
+
+    def run_code(
+        self,
+        code: str,
+        language: str | None = None,
+        context: Context | str | None = None,
+        on_stdout: Callback[OutputMessage] | None = None,
+        on_stderr: Callback[OutputMessage] | None = None,
+        on_result: Callback[Result] | None = None,
+        on_error: Callback[ExecutionError] | None = None,
+        envs: dict[str, str] | None = None,
+        timeout: float | None = DEFAULT_RUN_TIMEOUT,
+        request_timeout: float | None = None,
+    ) -> Execution:
+        """Run ``code``; see :meth:`AsyncSandbox.run_code`."""
+        return PORTAL.run(self._inner.run_code(
+            code, language, context, on_stdout, on_stderr, on_result, on_error, envs,
+            timeout, request_timeout,
+        ))
+
+    def create_code_context(
+        self, cwd: str | None = None, language: str | None = None,
+        request_timeout: float | None = None,
+    ) -> Context:
+        return PORTAL.run(self._inner.create_code_context(cwd, language, request_timeout))
+
+    def list_code_contexts(
+        self, request_timeout: float | None = None
+    ) -> builtins.list[Context]:
+        return PORTAL.run(self._inner.list_code_contexts(request_timeout))
+
+    def restart_code_context(
+        self, context: Context | str, request_timeout: float | None = None
+    ) -> None:
+        PORTAL.run(self._inner.restart_code_context(context, request_timeout))
+
+    def remove_code_context(
+        self, context: Context | str, request_timeout: float | None = None
+    ) -> None:
+        PORTAL.run(self._inner.remove_code_context(context, request_timeout))
+
+    # -- this object's connections ----------------------------------------------------------
 
     def close(self) -> None:
         """Release this object's connections; the sandbox keeps running."""
