@@ -175,7 +175,7 @@ async def measure(backend: NamespaceBackend, template: TemplateImage, size_mib: 
         health = f"http://{(await backend.endpoint(spec.sandbox_id)).address}:49983/health"
 
         async def settle() -> None:
-            await _lazy_pages.settle(backend._record(spec.sandbox_id).slot)
+            await _lazy_pages.settle((backend.config.claims_dir / spec.sandbox_id).read_text())
 
         async with httpx.AsyncClient(trust_env=False) as client:
             for _round in range(n):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from backend_harness import SandboxFactory
+from backend_harness import SandboxFactory, slot_record
 
 from bac_server.backends.base import CheckpointFailed
 from bac_server.backends.namespaces import NamespaceBackend, _confinement
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
 async def _init(backend: NamespaceBackend, make_sandbox: SandboxFactory) -> tuple[int, Path]:
     sbx = await make_sandbox()
-    pid = backend._record(sbx.id).init_pid
+    pid = slot_record(backend, sbx.id).init_pid
     assert pid is not None
     return pid, Path(f"/proc/{pid}/ns/net")
 

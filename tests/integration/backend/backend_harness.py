@@ -17,6 +17,7 @@ from e2b import AsyncSandbox, CommandExitException, CommandResult
 
 from bac_server.backends.base import SandboxEndpoint, SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.backends.namespaces._slot import SlotRecord
 from bac_server.host import default_data_dir, prepare_host
 from bac_server.templates import TemplateStore
 
@@ -139,6 +140,13 @@ def start_time(pid: int) -> int | None:
         return None
     fields = raw[raw.rindex(")") + 2:].split()
     return None if fields[0] == "Z" else int(fields[19])
+
+
+def slot_record(backend: NamespaceBackend, sandbox_id: str) -> SlotRecord:
+    """The sandbox's slot record as the backend last saved it (the slot its claim names)."""
+    cfg = backend.config
+    slot = (cfg.claims_dir / sandbox_id).read_text()
+    return SlotRecord.from_json((cfg.sandboxes_dir / slot / "state.json").read_text())
 
 
 def footprint(backend: NamespaceBackend, sandbox_id: str) -> Footprint:

@@ -22,6 +22,7 @@ from backend_harness import Sandbox, SandboxFactory, backend_and_factory, new_id
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces._criu import Criu
 from bac_server.host import remove_tree
 
 Pair = tuple[NamespaceBackend, SandboxFactory]
@@ -37,6 +38,13 @@ ECHO_SERVER = ("import socketserver\n"
                "server.serve_forever()\n")
 
 
+def criu_of(backend: NamespaceBackend) -> Criu | None:
+    """The CRIU the started backend found (None: memory cannot be saved here)."""
+    parts = backend._parts
+    assert parts is not None, "the backend is not started"
+    return parts.suspender.criu
+
+
 def runc_fixtures(suffix: str, *, tcp_repair: bool = False
                   ) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
     @pytest_asyncio.fixture(loop_scope="session", scope="module")
@@ -45,7 +53,7 @@ def runc_fixtures(suffix: str, *, tcp_repair: bool = False
         async with backend_and_factory(template, data_dir=path, pool_size=0,
                                        runtime="runc") as pair:
             await pair[0].list()  # starts the backend, which looks for CRIU
-            criu = pair[0]._criu
+            criu = criu_of(pair[0])
             if criu is None:
                 pytest.skip("no CRIU >= 4.2 on this host (scripts/build-criu.sh)")
             if tcp_repair and not criu.tcp_repair:

@@ -15,9 +15,10 @@ from backend_harness import (
     footprint,
     leftovers,
     new_id,
+    slot_record,
 )
 from e2b import PtySize
-from runc_fixtures import ECHO_SERVER, runc_fixtures, second_backend
+from runc_fixtures import ECHO_SERVER, criu_of, runc_fixtures, second_backend
 
 from bac_server.backends.base import (
     Checkpointable,
@@ -247,7 +248,7 @@ async def test_wake_deletes_its_images_off_the_resume_path(template: TemplateIma
     first, spec, sbx = await second_backend(runc, template, "discard")
     config = first.config
     counter = await _counting(sbx)
-    root = config.sandboxes_dir / first._record(sbx.id).slot
+    root = config.sandboxes_dir / slot_record(first, sbx.id).slot
     await first.suspend(sbx.id, memory=True)
     assert any((root / "suspend" / "images").iterdir())
     await first.wake(spec)
@@ -333,7 +334,7 @@ async def test_established_connection_survives_suspend(runc: NamespaceBackend,
     """A client on the host connected to a server in the sandbox (through the sandbox's
     address) keeps its connection across a suspend to disk and a wake: bytes flow both
     ways on the same connection afterwards, and new connections are accepted."""
-    if runc._criu is None or not runc._criu.tcp_repair:
+    if (criu := criu_of(runc)) is None or not criu.tcp_repair:
         pytest.skip("this CRIU lacks Bac's patch (scripts/build-criu.sh): connections close")
     sbx = await make()
     await _echo_server(sbx)
@@ -361,7 +362,7 @@ async def test_half_closed_connection_survives_suspend(runc: NamespaceBackend,
     """A connection the client has half-closed (the server in CLOSE_WAIT, restored with
     the peer's FIN re-injected) survives a suspend and wake: the server's late answer
     and its close reach the client."""
-    if runc._criu is None or not runc._criu.tcp_repair:
+    if (criu := criu_of(runc)) is None or not criu.tcp_repair:
         pytest.skip("this CRIU lacks Bac's patch (scripts/build-criu.sh): connections close")
     sbx = await make()
     await sbx.sdk.files.write("/tmp/half.py", _HALF_CLOSED)
@@ -408,7 +409,8 @@ async def test_copy_closes_the_originals_connections(runc: NamespaceBackend,
         assert listing.stdout.strip() == "0", listing.stdout
         await copy.run("touch /tmp/lo-ask; until [ -e /tmp/lo-result ]; do sleep 0.02; done")
         kept = (await copy.run("cat /tmp/lo-result")).stdout.strip()
-        assert kept == ("ok" if runc._criu is not None and runc._criu.tcp_repair else "closed")
+        criu = criu_of(runc)
+        assert kept == ("ok" if criu is not None and criu.tcp_repair else "closed")
         copy_reader, copy_writer = await asyncio.open_connection(copy.address, 7000)
         try:
             assert await _exchange(copy_reader, copy_writer, b"copy") == b"COPY"
@@ -439,14 +441,14 @@ async def test_restored_sandbox_is_confined_as_before(runc: NamespaceBackend,
     assert after == before
     assert (await sbx.run(dev, user="root")).stdout == dev_before
     assert " tmpfs " in dev_before and "size=65536k" in dev_before
-    pid = runc._record(sbx.id).init_pid
+    pid = slot_record(runc, sbx.id).init_pid
     assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(fp.slot_dir / "netns").st_ino
     escape = await sbx.run("mknod /tmp/mem c 1 1 2>&1; echo done", user="root")
     assert "Operation not permitted" in escape.stdout and "done" in escape.stdout
 
 
 def _confinement_of(backend: NamespaceBackend, sandbox_id: str) -> dict[str, object]:
-    record = backend._record(sandbox_id)
+    record = slot_record(backend, sandbox_id)
     pid = record.init_pid
     status = {k: v.strip() for k, _, v in (line.partition(":") for line in
               Path(f"/proc/{pid}/status").read_text().splitlines())}
@@ -472,7 +474,7 @@ async def _memory_checks(sbx: Sandbox) -> list[str]:
 
 
 def _fd_targets(backend: NamespaceBackend, sandbox_id: str) -> list[str]:
-    relative = backend._record(sandbox_id).cgroup_path.strip("/")
+    relative = slot_record(backend, sandbox_id).cgroup_path.strip("/")
     pids = Path(f"/sys/fs/cgroup/pids/{relative}/cgroup.procs").read_text().split()
     targets = []
     for pid in pids:

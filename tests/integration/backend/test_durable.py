@@ -18,6 +18,7 @@ from backend_harness import (
     SandboxFactory,
     footprint,
     leftovers,
+    slot_record,
 )
 from e2b import AsyncSandbox
 from runc_fixtures import runc_fixtures
@@ -114,7 +115,7 @@ async def holding_memory(make: SandboxFactory) -> Sandbox:
 
 
 def slot_root(backend: NamespaceBackend, sandbox_id: str) -> Path:
-    return backend.config.sandboxes_dir / backend._record(sandbox_id).slot
+    return backend.config.sandboxes_dir / slot_record(backend, sandbox_id).slot
 
 
 async def test_suspend_is_on_disk_once_flushed(runc: NamespaceBackend, make: SandboxFactory,
@@ -166,7 +167,7 @@ async def test_wake_and_destroy_do_not_wait_for_the_flush(runc: NamespaceBackend
     sbx = await holding_memory(make)
     spec = SandboxSpec(sandbox_id=sbx.id, template=make.template)
     await runc.suspend(sbx.id, memory=True)
-    assert f"sandbox {sbx.id}" in runc._flushes._pending  # not on disk yet
+    assert f"sandbox {sbx.id}" in runc._flusher._pending  # not on disk yet
     await runc.wake(spec)
     # Through envd's own list (what it started), with the sandbox's ps in the message:
     # CI once saw `pgrep -f memory.py` find nothing here (not reproduced in 22 reruns).

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from backend_harness import Sandbox, SandboxFactory, new_id
+from backend_harness import Sandbox, SandboxFactory, new_id, slot_record
 from runc_fixtures import ECHO_SERVER, runc_fixtures, second_backend
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, _tcp_hold
+from bac_server.backends.namespaces._addresses import AddressPool
 from bac_server.backends.namespaces._restorable import LOCK_MARKER
 from bac_server.host import nft, remove_tree
 
@@ -35,7 +36,7 @@ def held() -> set[str]:
 
 
 def slot_root(backend: NamespaceBackend, sandbox_id: str) -> Path:
-    return backend.config.sandboxes_dir / backend._record(sandbox_id).slot
+    return backend.config.sandboxes_dir / slot_record(backend, sandbox_id).slot
 
 
 async def connected(sbx: Sandbox) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -209,8 +210,7 @@ async def test_a_restarted_server_releases_holds_nobody_needs(template: Template
     try:
         await _tcp_hold.take(slot_root(first, sbx.id), sbx.address)
         assert sbx.address in held()
-        pool = first._ctx.addresses if first._ctx is not None else None
-        assert pool is not None
+        pool = AddressPool(config.address_pool, config.leases_dir, config.veth_prefix)
         stray_index = pool.capacity - 1
         assert pool.owner(stray_index) is None, "the pool's last address is in use"
         stray = pool.describe(stray_index).sandbox_address

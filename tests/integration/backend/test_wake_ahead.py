@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from backend_harness import Sandbox, SandboxFactory, footprint, leftovers
+from backend_harness import Sandbox, SandboxFactory, footprint, leftovers, slot_record
 from runc_fixtures import runc_fixtures
 
 from bac_server.backends.base import SandboxSpec
@@ -23,11 +23,11 @@ _COUNTER = "i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; do
 
 
 def _slot_root(backend: NamespaceBackend, sandbox_id: str) -> Path:
-    return backend.config.sandboxes_dir / backend._record(sandbox_id).slot
+    return backend.config.sandboxes_dir / slot_record(backend, sandbox_id).slot
 
 
 def _cgroups(backend: NamespaceBackend, sandbox_id: str) -> dict[str, Path]:
-    record = backend._record(sandbox_id)
+    record = slot_record(backend, sandbox_id)
     return {path.parent.parent.name: path for path in
             (Path("/sys/fs/cgroup") / hierarchy / record.cgroup_path.strip("/")
              for hierarchy in [p.name for p in Path("/sys/fs/cgroup").iterdir()])

@@ -173,25 +173,3 @@ class Flusher:
                 for request in batch:
                     if not request.done.done():
                         request.done.set_result(None)
-
-
-class DurableMixin:
-    """Mixed into the backend: its flusher, and waiting for it."""
-
-    _teardowns: set[asyncio.Future[None]]
-    _flusher: Flusher | None = None
-
-    @property
-    def _flushes(self) -> Flusher:
-        if self._flusher is None:
-            self._flusher = Flusher(self._teardowns)  # close() waits for these, bounded
-        return self._flusher
-
-    async def suspend_flushed(self, sandbox_id: str) -> None:
-        """Wait until the sandbox's last suspend is on disk (at once if it is, or if a
-        wake made writing it pointless)."""
-        await self._flushes.flushed(f"sandbox {sandbox_id}")
-
-    async def checkpoint_flushed(self, checkpoint_id: str) -> None:
-        """Wait until the checkpoint is on disk (at once if it is)."""
-        await self._flushes.flushed(f"checkpoint {checkpoint_id}")

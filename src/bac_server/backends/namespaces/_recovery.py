@@ -1,9 +1,8 @@
 """Find every slot again after a restart, and sweep what crashed operations left behind.
 
-Running and paused sandboxes are re-attached; one that is not suspended to disk holds no
-TCP connections (a suspend cut short by a crash may have left a hold on them, released
-here). Slots whose owning server process is gone and that were being created, handed
-out, pooled or destroyed are torn down.
+Running and paused sandboxes are re-attached (what a suspend cut short by a crash left
+is the suspender's to release). Slots whose owning server process is gone and that were
+being created, handed out, pooled or destroyed are torn down.
 
 Other servers (and other backend objects in this process) may be creating sandboxes at
 the same moment, so the sweep only removes what is provably orphaned, deciding each item
@@ -19,17 +18,13 @@ import logging
 import time
 from pathlib import Path
 
-from bac_server.backends.base import CheckpointFailed
 from bac_server.host import remove_tree
 
 from . import _tcp_hold
-from ._checkpoint import release_suspend_lock
-from ._checkpointing import DISK
 from ._context import Context
 from ._netns import delete_veth, host_links_with_prefix
 from ._process import owner_alive
 from ._slot import SlotPhase, SlotRecord
-from ._stored import bundles_in_use as bundles_in_use_by_checkpoints
 from ._teardown import teardown
 
 _log = logging.getLogger(__name__)
@@ -41,8 +36,9 @@ _RECORDLESS_GRACE_S = 600.0
 _BUNDLE_GRACE_S = 86_400.0
 
 
-async def recover(ctx: Context) -> dict[str, SlotRecord]:
-    """Returns the live sandboxes by id."""
+async def recover(ctx: Context, bundles_kept: set[str]) -> dict[str, SlotRecord]:
+    """Returns the live sandboxes by id. ``bundles_kept``: envd bundles needed besides
+    those of the slots (checkpoints')."""
     attached: dict[str, SlotRecord] = {}
     bundles_in_use: set[str] = set()
     root = ctx.config.sandboxes_dir
@@ -58,11 +54,6 @@ async def recover(ctx: Context) -> dict[str, SlotRecord]:
         if record.phase in (SlotPhase.RUNNING, SlotPhase.PAUSED) and record.sandbox_id \
                 and ctx.claimed_slot(record.sandbox_id) == record.slot:
             attached[record.sandbox_id] = record
-            if record.paused_to != DISK:
-                try:
-                    await release_suspend_lock(ctx, record)
-                except CheckpointFailed:
-                    _log.exception("slot %s: its TCP connections stay held", record.slot)
             continue
         if owner_alive(record.owner):
             continue  # a live server is working on it
@@ -73,7 +64,7 @@ async def recover(ctx: Context) -> dict[str, SlotRecord]:
             _log.exception("could not tear down stale slot %s", record.slot)
     await _sweep_addresses(ctx)
     _sweep_claims(ctx)
-    _sweep_bundles(ctx, bundles_in_use | bundles_in_use_by_checkpoints(ctx.config))
+    _sweep_bundles(ctx, bundles_in_use | bundles_kept)
     return attached
 
 

@@ -18,6 +18,10 @@ from typing import Any
 
 from bac_server.host import write_private
 
+# How a PAUSED slot is paused (``SlotRecord.paused_to``): the processes frozen in memory,
+# saved by CRIU (processes gone), or gone with only the files kept.
+FREEZER, DISK, FILESYSTEM = "freezer", "disk", "filesystem"
+
 
 class SlotPhase(enum.Enum):
     CREATING = "creating"  # resources being made; not usable
@@ -66,8 +70,7 @@ class SlotRecord:
     init_pid: int | None = None
     init_start: int | None = None
     created_at: float = field(default_factory=time.time)
-    # How a PAUSED slot is paused: "freezer" (processes frozen in memory), "disk" (saved by
-    # CRIU, processes gone) or "filesystem" (processes gone, files kept). None otherwise.
+    # How a PAUSED slot is paused (FREEZER, DISK or FILESYSTEM); None otherwise.
     paused_to: str | None = None
     # Every read-only layer, topmost first, the template's rootfs last. Empty in records
     # written before layered templates: then ``template_rootfs`` alone is the stack.

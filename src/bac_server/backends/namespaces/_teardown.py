@@ -29,7 +29,6 @@ from ._network import detach_egress
 from ._process import is_alive, kill_pidfd, reap_if_child
 from ._restorable import remove_slot_state
 from ._slot import SlotPhase, SlotRecord
-from ._wake_ahead import forget as forget_wake_ahead
 
 _log = logging.getLogger(__name__)
 _KILL_TIMEOUT_S = 10.0
@@ -127,7 +126,6 @@ def _end_runtime_calls(ctx: Context, record: SlotRecord) -> None:
 def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
-    forget_wake_ahead(record.slot)
     remove_slot_state(paths)
     for child in (paths.layer, paths.rootfs, paths.etc, paths.binds):
         remove_tree(child)

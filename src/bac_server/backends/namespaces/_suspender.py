@@ -1,4 +1,4 @@
-"""Suspend and wake for the namespace backend, and what the checkpoint verbs share.
+"""``Suspender``: the pauses of the backend's sandboxes and their wakes.
 
 Which pause is which (the control plane chooses, see docs/pause-and-checkpoints.md):
 
@@ -10,7 +10,8 @@ Which pause is which (the control plane chooses, see docs/pause-and-checkpoints.
 
 A suspend reaches the disk in the background once the call returns (``_durable``), off
 the pause's path; a wake sets the images aside and deletes them off its own
-(``_discard``).
+(``_discard``). The suspender works on the records of the backend's ``SlotTable`` under
+its locks; the checkpointer restores through it (``restore_in_place``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed, SandboxEndpoint, SandboxSpec
@@ -36,14 +37,14 @@ from ._checkpoint import (
 from ._context import Context
 from ._criu import Criu, ensure_kdat_dir, find_criu
 from ._criu_restore import make_ahead
-from ._durable import DurableMixin
+from ._durable import Flusher
 from ._launch import off_loop
 from ._restorable import ensure_flat_sysfs, restorable
-from ._slot import SlotPhase, SlotRecord, save_record
+from ._slot import DISK, FILESYSTEM, FREEZER, SlotPhase, SlotRecord, save_record
 from ._slotops import cold_start, ensure_in_place, stop_processes
+from ._table import SlotTable
 
 _log = logging.getLogger(__name__)
-FREEZER, DISK, FILESYSTEM = "freezer", "disk", "filesystem"
 
 
 async def prepare_checkpoints(ctx: Context) -> Criu | None:
@@ -71,53 +72,88 @@ def _log_failure(task: asyncio.Future[None]) -> None:
                      task.exception())
 
 
-class SuspendMixin(DurableMixin):
-    """Mixed into ``NamespaceBackend`` (through ``CheckpointMixin``); relies on its slot
-    table, locks and context."""
+def _flush_name(sandbox_id: str) -> str:
+    return f"sandbox {sandbox_id}"
 
-    _sandboxes: dict[str, SlotRecord]
-    _criu: Criu | None
-    _teardowns: set[asyncio.Future[None]]
 
-    async def _context(self) -> Context:
-        raise NotImplementedError
-
-    def _lock(self, sandbox_id: str) -> asyncio.Lock:
-        raise NotImplementedError
-
-    def _record(self, sandbox_id: str) -> SlotRecord:
-        raise NotImplementedError
-
-    def _claim(self, ctx: Context, sandbox_id: str) -> None:
-        raise NotImplementedError
+class Suspender:
+    def __init__(self, slots: SlotTable, criu: Criu | None, flusher: Flusher,
+                 tasks: set[asyncio.Future[None]]) -> None:
+        # ``tasks``: where the backend keeps work that its close() waits for (bounded).
+        self.criu = criu
+        self._slots = slots
+        self._ctx = slots.ctx
+        self._flusher = flusher
+        self._tasks = tasks
 
     @property
     def memory_checkpoints(self) -> bool:
-        return self._criu is not None
+        return self.criu is not None
 
-    def _need_criu(self) -> Criu:
-        if self._criu is None:
+    def need_criu(self) -> Criu:
+        if self.criu is None:
             raise CheckpointFailed("saving memory needs runc and CRIU >= 4.2 on this host "
                                    "(scripts/build-criu.sh); pause with memory=false instead")
-        return self._criu
+        return self.criu
+
+    async def reattached(self, records: Iterable[SlotRecord]) -> None:
+        """At start-up: a re-attached sandbox that is not suspended to disk holds no TCP
+        connections (a suspend cut short by a crash may have left a hold on them)."""
+        for record in records:
+            if record.paused_to != DISK:
+                try:
+                    await release_suspend_lock(self._ctx, record)
+                except CheckpointFailed:
+                    _log.exception("slot %s: its TCP connections stay held", record.slot)
+
+    def forget(self, record: SlotRecord) -> None:
+        """The slot is torn down: what its suspend made ahead went with it."""
+        _wake_ahead.forget(record.slot)
+
+    @contextlib.asynccontextmanager
+    async def working(self, sandbox_id: str) -> AsyncIterator[None]:
+        """The sandbox's lock, and background flushes held back meanwhile."""
+        async with self._slots.lock(sandbox_id):
+            with self._flusher.busy():
+                yield
+
+    # -- the freezer ----------------------------------------------------------------------
+
+    async def pause(self, sandbox_id: str) -> None:
+        ctx = self._ctx
+        async with self._slots.lock(sandbox_id):
+            record = self._slots.record(sandbox_id)
+            if record.phase is SlotPhase.PAUSED:
+                return
+            # The cgroup freezer itself: a sandbox restored by CRIU is unknown to the runtime.
+            await asyncio.to_thread(freeze, ctx, record)
+            record.move(SlotPhase.PAUSED)
+            record.paused_to = FREEZER
+            save_record(ctx.paths(record.slot), record)
+
+    async def resume(self, sandbox_id: str) -> SandboxEndpoint:
+        ctx = self._ctx
+        async with self._slots.lock(sandbox_id):
+            record = self._slots.record(sandbox_id)
+            if record.phase is SlotPhase.PAUSED and record.paused_to in (DISK, FILESYSTEM):
+                raise CheckpointFailed(f"sandbox {sandbox_id} is suspended: wake() it")
+            if record.phase is SlotPhase.PAUSED:
+                thaw(ctx, record)
+                record.move(SlotPhase.RUNNING)
+                record.paused_to = None
+                save_record(ctx.paths(record.slot), record)
+        return SandboxEndpoint(sandbox_id, record.sandbox_address)
 
     # -- suspend / wake -------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _working(self, sandbox_id: str) -> AsyncIterator[None]:
-        """The sandbox's lock, and background flushes held back meanwhile."""
-        async with self._lock(sandbox_id):
-            with self._flushes.busy():
-                yield
-
     async def suspend(self, sandbox_id: str, *, memory: bool) -> None:
-        ctx = await self._context()
-        async with self._working(sandbox_id):
-            record = self._record(sandbox_id)
+        ctx = self._ctx
+        async with self.working(sandbox_id):
+            record = self._slots.record(sandbox_id)
             if record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER:
                 return
             if memory:
-                criu = self._need_criu()
+                criu = self.need_criu()
                 where = suspend_images(ctx, record)
                 remove_images(where)
                 await off_loop(lambda: freeze(ctx, record))
@@ -137,27 +173,27 @@ class SuspendMixin(DurableMixin):
             paths = ctx.paths(record.slot)
             await off_loop(lambda: save_record(paths, record))
             # The images, the record and the sandbox's files (the overlay's upper).
-            self._flushes.request(f"sandbox {sandbox_id}", paths.root / "suspend",
+            self._flusher.request(_flush_name(sandbox_id), paths.root / "suspend",
                                   paths.root, paths.layer / "upper")
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
-        ctx = await self._context()
-        async with self._working(spec.sandbox_id):
-            record = self._record(spec.sandbox_id)
+        ctx = self._ctx
+        async with self.working(spec.sandbox_id):
+            record = self._slots.record(spec.sandbox_id)
             suspended = record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER
             where = suspend_images(ctx, record)
             if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
                 thaw(ctx, record)
             elif suspended:
                 if memory and record.paused_to == DISK:
-                    await self._restore_in_place(ctx, record, where)
+                    await self.restore_in_place(record, where)
                 else:
                     await release_suspend_lock(ctx, record)
                     await off_loop(lambda: _wake_ahead.discard(
                         ctx.cgroups, ctx.paths(record.slot), record.slot, record.cgroup_path))
                     await cold_start(ctx, record, spec)
                 # The images are garbage now (on failure they stay, and get written).
-                self._flushes.drop(f"sandbox {spec.sandbox_id}")
+                self.drop_flush(spec.sandbox_id)
             if record.phase is SlotPhase.PAUSED:
                 record.move(SlotPhase.RUNNING)
             record.paused_to = None
@@ -170,19 +206,30 @@ class SuspendMixin(DurableMixin):
                                                       where.work))
             return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
 
+    def drop_flush(self, sandbox_id: str) -> None:
+        """The sandbox's suspend images are garbage: no point writing them to disk."""
+        self._flusher.drop(_flush_name(sandbox_id))
+
+    async def flushed(self, sandbox_id: str) -> None:
+        """Wait until the sandbox's last suspend is on disk (at once if it is, or if a
+        wake made writing it pointless)."""
+        await self._flusher.flushed(_flush_name(sandbox_id))
+
     def _delete_later(self, garbage: list[Path]) -> None:
         """Delete a resume's images off its path, after its record is saved: unlinking
         them frees their blocks, and that journal work made the record's rename wait
         2-3 ms."""
         if garbage:
             task = asyncio.ensure_future(off_loop(lambda: _discard.delete(garbage)))
-            self._teardowns.add(task)
-            task.add_done_callback(self._teardowns.discard)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
             task.add_done_callback(_log_failure)
 
-    async def _restore_in_place(self, ctx: Context, record: SlotRecord,
-                                where: Images) -> None:
-        criu = self._need_criu()
+    async def restore_in_place(self, record: SlotRecord, where: Images) -> None:
+        """Restore the slot's processes from ``where`` into the slot itself (a wake, a
+        roll-back); on failure its processes are stopped."""
+        ctx = self._ctx
+        criu = self.need_criu()
         await ensure_in_place(ctx, record)
         try:
             await restore(ctx, criu, record, where)

@@ -1,5 +1,5 @@
-"""``Checkpointable`` for the namespace backend: checkpoints, roll-backs and copies, on top
-of suspend and wake (``_suspending``).
+"""``Checkpointer``: checkpoints of the backend's sandboxes, roll-backs and copies, on top
+of the suspender's restore (``_suspender``).
 
 A checkpoint is taken from a frozen sandbox (files copied and memory dumped at the same
 instant) that then continues; ``restore`` rolls a sandbox back to one, ``create_from``
@@ -24,30 +24,31 @@ from bac_server.host import remove_tree, write_private
 from . import _stored
 from ._checkpoint import Images, copy_tree, dump, freeze, release_suspend_lock, remove_images, thaw
 from ._copies import start_copy
+from ._durable import Flusher
 from ._launch import off_loop
-from ._slot import SlotPhase, save_record
+from ._slot import FREEZER, SlotPhase, SlotRecord, save_record
 from ._slotops import cold_start, ensure_in_place, replace_upper, stop_processes
-from ._suspending import (
-    DISK,
-    FILESYSTEM,
-    FREEZER,
-    SuspendMixin,
-    prepare_checkpoints,
-    suspend_images,
-)
-
-__all__ = ["DISK", "FILESYSTEM", "FREEZER", "CheckpointMixin", "prepare_checkpoints"]
+from ._suspender import Suspender, suspend_images
+from ._table import SlotTable
 
 
-class CheckpointMixin(SuspendMixin):
-    """Mixed into ``NamespaceBackend``; relies on its slot table, locks and context."""
+def _flush_name(checkpoint_id: str) -> str:
+    return f"checkpoint {checkpoint_id}"
+
+
+class Checkpointer:
+    def __init__(self, slots: SlotTable, suspender: Suspender, flusher: Flusher) -> None:
+        self._slots = slots
+        self._ctx = slots.ctx
+        self._suspender = suspender
+        self._flusher = flusher
 
     async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
                          memory: bool) -> CheckpointInfo:
-        ctx = await self._context()
-        criu = self._need_criu() if memory else None
-        async with self._working(sandbox_id):
-            record = self._record(sandbox_id)
+        ctx = self._ctx
+        criu = self._suspender.need_criu() if memory else None
+        async with self._suspender.working(sandbox_id):
+            record = self._slots.record(sandbox_id)
             if record.phase is not SlotPhase.RUNNING and record.paused_to != FREEZER:
                 raise CheckpointFailed(f"sandbox {sandbox_id} is suspended; resume it to "
                                        "take a checkpoint")
@@ -74,21 +75,25 @@ class CheckpointMixin(SuspendMixin):
                 template_rootfs=record.template_rootfs, envd_bundle=record.envd_bundle,
                 layers=tuple(str(p) for p in record.layer_stack))
             meta = await off_loop(lambda: _stored.finish(ctx.config, work, meta))
-            self._flushes.request(f"checkpoint {checkpoint_id}",
+            self._flusher.request(_flush_name(checkpoint_id),
                                   _stored.root(ctx.config) / checkpoint_id)
             return meta.info()
 
-    async def delete_checkpoint(self, checkpoint_id: str) -> None:
-        ctx = await self._context()
+    async def flushed(self, checkpoint_id: str) -> None:
+        """Wait until the checkpoint is on disk (at once if it is)."""
+        await self._flusher.flushed(_flush_name(checkpoint_id))
+
+    async def delete(self, checkpoint_id: str) -> None:
+        ctx = self._ctx
         await off_loop(lambda: _stored.delete(ctx.config, checkpoint_id))
 
     async def restore(self, spec: SandboxSpec, checkpoint_id: str) -> SandboxEndpoint:
-        ctx = await self._context()
+        ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
-        async with self._working(spec.sandbox_id):
-            record = self._record(spec.sandbox_id)
-            self._flushes.drop(f"sandbox {spec.sandbox_id}")
+        async with self._suspender.working(spec.sandbox_id):
+            record = self._slots.record(spec.sandbox_id)
+            self._suspender.drop_flush(spec.sandbox_id)
             await stop_processes(ctx, record)
             await release_suspend_lock(ctx, record)
             remove_images(suspend_images(ctx, record))
@@ -97,7 +102,7 @@ class CheckpointMixin(SuspendMixin):
             if meta.memory:
                 # CRIU's logs go to the slot: the checkpoint itself is never written.
                 where = Images(stored.dump.images, ctx.paths(record.slot).root / "criu-work")
-                await self._restore_in_place(ctx, record, where)
+                await self._suspender.restore_in_place(record, where)
             else:
                 await cold_start(ctx, record, spec)
             if record.phase is SlotPhase.PAUSED:
@@ -108,18 +113,14 @@ class CheckpointMixin(SuspendMixin):
 
     async def create_from(self, spec: SandboxSpec, checkpoint_id: str, *,
                           source_token: str | None) -> SandboxEndpoint:
-        ctx = await self._context()
+        ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
-        criu = self._need_criu() if meta.memory else None
-        self._claim(ctx, spec.sandbox_id)
-        try:
-            with self._flushes.busy():
-                record = await start_copy(ctx, criu, stored, meta, spec,
-                                          source_token=source_token)
-        except BaseException:
-            ctx.claim_path(spec.sandbox_id).unlink(missing_ok=True)
-            raise
-        self._sandboxes[spec.sandbox_id] = record
-        return SandboxEndpoint(spec.sandbox_id, record.sandbox_address)
+        criu = self._suspender.need_criu() if meta.memory else None
 
+        async def make() -> SlotRecord:
+            with self._flusher.busy():
+                return await start_copy(ctx, criu, stored, meta, spec,
+                                        source_token=source_token)
+
+        return await self._slots.start(spec.sandbox_id, make)

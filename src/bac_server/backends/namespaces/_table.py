@@ -1,0 +1,152 @@
+"""``SlotTable``: the backend's live sandboxes, each a slot record bound to a sandbox id.
+
+The table holds the records of the sandboxes running or paused on this host (re-attached
+at start-up, added by a create), a lock per sandbox for the operations that change one,
+and the claims (one file per sandbox id, made with ``O_EXCL``) that keep two creates of
+one id apart, across processes too. A slot enters the table through ``start`` (a create
+from the warm pool or cold, a copy of a checkpoint) and leaves it through ``destroy``;
+the suspender and the checkpointer work on the records it holds, under its locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable
+
+from bac_server.backends.base import (
+    ResourceUsage,
+    SandboxEndpoint,
+    SandboxNotFound,
+    SandboxSetupError,
+    SandboxSpec,
+    SandboxStatus,
+)
+
+from ._context import Context
+from ._launch import assign, start_slot
+from ._pool import WarmPool
+from ._process import is_alive
+from ._recovery import PENDING_CLAIM
+from ._slot import DISK, FILESYSTEM, SlotPhase, SlotRecord, save_record
+from ._teardown import teardown, to_the_end
+from ._usage import UsageSampler
+from ._validate import validate
+
+_log = logging.getLogger(__name__)
+
+
+class SlotTable:
+    def __init__(self, ctx: Context, records: dict[str, SlotRecord], pool: WarmPool,
+                 tasks: set[asyncio.Future[None]]) -> None:
+        # ``tasks``: where the backend keeps work that its close() waits for (bounded).
+        self.ctx = ctx
+        self._records = records
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._pool = pool
+        self._tasks = tasks
+        self._usage = UsageSampler()
+
+    def record(self, sandbox_id: str) -> SlotRecord:
+        record = self._records.get(sandbox_id)
+        if record is None:
+            raise SandboxNotFound(f"sandbox {sandbox_id} not found")
+        return record
+
+    def lock(self, sandbox_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(sandbox_id, asyncio.Lock())
+
+    def ids(self) -> list[str]:
+        return sorted(self._records)
+
+    def endpoint(self, sandbox_id: str) -> SandboxEndpoint:
+        return SandboxEndpoint(sandbox_id, self.record(sandbox_id).sandbox_address)
+
+    def _claim(self, sandbox_id: str) -> None:
+        try:
+            fd = os.open(self.ctx.claim_path(sandbox_id),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileExistsError as exc:
+            raise SandboxSetupError(f"sandbox {sandbox_id} already exists") from exc
+        with os.fdopen(fd, "w") as handle:
+            handle.write(PENDING_CLAIM + self.ctx.owner)
+
+    async def start(self, sandbox_id: str,
+                    make: Callable[[], Awaitable[SlotRecord]]) -> SandboxEndpoint:
+        """Claim ``sandbox_id``, make its slot with ``make`` (which fails closed) and hold
+        it; the claim goes again when making fails."""
+        self._claim(sandbox_id)
+        try:
+            record = await make()
+        except BaseException:
+            self.ctx.claim_path(sandbox_id).unlink(missing_ok=True)
+            raise
+        self._records[sandbox_id] = record
+        return SandboxEndpoint(sandbox_id, record.sandbox_address)
+
+    async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
+        """A slot from the warm pool when one is ready, else a cold start."""
+        ctx = self.ctx
+        limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
+
+        async def make() -> SlotRecord:
+            try:
+                record = self._pool.take(spec.template)
+                if record is not None:
+                    try:
+                        await assign(ctx, record, spec, limits)
+                    except SandboxSetupError:
+                        _log.warning("pooled slot %s failed at hand-out; starting cold",
+                                     record.slot, exc_info=True)
+                        record = None
+                if record is None:
+                    record = await start_slot(ctx, spec.template, hostname=spec.sandbox_id,
+                                              limits=limits, pooled=False, preload=False)
+                    await assign(ctx, record, spec, limits)
+            finally:
+                self._pool.want(spec.template)  # refill (if pooling) after the hand-out
+            return record
+
+        return await self.start(spec.sandbox_id, make)
+
+    async def destroy(self, sandbox_id: str) -> SlotRecord | None:
+        """Tear the sandbox's slot down (idempotent); returns the record of the slot that
+        went, None when there was none."""
+        ctx = self.ctx
+        async with self.lock(sandbox_id):
+            record = self._records.get(sandbox_id)
+            if record is None:
+                slot = ctx.claimed_slot(sandbox_id)
+                record = ctx.load(slot) if slot and not slot.startswith(PENDING_CLAIM) else None
+            if record is None:
+                return None
+            if record.phase is not SlotPhase.DESTROYING:
+                record.move(SlotPhase.DESTROYING)
+                save_record(ctx.paths(record.slot), record)
+            # To the end even if the caller is cancelled (an expiry at shutdown); close()
+            # waits for it, so a stop never leaves a sandbox half torn down.
+            task = asyncio.ensure_future(teardown(ctx, record))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            try:
+                await to_the_end(task)
+            finally:
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    self._records.pop(sandbox_id, None)
+                    self._usage.forget(sandbox_id)
+        self._locks.pop(sandbox_id, None)
+        return record
+
+    def status(self, sandbox_id: str) -> SandboxStatus:
+        record = self.record(sandbox_id)
+        if record.phase is SlotPhase.PAUSED and record.paused_to in (DISK, FILESYSTEM):
+            return SandboxStatus.PAUSED  # its processes are on disk or gone by design
+        if not is_alive(record.init_pid, record.init_start):
+            return SandboxStatus.STOPPED
+        if record.phase is SlotPhase.PAUSED or self.ctx.cgroups.is_frozen(record.cgroup_path):
+            return SandboxStatus.PAUSED
+        return SandboxStatus.RUNNING
+
+    async def usage(self, sandbox_id: str) -> ResourceUsage:
+        return await self._usage.sample(self.ctx, sandbox_id, self.record(sandbox_id))
