@@ -20,9 +20,25 @@ from bac._code_results import (
     OutputMessage,
     Result,
 )
-from bac._command_handle import AsyncCommandHandle, OutputHandler
-from bac._commands import AsyncCommands
 from bac._config import ConnectionConfig, ConnectionOpts
+from bac._envd import (
+    AsyncCommandHandle,
+    AsyncCommands,
+    AsyncFileStream,
+    AsyncFilesystem,
+    AsyncPty,
+    AsyncWatchHandle,
+    CommandHandle,
+    Commands,
+    Filesystem,
+    OutputHandler,
+    Pty,
+    Signature,
+    WatchHandle,
+    WriteData,
+    WriteEntry,
+    sign,
+)
 from bac._errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -41,7 +57,6 @@ from bac._errors import (
     ServerUnreachableError,
     TimeoutError,
 )
-from bac._files import AsyncFilesystem
 from bac._lifecycle import Lifecycle
 from bac._models import (
     CommandResult,
@@ -58,19 +73,9 @@ from bac._models import (
 )
 from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
-from bac._pty import AsyncPty
 from bac._sandbox import AsyncSandbox
 from bac._saving import Checkpoint, SnapshotInfo
-from bac._signature import Signature, sign
-from bac._sync import (
-    CommandHandle,
-    Commands,
-    Filesystem,
-    Pty,
-    Sandbox,
-    SandboxPaginator,
-    WatchHandle,
-)
+from bac._sync import Sandbox, SandboxPaginator
 from bac._template import (
     AsyncTemplates,
     BaseRef,
@@ -90,9 +95,7 @@ from bac._template import (
     TemplateTag,
     classify_from,
 )
-from bac._transfer import AsyncFileStream, WriteData, WriteEntry
 from bac._version import __version__
-from bac._watch import AsyncWatchHandle
 
 __all__ = [
     "AlreadyExistsError",

@@ -36,7 +36,7 @@ from bac._code_results import (
     Result,
 )
 from bac._config import ConnectionConfig
-from bac._envd_errors import PORT_CLOSED, SANDBOX_GONE
+from bac._envd import PORT_CLOSED, SANDBOX_GONE
 from bac._version import USER_AGENT
 
 CODE_PORT = 49999

@@ -24,18 +24,22 @@ from bac import _saving as saving
 from bac._api import ApiClient
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
-from bac._commands import AsyncCommands
 from bac._config import ConnectionConfig, ConnectionOpts
 from bac._dual import dual_method
-from bac._envd import EnvdConnection
-from bac._files import AsyncFilesystem
+from bac._envd import (
+    AsyncCommands,
+    AsyncFilesystem,
+    AsyncPty,
+    EnvdConnection,
+    Operation,
+    file_url,
+    sign,
+)
 from bac._lifecycle import Lifecycle, lifecycle_body
 from bac._models import SandboxInfo, SandboxQuery
 from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
-from bac._pty import AsyncPty
 from bac._saving import Checkpoint, SnapshotInfo
-from bac._signature import Operation, file_url, sign
 
 DEFAULT_TEMPLATE = "base"
 DEFAULT_TIMEOUT = 300

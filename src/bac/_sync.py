@@ -14,6 +14,7 @@ from bac._code import DEFAULT_RUN_TIMEOUT, Callback
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts
 from bac._dual import dual_method
+from bac._envd import Commands, Filesystem, Pty
 from bac._lifecycle import Lifecycle
 from bac._models import SandboxInfo, SandboxQuery
 from bac._network import NetworkOpts
@@ -21,18 +22,6 @@ from bac._paginator import AsyncSandboxPaginator
 from bac._portal import PORTAL
 from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox
 from bac._saving import Checkpoint, SnapshotInfo
-from bac._sync_files import Filesystem, WatchHandle
-from bac._sync_modules import CommandHandle, Commands, Pty
-
-__all__ = [
-    "CommandHandle",
-    "Commands",
-    "Filesystem",
-    "Pty",
-    "Sandbox",
-    "SandboxPaginator",
-    "WatchHandle",
-]
 
 
 class SandboxPaginator:

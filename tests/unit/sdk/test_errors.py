@@ -14,7 +14,7 @@ from connectrpc.errors import ConnectError
 import bac
 from bac import _errors as e
 from bac._api import api_error
-from bac._envd_errors import http_error, plain_http_error, rpc_error, translate
+from bac._envd._errors import http_error, plain_http_error, rpc_error, translate
 
 
 def _response(status: int, body: object, content_type: str = "application/json") -> httpx.Response:

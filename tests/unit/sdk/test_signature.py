@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from e2b.sandbox.signature import get_signature
 
-from bac._signature import file_url, sign
+from bac._envd._signature import file_url, sign
 
 CASES = [
     ("/home/user/a.txt", "read", None, "tok", None),

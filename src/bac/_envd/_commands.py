@@ -12,9 +12,9 @@ from typing import Any, Literal, NoReturn, overload
 from protobuf import Oneof
 
 from bac import _errors as e
-from bac._command_handle import AsyncCommandHandle, OutputHandler
-from bac._envd import EnvdConnection, timeout_ms
-from bac._envd_errors import reraise
+from bac._envd._command_handle import AsyncCommandHandle, OutputHandler
+from bac._envd._connection import EnvdConnection, timeout_ms
+from bac._envd._errors import reraise
 from bac._models import CommandResult, ProcessInfo
 from bac_protocol.envd import process_pb
 

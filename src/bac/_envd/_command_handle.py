@@ -18,8 +18,8 @@ from typing import Any, Protocol, TypeVar
 from protobuf import Oneof
 
 from bac import _errors as e
-from bac._envd import await_opening
-from bac._envd_errors import HealthProbe, translate
+from bac._envd._connection import await_opening
+from bac._envd._errors import HealthProbe, translate
 from bac._models import CommandResult
 
 T = TypeVar("T")

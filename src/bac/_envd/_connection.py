@@ -19,7 +19,7 @@ from pyqwest import Client, Request, Response, Transport, WriteError, get_defaul
 
 from bac import _errors as e
 from bac._config import ENVD_PORT, ConnectionConfig
-from bac._envd_errors import SANDBOX_GONE, http_error, plain_http_error
+from bac._envd._errors import SANDBOX_GONE, http_error, plain_http_error
 from bac._version import USER_AGENT
 from bac_protocol.envd import filesystem_connect, process_connect
 

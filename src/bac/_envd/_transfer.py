@@ -14,8 +14,8 @@ from typing import IO, Any, Literal, TypedDict, cast, overload
 import httpx
 
 from bac import _errors as e
-from bac._envd import EnvdConnection
-from bac._envd_errors import http_error
+from bac._envd._connection import EnvdConnection
+from bac._envd._errors import http_error
 from bac._models import FileType, WriteInfo
 
 CHUNK = 1 << 20

@@ -11,9 +11,9 @@ from typing import Any
 from protobuf import Oneof
 
 from bac import _errors as e
-from bac._command_handle import OutputHandler
-from bac._envd import await_opening
-from bac._envd_errors import HealthProbe, translate
+from bac._envd._command_handle import OutputHandler
+from bac._envd._connection import await_opening
+from bac._envd._errors import HealthProbe, translate
 from bac._models import EntryInfo, FilesystemEvent, FilesystemEventType, FileType
 
 _EVENT_TYPES = {

@@ -7,9 +7,9 @@ PTY too, so Ctrl-C (``b"\\x03"``) and Ctrl-D (``b"\\x04"``) work as on a real te
 
 from __future__ import annotations
 
-from bac._command_handle import AsyncCommandHandle, OutputHandler
-from bac._commands import AsyncCommands, selector
-from bac._envd import EnvdConnection, timeout_ms
+from bac._envd._command_handle import AsyncCommandHandle, OutputHandler
+from bac._envd._commands import AsyncCommands, selector
+from bac._envd._connection import EnvdConnection, timeout_ms
 from bac._models import PtySize
 from bac_protocol.envd import process_pb
 

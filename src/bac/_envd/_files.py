@@ -1,7 +1,7 @@
 """The sandbox's filesystem (``sandbox.files``).
 
 Relative paths are resolved by envd against the user's home directory; ``~`` works.
-Contents move over HTTP (:mod:`bac._transfer`); everything else is a Connect RPC.
+Contents move over HTTP (:mod:`bac._envd._transfer`); everything else is a Connect RPC.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any, Literal, NoReturn, overload
 
 from bac import _errors as e
-from bac._command_handle import OutputHandler
-from bac._envd import EnvdConnection, timeout_ms
-from bac._envd_errors import reraise
+from bac._envd._command_handle import OutputHandler
+from bac._envd._connection import EnvdConnection, timeout_ms
+from bac._envd._errors import reraise
+from bac._envd._transfer import AsyncFileStream, WriteData, WriteEntry, read, write_files
+from bac._envd._watch import AsyncWatchHandle, entry_info
 from bac._models import EntryInfo, FilesystemEvent, WriteInfo
-from bac._transfer import AsyncFileStream, WriteData, WriteEntry, read, write_files
-from bac._watch import AsyncWatchHandle, entry_info
 from bac_protocol.envd import filesystem_pb
 
 DEFAULT_WATCH_TIMEOUT = 60.0
