@@ -103,7 +103,7 @@ def _with_keys(data_dir: Path | str | None, use: Callable[[KeyService], Awaitabl
     async def run() -> T:
         store = await _open_store(config)
         try:
-            return await use(KeyService(store))
+            return await use(KeyService(store.keys))
         except ControlError as exc:
             raise ValueError(str(exc)) from exc
         finally:

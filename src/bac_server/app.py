@@ -101,8 +101,8 @@ async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend
     collector = StorageCollector(templates, data_dir=config.data_dir,
                                  grace_s=config.gc_grace_s)
     await asyncio.to_thread(collector.register)
-    return TemplateGc(gc_store=store, build_store=store, upload_store=store, backend=backend,
-                      collector=collector,
+    return TemplateGc(gc_store=store.gc, build_store=store.builds, upload_store=store.uploads,
+                      backend=backend, collector=collector,
                       uploads_root=config.data_dir / "template-uploads",
                       settings=GcSettings(interval_s=config.gc_interval_s,
                                           grace_s=config.gc_grace_s,
@@ -122,30 +122,32 @@ def create_app(config: ServerConfig) -> ASGIApp:
         backend = build_backend(config)
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
-            backend=backend, images=templates, catalog_store=store, build_store=store,
-            root=config.data_dir / "start-snapshots", enabled=config.start_snapshots,
+            backend=backend, images=templates, catalog_store=store.catalog,
+            build_store=store.builds, root=config.data_dir / "start-snapshots",
+            enabled=config.start_snapshots,
             ready_bound_s=config.start_snapshot_ready_s, pool_size=config.start_snapshot_pool)
         template_services = TemplateServices.create(
-            catalog_store=store, build_store=store, upload_store=store,
+            catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,
             images=templates, limits=limits_of(config),
             engine=BuildEngine(templates, backend) if isinstance(backend, Builder) else None,
             uploads_dir=config.data_dir / "template-uploads",
             max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds,
             start_snapshots=start_snapshots)
         if config.upload_quota_mb > 0:
-            template_services.uploads.quota = UploadQuota(store, config.upload_quota_mb << 20)
+            template_services.uploads.quota = UploadQuota(
+                store.uploads, config.upload_quota_mb << 20)
         gc = await build_gc(config, store, backend, templates)
         template_services.catalog.on_delete = gc.soon
-        ended = await template_services.start(store)
+        ended = await template_services.start(store.gc)
         if ended:
             log.warning("%d template builds were interrupted by the restart", len(ended))
         plane = ControlPlane(
             backend=backend,
             templates=template_services.resolver,
-            key_store=store,
-            sandbox_store=store,
-            metric_store=store,
-            checkpoint_store=store,
+            key_store=store.keys,
+            sandbox_store=store.sandboxes,
+            metric_store=store.metrics,
+            checkpoint_store=store.checkpoints,
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,

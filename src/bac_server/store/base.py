@@ -34,8 +34,32 @@ class StoreConflict(StoreError):
     """The row to insert already exists."""
 
 
-class Store(KeyStore, SandboxStore, MetricStore, CheckpointStore, CatalogStore, BuildStore,
-            UploadStore, GcStore, Protocol):
-    """Durable state of the control plane: every interface, and closing the database."""
+class Store(Protocol):
+    """Durable state of the control plane: one database serving every interface, opened
+    and closed as a whole by the composition root."""
+
+    @property
+    def keys(self) -> KeyStore: ...
+
+    @property
+    def sandboxes(self) -> SandboxStore: ...
+
+    @property
+    def metrics(self) -> MetricStore: ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore: ...
+
+    @property
+    def catalog(self) -> CatalogStore: ...
+
+    @property
+    def builds(self) -> BuildStore: ...
+
+    @property
+    def uploads(self) -> UploadStore: ...
+
+    @property
+    def gc(self) -> GcStore: ...
 
     async def close(self) -> None: ...

@@ -192,11 +192,12 @@ async def test_deleting_a_template_starts_a_background_pass(root: Path,
     layer and manifest; nothing else needs them."""
     base = publish(root, "base0")
     digest = manifest(root, base, publish(root, "own"))
-    gc = TemplateGc(gc_store=store, build_store=store, upload_store=store,
+    gc = TemplateGc(gc_store=store.gc, build_store=store.builds, upload_store=store.uploads,
                     backend=NamespaceBackend(NamespaceConfig(data_dir=root)),
                     collector=collector(root), uploads_root=root / "template-uploads",
                     settings=GcSettings(interval_s=3600, grace_s=0, settle_s=0))
-    catalog = TemplateCatalog(catalog_store=store, build_store=store, limits=Limits())
+    catalog = TemplateCatalog(catalog_store=store.catalog, build_store=store.builds,
+                              limits=Limits())
     catalog.on_delete = gc.soon
     team = Team("team", "team")
     await catalog.request_build(team, "app", tags=[], cpu_count=None, memory_mb=None)
@@ -217,22 +218,22 @@ async def test_the_store_names_the_builds_something_can_still_start(store: SqlSt
     paused sandbox, by an ended one that left a snapshot, or by a create with no row yet;
     not an untagged build's, nor one pinned only by an ended sandbox."""
     now = datetime.now(UTC)
-    await store.ensure_team("team")
-    await store.add_template(TemplateRecord("tpl", "team", "app", False, now, now))
+    await store.keys.ensure_team("team")
+    await store.catalog.add_template(TemplateRecord("tpl", "team", "app", False, now, now))
     for build_id, digest, tags in (("tagged", "d1", ("default",)), ("untagged", "d2", ("v1",))):
-        await store.add_build(BuildRecord(build_id, "tpl", "team", "building", now, now,
-                                          tags=tags))
-        await store.finish_build(build_id, status="ready", at=now, from_states=["building"],
-                                 digest=digest)
-    await store.delete_tags("tpl", ["v1"])
+        await store.builds.add_build(BuildRecord(build_id, "tpl", "team", "building", now, now,
+                                                 tags=tags))
+        await store.builds.finish_build(build_id, status="ready", at=now, from_states=["building"],
+                                        digest=digest)
+    await store.catalog.delete_tags("tpl", ["v1"])
     for sandbox_id, state, digest in (("run", "running", "d3"), ("pause", "paused", "d4"),
                                       ("dead", "killed", "d5"), ("saved", "killed", "d6")):
-        await store.insert_sandbox(SandboxRecord(
+        await store.sandboxes.insert_sandbox(SandboxRecord(
             sandbox_id, "team", "tpl", None, state, now, now + timedelta(minutes=5), 2, 512,
             1024, "token", None), EventRecord(sandbox_id, "team", now, "created", "", "info"))
-        await store.pin_sandbox(SandboxPin(sandbox_id, "tpl", "tagged", digest))
-    await store.add_checkpoint(CheckpointRecord("snap", "team", "saved", "snapshot", None, now,
-                                                1, True, "tpl", "token", 2, 512))
-    await store.pin_sandbox(SandboxPin("creating", "tpl", "tagged", "d7"))
-    assert await store.live_digests([s.value for s in LIVE_STATES]) == {
+        await store.catalog.pin_sandbox(SandboxPin(sandbox_id, "tpl", "tagged", digest))
+    await store.checkpoints.add_checkpoint(CheckpointRecord(
+        "snap", "team", "saved", "snapshot", None, now, 1, True, "tpl", "token", 2, 512))
+    await store.catalog.pin_sandbox(SandboxPin("creating", "tpl", "tagged", "d7"))
+    assert await store.gc.live_digests([s.value for s in LIVE_STATES]) == {
         "d1", "d3", "d4", "d6", "d7"}

@@ -17,7 +17,7 @@ SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 async def test_key_lifecycle(tmp_path: Path) -> None:
     """A new key authenticates as its team, is stored only as a hash, and stops at revoke."""
     store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'db'}", SEALER)
-    keys = KeyService(store)
+    keys = KeyService(store.keys)
     key = await keys.create("acme", "ci")
     assert key.startswith("e2b_") and len(key) == 44
     assert (await keys.authenticate(key)).name == "acme"
@@ -35,7 +35,7 @@ async def test_key_lifecycle(tmp_path: Path) -> None:
 async def test_missing_and_unknown_keys(tmp_path: Path) -> None:
     """No key and a wrong key are both Unauthenticated, with different messages."""
     store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'db'}", SEALER)
-    keys = KeyService(store)
+    keys = KeyService(store.keys)
     with pytest.raises(Unauthenticated, match="missing"):
         await keys.authenticate(None)
     with pytest.raises(Unauthenticated, match="invalid"):

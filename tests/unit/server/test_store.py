@@ -86,22 +86,23 @@ async def test_newer_database_is_refused(tmp_path: Path) -> None:
 async def test_sandbox_rows_round_trip_and_update(tmp_path: Path) -> None:
     """A sandbox row comes back equal; updates change state/end and append events."""
     store = await SqlStore.open(_url(tmp_path), SEALER)
-    await store.ensure_team("team")
-    await store.insert_sandbox(_sandbox(), _event())
-    assert await store.get_sandbox("abc") == _sandbox()
+    await store.keys.ensure_team("team")
+    await store.sandboxes.insert_sandbox(_sandbox(), _event())
+    assert await store.sandboxes.get_sandbox("abc") == _sandbox()
     with pytest.raises(StoreConflict):
-        await store.insert_sandbox(_sandbox(), _event())
+        await store.sandboxes.insert_sandbox(_sandbox(), _event())
     later = NOW + timedelta(hours=1)
-    await store.update_sandbox("abc", state="killed", end_at=later, ended_at=later,
-                               event=_event(kind="killed", at=later))
-    row = await store.get_sandbox("abc")
+    await store.sandboxes.update_sandbox("abc", state="killed", end_at=later, ended_at=later,
+                                         event=_event(kind="killed", at=later))
+    row = await store.sandboxes.get_sandbox("abc")
     assert row is not None and (row.state, row.end_at, row.ended_at) == ("killed", later, later)
-    assert await store.sandboxes_in_states(["running"]) == []
-    kinds = [e.kind for e in await store.events("abc", since=None, limit=10, newest_first=False)]
+    assert await store.sandboxes.sandboxes_in_states(["running"]) == []
+    logged = await store.sandboxes.events("abc", since=None, limit=10, newest_first=False)
+    kinds = [e.kind for e in logged]
     assert kinds == ["created", "killed"]
-    newest = await store.events("abc", since=None, limit=1, newest_first=True)
+    newest = await store.sandboxes.events("abc", since=None, limit=1, newest_first=True)
     assert [e.kind for e in newest] == ["killed"]
-    assert await store.events("abc", since=later, limit=10, newest_first=False) == [
+    assert await store.sandboxes.events("abc", since=later, limit=10, newest_first=False) == [
         _event(kind="killed", at=later)
     ]
     await store.close()
@@ -110,11 +111,11 @@ async def test_sandbox_rows_round_trip_and_update(tmp_path: Path) -> None:
 async def test_state_survives_reopening(tmp_path: Path) -> None:
     """What one store instance committed, the next (after a restart) reads."""
     store = await SqlStore.open(_url(tmp_path), SEALER)
-    await store.ensure_team("team")
-    await store.insert_sandbox(_sandbox("one"), _event("one"))
+    await store.keys.ensure_team("team")
+    await store.sandboxes.insert_sandbox(_sandbox("one"), _event("one"))
     await store.close()
     again = await SqlStore.open(_url(tmp_path), SEALER)
-    assert [s.sandbox_id for s in await again.sandboxes_in_states(["running"])] == ["one"]
+    assert [s.sandbox_id for s in await again.sandboxes.sandboxes_in_states(["running"])] == ["one"]
     await again.close()
 
 
@@ -125,28 +126,29 @@ async def test_metrics_range_and_prune(tmp_path: Path) -> None:
         MetricRecord("abc", NOW + timedelta(seconds=i), 2, 1.5 * i, i, 100, 0, 10, 1000)
         for i in range(5)
     ]
-    await store.add_metrics(samples)
-    assert await store.metrics("abc", None, None) == samples
-    window = await store.metrics("abc", NOW + timedelta(seconds=1), NOW + timedelta(seconds=3))
+    await store.metrics.add_metrics(samples)
+    assert await store.metrics.metrics("abc", None, None) == samples
+    window = await store.metrics.metrics("abc", NOW + timedelta(seconds=1),
+                                         NOW + timedelta(seconds=3))
     assert window == samples[1:4]
-    assert await store.prune_metrics(NOW + timedelta(seconds=2)) == 2
-    assert await store.metrics("abc", None, None) == samples[2:]
+    assert await store.metrics.prune_metrics(NOW + timedelta(seconds=2)) == 2
+    assert await store.metrics.metrics("abc", None, None) == samples[2:]
     await store.close()
 
 
 async def test_api_keys_by_hash_and_revocation(tmp_path: Path) -> None:
     """Keys are found by hash, listed with their team, and revoked by id or prefix."""
     store = await SqlStore.open(_url(tmp_path), SEALER)
-    team = await store.ensure_team("acme")
-    assert (await store.ensure_team("acme")).team_id == team.team_id
+    team = await store.keys.ensure_team("acme")
+    assert (await store.keys.ensure_team("acme")).team_id == team.team_id
     key = ApiKeyRecord("id1", team.team_id, "ci", "h" * 64, "e2b_abcd", NOW)
-    await store.add_api_key(key)
-    assert await store.find_api_key("h" * 64) == key
-    assert await store.find_api_key("x" * 64) is None
-    listed = await store.list_api_keys()
+    await store.keys.add_api_key(key)
+    assert await store.keys.find_api_key("h" * 64) == key
+    assert await store.keys.find_api_key("x" * 64) is None
+    listed = await store.keys.list_api_keys()
     assert [(k.key_id, t.name) for k, t in listed] == [("id1", "acme")]
-    assert await store.revoke_api_key("e2b_abcd", NOW) == 1
-    assert await store.revoke_api_key("id1", NOW) == 0
-    found = await store.find_api_key("h" * 64)
+    assert await store.keys.revoke_api_key("e2b_abcd", NOW) == 1
+    assert await store.keys.revoke_api_key("id1", NOW) == 0
+    found = await store.keys.find_api_key("h" * 64)
     assert found is not None and found.revoked_at == NOW
     await store.close()

@@ -32,21 +32,22 @@ async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> N
     store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
     try:
         first = _checkpoint("c1", size=10)
-        await store.add_checkpoint(first)
-        await store.add_checkpoint(_checkpoint("c2", kind="snapshot", name="snap", size=20,
-                                               at=NOW + timedelta(seconds=1)))
-        await store.add_checkpoint(_checkpoint("c3", team="other", size=1000))
+        await store.checkpoints.add_checkpoint(first)
+        await store.checkpoints.add_checkpoint(_checkpoint(
+            "c2", kind="snapshot", name="snap", size=20, at=NOW + timedelta(seconds=1)))
+        await store.checkpoints.add_checkpoint(_checkpoint("c3", team="other", size=1000))
         with pytest.raises(StoreConflict):
-            await store.add_checkpoint(first)
-        assert await store.get_checkpoint("c1") == first
-        assert [c.checkpoint_id for c in await store.list_checkpoints("team")] == ["c1", "c2"]
-        assert [c.checkpoint_id for c in await store.list_checkpoints(
+            await store.checkpoints.add_checkpoint(first)
+        assert await store.checkpoints.get_checkpoint("c1") == first
+        listed = await store.checkpoints.list_checkpoints("team")
+        assert [c.checkpoint_id for c in listed] == ["c1", "c2"]
+        assert [c.checkpoint_id for c in await store.checkpoints.list_checkpoints(
             "team", kind="snapshot", name="snap")] == ["c2"]
-        assert await store.list_checkpoints("team", sandbox_id="zzz") == []
-        assert await store.checkpoint_bytes("team") == 30
-        assert await store.delete_checkpoint("c1") is True
-        assert await store.delete_checkpoint("c1") is False
-        assert await store.checkpoint_bytes("team") == 20
+        assert await store.checkpoints.list_checkpoints("team", sandbox_id="zzz") == []
+        assert await store.checkpoints.checkpoint_bytes("team") == 30
+        assert await store.checkpoints.delete_checkpoint("c1") is True
+        assert await store.checkpoints.delete_checkpoint("c1") is False
+        assert await store.checkpoints.checkpoint_bytes("team") == 20
     finally:
         await store.close()
 
@@ -60,11 +61,11 @@ async def test_lifecycle_settings_are_kept(tmp_path: Path) -> None:
             state="running", started_at=NOW, end_at=NOW + timedelta(minutes=5), cpu_count=2,
             memory_mb=512, disk_mb=1024, envd_access_token="tok", traffic_access_token=None,
             lifecycle={"on_timeout": "pause", "auto_resume": True})
-        await store.ensure_team("team")
-        await store.insert_sandbox(row)
-        assert (await store.get_sandbox("abc")) == row
-        await store.update_sandbox("abc", lifecycle={"paused_as": "disk"})
-        found = await store.get_sandbox("abc")
+        await store.keys.ensure_team("team")
+        await store.sandboxes.insert_sandbox(row)
+        assert (await store.sandboxes.get_sandbox("abc")) == row
+        await store.sandboxes.update_sandbox("abc", lifecycle={"paused_as": "disk"})
+        found = await store.sandboxes.get_sandbox("abc")
         assert found == dataclasses.replace(row, lifecycle={"paused_as": "disk"})
     finally:
         await store.close()

@@ -58,12 +58,12 @@ async def test_secrets_are_sealed_in_the_rows_and_on_disk(tmp_path: Path) -> Non
     or traffic token; the store itself reads the records back unchanged."""
     db = tmp_path / "bac.db"
     store = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
-    await store.ensure_team("team")
-    await store.insert_sandbox(_sandbox())
-    await store.add_checkpoint(_checkpoint())
-    await store.update_sandbox("sbx1", state="paused")
-    assert await store.get_sandbox("sbx1") == replace(_sandbox(), state="paused")
-    assert await store.get_checkpoint("ck1") == _checkpoint()
+    await store.keys.ensure_team("team")
+    await store.sandboxes.insert_sandbox(_sandbox())
+    await store.checkpoints.add_checkpoint(_checkpoint())
+    await store.sandboxes.update_sandbox("sbx1", state="paused")
+    assert await store.sandboxes.get_sandbox("sbx1") == replace(_sandbox(), state="paused")
+    assert await store.checkpoints.get_checkpoint("ck1") == _checkpoint()
     on_disk = _bytes_on_disk(db)
     await store.close()
     assert b"sbx1" in on_disk  # the probe does see the rows
@@ -77,13 +77,13 @@ async def test_another_key_or_a_moved_value_does_not_open(tmp_path: Path) -> Non
     db = tmp_path / "bac.db"
     sealer = Sealer(Sealer.new_key())
     store = await SqlStore.open(_url(db), sealer)
-    await store.ensure_team("team")
-    await store.insert_sandbox(_sandbox("one"))
-    await store.insert_sandbox(replace(_sandbox("two"), envd_access_token="f" * 32))
+    await store.keys.ensure_team("team")
+    await store.sandboxes.insert_sandbox(_sandbox("one"))
+    await store.sandboxes.insert_sandbox(replace(_sandbox("two"), envd_access_token="f" * 32))
     await store.close()
     other = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
     with pytest.raises(SealError, match="does not open"):
-        await other.get_sandbox("one")
+        await other.sandboxes.get_sandbox("one")
     await other.close()
     engine = open_engine(_url(db))
     async with engine.begin() as conn:
@@ -92,9 +92,9 @@ async def test_another_key_or_a_moved_value_does_not_open(tmp_path: Path) -> Non
             "sandboxes WHERE sandbox_id = 'one') WHERE sandbox_id = 'two'")
     await engine.dispose()
     store = await SqlStore.open(_url(db), sealer)
-    assert await store.get_sandbox("one") == _sandbox("one")
+    assert await store.sandboxes.get_sandbox("one") == _sandbox("one")
     with pytest.raises(SealError, match=r"sandboxes\.envd_access_token:two"):
-        await store.get_sandbox("two")
+        await store.sandboxes.get_sandbox("two")
     await store.close()
 
 
@@ -131,8 +131,8 @@ async def test_plaintext_rows_of_an_older_server_are_sealed_and_scrubbed(
     await _version_3_database(db)
     assert SECRET.encode() in _bytes_on_disk(db)  # the probe finds it before
     store = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
-    sandbox = await store.get_sandbox("old")
-    checkpoint = await store.get_checkpoint("ck")
+    sandbox = await store.sandboxes.get_sandbox("old")
+    checkpoint = await store.checkpoints.get_checkpoint("ck")
     on_disk = _bytes_on_disk(db)
     await store.close()
     assert sandbox is not None and checkpoint is not None
@@ -153,7 +153,7 @@ async def test_database_files_are_private(tmp_path: Path) -> None:
     in the database's place is refused."""
     db = tmp_path / "bac.db"
     store = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
-    await store.ensure_team("team")
+    await store.keys.ensure_team("team")
     modes = _modes(tmp_path)
     await store.close()
     assert {"bac.db", "bac.db-wal", "bac.db-shm"} <= modes.keys()

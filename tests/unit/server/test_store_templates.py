@@ -48,79 +48,82 @@ def _build(build_id: str, *, at: datetime = NOW, tags: tuple[str, ...] = ("defau
 async def test_names_are_unique_per_team_and_visibility(store: SqlStore) -> None:
     """A team cannot have two templates of one name, another team can; a team sees its own
     templates and the public ones only."""
-    await store.add_template(_template("t1"))
+    await store.catalog.add_template(_template("t1"))
     with pytest.raises(StoreConflict):
-        await store.add_template(_template("t2"))
-    await store.add_template(_template("t3", team="beta"))
-    await store.add_template(_template("t4", team="beta", name="shared", public=True))
-    assert [t.template_id for t in await store.visible_templates("alpha")] == ["t1", "t4"]
-    assert await store.update_template("t1", at=NOW, public=True)
-    assert [t.template_id for t in await store.visible_templates("beta")] == ["t1", "t3", "t4"]
+        await store.catalog.add_template(_template("t2"))
+    await store.catalog.add_template(_template("t3", team="beta"))
+    await store.catalog.add_template(_template("t4", team="beta", name="shared", public=True))
+    assert [t.template_id for t in await store.catalog.visible_templates("alpha")] == ["t1", "t4"]
+    assert await store.catalog.update_template("t1", at=NOW, public=True)
+    beta = await store.catalog.visible_templates("beta")
+    assert [t.template_id for t in beta] == ["t1", "t3", "t4"]
 
 
 async def test_later_build_keeps_the_tag_when_an_earlier_one_ends_after_it(
         store: SqlStore) -> None:
     """Tags go to a build only when it ends ready, and never from a later build to an
     earlier one; the taker's resources become the template's defaults."""
-    await store.add_template(_template("t1"))
-    await store.add_build(_build("early", cpu=1))
-    await store.add_build(_build("late", at=NOW + timedelta(seconds=1), cpu=4))
+    await store.catalog.add_template(_template("t1"))
+    await store.builds.add_build(_build("early", cpu=1))
+    await store.builds.add_build(_build("late", at=NOW + timedelta(seconds=1), cpu=4))
     for build_id in ("early", "late"):
-        assert await store.start_build(build_id, from_states=["waiting"], status="building",
-                                       at=NOW, recipe={"steps": []})
-    assert await store.finish_build("late", status="ready", at=NOW, digest="d2",
-                                    from_states=["building"]) == ["default"]
-    assert await store.finish_build("early", status="ready", at=NOW, digest="d1",
-                                    from_states=["building"]) == []
-    assert [(t.tag, t.build_id) for t in await store.list_tags("t1")] == [("default", "late")]
-    template = await store.get_template("t1")
+        assert await store.builds.start_build(build_id, from_states=["waiting"], status="building",
+                                              at=NOW, recipe={"steps": []})
+    assert await store.builds.finish_build("late", status="ready", at=NOW, digest="d2",
+                                           from_states=["building"]) == ["default"]
+    assert await store.builds.finish_build("early", status="ready", at=NOW, digest="d1",
+                                           from_states=["building"]) == []
+    tags = await store.catalog.list_tags("t1")
+    assert [(t.tag, t.build_id) for t in tags] == [("default", "late")]
+    template = await store.catalog.get_template("t1")
     assert template is not None and template.cpu_count == 4 and template.build_count == 2
     # A build that already ended cannot end again (compare and set).
-    assert await store.finish_build("late", status="error", at=NOW, reason="x",
-                                    from_states=["waiting", "building"]) == []
+    assert await store.builds.finish_build("late", status="error", at=NOW, reason="x",
+                                           from_states=["waiting", "building"]) == []
 
 
 async def test_restart_fails_unfinished_builds(store: SqlStore) -> None:
     """Waiting and building builds end in error with the reason; finished ones are kept."""
-    await store.add_template(_template("t1"))
+    await store.catalog.add_template(_template("t1"))
     for build_id in ("a", "b", "c"):
-        await store.add_build(_build(build_id))
-    await store.start_build("b", from_states=["waiting"], status="building", at=NOW)
-    await store.start_build("c", from_states=["waiting"], status="building", at=NOW)
-    await store.finish_build("c", status="ready", at=NOW, digest="d", from_states=["building"])
-    assert sorted(await store.fail_unfinished_builds("server restarted", NOW)) == ["a", "b"]
-    build = await store.get_build("b")
+        await store.builds.add_build(_build(build_id))
+    await store.builds.start_build("b", from_states=["waiting"], status="building", at=NOW)
+    await store.builds.start_build("c", from_states=["waiting"], status="building", at=NOW)
+    await store.builds.finish_build("c", status="ready", at=NOW, digest="d",
+                                    from_states=["building"])
+    assert sorted(await store.builds.fail_unfinished_builds("server restarted", NOW)) == ["a", "b"]
+    build = await store.builds.get_build("b")
     assert build is not None and (build.status, build.reason) == ("error", "server restarted")
 
 
 async def test_logs_page_filter_and_delete_with_template(store: SqlStore) -> None:
     """Logs come back in order from an offset, filtered by level, and go with the template."""
-    await store.add_template(_template("t1"))
-    await store.add_build(_build("b"))
-    await store.add_build_logs([
+    await store.catalog.add_template(_template("t1"))
+    await store.builds.add_build(_build("b"))
+    await store.builds.add_build_logs([
         BuildLogRecord("b", i, NOW, "error" if i % 3 == 0 else "info", f"line {i}", "1")
         for i in range(10)])
-    assert [e.seq for e in await store.build_logs("b", offset=2, limit=3)] == [2, 3, 4]
-    assert [e.seq for e in await store.build_logs("b", limit=10, levels=["error"])] == [
+    assert [e.seq for e in await store.builds.build_logs("b", offset=2, limit=3)] == [2, 3, 4]
+    assert [e.seq for e in await store.builds.build_logs("b", limit=10, levels=["error"])] == [
         0, 3, 6, 9]
-    assert [e.seq for e in await store.build_logs("b", limit=2, newest_first=True)] == [9, 8]
-    await store.set_tags("t1", ["v1"], "b", NOW)
-    assert await store.delete_template("t1")
-    assert await store.get_build("b") is None
-    assert await store.build_logs("b", limit=10) == []
-    assert await store.list_tags("t1") == []
+    assert [e.seq for e in await store.builds.build_logs("b", limit=2, newest_first=True)] == [9, 8]
+    await store.catalog.set_tags("t1", ["v1"], "b", NOW)
+    assert await store.catalog.delete_template("t1")
+    assert await store.builds.get_build("b") is None
+    assert await store.builds.build_logs("b", limit=10) == []
+    assert await store.catalog.list_tags("t1") == []
 
 
 async def test_uploads_and_pins(store: SqlStore) -> None:
     """Uploads are per team and replaceable; pins of sandboxes that are gone are pruned."""
     upload = UploadRecord("alpha", "h" * 64, "/x", 10, NOW)
-    await store.add_upload(upload)
-    await store.add_upload(UploadRecord("alpha", "h" * 64, "/y", 20, NOW))
-    assert await store.get_upload("beta", "h" * 64) is None
-    found = await store.get_upload("alpha", "h" * 64)
+    await store.uploads.add_upload(upload)
+    await store.uploads.add_upload(UploadRecord("alpha", "h" * 64, "/y", 20, NOW))
+    assert await store.uploads.get_upload("beta", "h" * 64) is None
+    found = await store.uploads.get_upload("alpha", "h" * 64)
     assert found is not None and (found.path, found.size_bytes) == ("/y", 20)
     pin = SandboxPin("sbx1", "t1", "b1", "digest")
-    await store.pin_sandbox(pin)
-    assert await store.sandbox_pin("sbx1") == pin
-    assert await store.prune_pins(["running", "paused"]) == 1
-    assert await store.sandbox_pin("sbx1") is None
+    await store.catalog.pin_sandbox(pin)
+    assert await store.catalog.sandbox_pin("sbx1") == pin
+    assert await store.gc.prune_pins(["running", "paused"]) == 1
+    assert await store.catalog.sandbox_pin("sbx1") is None

@@ -94,7 +94,7 @@ async def test_log_is_bounded_redacted_and_thread_safe(store: SqlStore) -> None:
         nonlocal writes
         writes += 1
 
-    log = BuildLog(store, "b1", on_write=wrote, secrets=["s3cret-pw"])
+    log = BuildLog(store.builds, "b1", on_write=wrote, secrets=["s3cret-pw"])
     log.line(LogLevel.INFO, "pulling with s3cret-pw", "base")
 
     def from_thread() -> None:
@@ -107,7 +107,7 @@ async def test_log_is_bounded_redacted_and_thread_safe(store: SqlStore) -> None:
     for n in range(MAX_LINES + 5):  # with the 2 above: 9999 kept, 8 dropped, 1 notice
         log.line(LogLevel.INFO, f"line {n}", "2")
     await log.close()
-    stored = await store.build_logs("b1", limit=MAX_LINES + 100)
+    stored = await store.builds.build_logs("b1", limit=MAX_LINES + 100)
     assert len(stored) == MAX_LINES and [e.seq for e in stored] == list(range(MAX_LINES))
     assert stored[0].message == "pulling with ***"
     assert (stored[1].message, stored[1].level, stored[1].step) == ("from a thread", "warn",
@@ -121,16 +121,16 @@ async def test_a_line_added_during_a_write_is_written_without_another_line(
     """A line that arrives while the delayed flush is writing the previous batch (a step
     that prints once and then runs quietly) still reaches the store and its followers."""
     writing, release = asyncio.Event(), asyncio.Event()
-    real_add = store.add_build_logs
+    real_add = store.builds.add_build_logs
 
     async def slow_add(batch: list[BuildLogRecord]) -> None:
         writing.set()
         await release.wait()
         await real_add(batch)
 
-    store.add_build_logs = slow_add  # type: ignore[method-assign]
+    store.builds.add_build_logs = slow_add  # type: ignore[method-assign]
     written = asyncio.Event()
-    log = BuildLog(store, "b2", on_write=written.set)
+    log = BuildLog(store.builds, "b2", on_write=written.set)
     log.line(LogLevel.INFO, "first", "1")
     await asyncio.wait_for(writing.wait(), 10)
     log.line(LogLevel.INFO, "running-42", "2")  # the delayed flush is mid-write
@@ -138,5 +138,5 @@ async def test_a_line_added_during_a_write_is_written_without_another_line(
     for _ in range(2):  # the first batch's write, then the second's
         await asyncio.wait_for(written.wait(), 10)
         written.clear()
-    stored = await store.build_logs("b2", limit=10)
+    stored = await store.builds.build_logs("b2", limit=10)
     assert [e.message for e in stored] == ["first", "running-42"]

@@ -1,5 +1,4 @@
-"""SQL queries for template builds and their logs, mixed into
-:class:`bac_server.store.sql.SqlStore`.
+"""Template builds and their logs in SQL (:class:`bac_server.store.builds.BuildStore`).
 
 Status changes are compare-and-set (``from_states``): a cancel racing the build's own end,
 or a restart sweep racing a late writer, changes the row once and the loser learns it lost.
@@ -18,19 +17,51 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bac_server.store.base import StoreConflict
 from bac_server.store.builds import BuildLogRecord, BuildRecord
 from bac_server.store.sql import schema as t
-from bac_server.store.sql._rows import ts
-from bac_server.store.sql._template_rows import build_record, build_values, log_record, log_values
+from bac_server.store.sql._time import dt, opt_dt, ts
 
 _UNFINISHED = ("waiting", "building")
 
 
-class TemplateBuildQueries:
-    _engine: AsyncEngine
+def _build_values(b: BuildRecord) -> dict[str, Any]:
+    return {
+        "build_id": b.build_id, "template_id": b.template_id, "team_id": b.team_id,
+        "status": b.status, "created_at": ts(b.created_at), "updated_at": ts(b.updated_at),
+        "started_at": None if b.started_at is None else ts(b.started_at),
+        "finished_at": None if b.finished_at is None else ts(b.finished_at),
+        "cpu_count": b.cpu_count, "memory_mb": b.memory_mb, "disk_mb": b.disk_mb,
+        "tags": list(b.tags), "recipe": b.recipe, "digest": b.digest, "config": b.config,
+        "reason": b.reason, "reason_step": b.reason_step,
+    }
+
+
+def _build_record(r: Any) -> BuildRecord:
+    return BuildRecord(
+        build_id=r.build_id, template_id=r.template_id, team_id=r.team_id, status=r.status,
+        created_at=dt(r.created_at), updated_at=dt(r.updated_at),
+        started_at=opt_dt(r.started_at), finished_at=opt_dt(r.finished_at),
+        cpu_count=r.cpu_count, memory_mb=r.memory_mb, disk_mb=r.disk_mb,
+        tags=tuple(r.tags or ()), recipe=r.recipe, digest=r.digest, config=r.config,
+        reason=r.reason, reason_step=r.reason_step)
+
+
+def _log_values(e: BuildLogRecord) -> dict[str, Any]:
+    return {"build_id": e.build_id, "seq": e.seq, "at": ts(e.at), "level": e.level,
+            "step": e.step, "message": e.message}
+
+
+def _log_record(r: Any) -> BuildLogRecord:
+    return BuildLogRecord(build_id=r.build_id, seq=r.seq, at=dt(r.at), level=r.level,
+                          message=r.message, step=r.step)
+
+
+class SqlBuilds:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
 
     async def add_build(self, build: BuildRecord) -> None:
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.template_builds).values(**build_values(build)))
+                await conn.execute(sa.insert(t.template_builds).values(**_build_values(build)))
         except IntegrityError as exc:
             raise StoreConflict(f"build {build.build_id} exists") from exc
 
@@ -38,7 +69,7 @@ class TemplateBuildQueries:
         query = sa.select(t.template_builds).where(t.template_builds.c.build_id == build_id)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else build_record(row)
+        return None if row is None else _build_record(row)
 
     async def list_builds(self, template_id: str) -> list[BuildRecord]:
         c = t.template_builds.c
@@ -46,7 +77,15 @@ class TemplateBuildQueries:
             c.created_at.desc(), c.build_id)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [build_record(r) for r in rows]
+        return [_build_record(r) for r in rows]
+
+    async def builds_in_states(self, states: Collection[str]) -> list[BuildRecord]:
+        c = t.template_builds.c
+        query = sa.select(t.template_builds).where(c.status.in_(list(states))).order_by(
+            c.created_at, c.build_id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_build_record(r) for r in rows]
 
     async def start_build(self, build_id: str, *, from_states: Collection[str], status: str,
                           at: datetime, recipe: dict[str, Any] | None = None) -> bool:
@@ -78,7 +117,7 @@ class TemplateBuildQueries:
                 return []
             row = (await conn.execute(
                 sa.select(t.template_builds).where(c.build_id == build_id))).one()
-            return await _take_tags(conn, build_record(row), at)
+            return await _take_tags(conn, _build_record(row), at)
 
     async def fail_unfinished_builds(self, reason: str, at: datetime) -> list[str]:
         c = t.template_builds.c
@@ -91,12 +130,13 @@ class TemplateBuildQueries:
                         status="error", reason=reason, updated_at=ts(at), finished_at=ts(at)))
         return ids
 
+    # build logs ---------------------------------------------------------------------------
     async def add_build_logs(self, entries: Sequence[BuildLogRecord]) -> None:
         if not entries:
             return
         async with self._engine.begin() as conn:
             await conn.execute(sa.insert(t.template_build_logs),
-                               [log_values(e) for e in entries])
+                               [_log_values(e) for e in entries])
 
     async def build_logs(self, build_id: str, *, offset: int = 0, limit: int,
                          levels: Collection[str] | None = None, since: datetime | None = None,
@@ -111,7 +151,7 @@ class TemplateBuildQueries:
         query = query.offset(offset).limit(limit)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [log_record(r) for r in rows]
+        return [_log_record(r) for r in rows]
 
 
 async def _take_tags(conn: AsyncConnection, build: BuildRecord, at: datetime) -> list[str]:

@@ -1,10 +1,11 @@
-"""SQL queries for templates, tags, uploads and sandbox pins, mixed into
-:class:`bac_server.store.sql.SqlStore` (builds and their logs: :mod:`._builds`)."""
+"""The template catalog in SQL (:class:`bac_server.store.catalog.CatalogStore`): templates,
+their tags, and the build each sandbox was created from."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -13,24 +14,44 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bac_server.store.base import StoreConflict
 from bac_server.store.catalog import SandboxPin, TagRecord, TemplateRecord
 from bac_server.store.sql import schema as t
-from bac_server.store.sql._rows import ts
-from bac_server.store.sql._template_rows import (
-    tag_record,
-    template_record,
-    template_values,
-    upload_record,
-    upload_values,
-)
-from bac_server.store.uploads import UploadRecord
+from bac_server.store.sql._time import dt, opt_dt, ts
 
 
-class TemplateQueries:
-    _engine: AsyncEngine
+def _template_values(template: TemplateRecord) -> dict[str, Any]:
+    last_spawned = template.last_spawned_at
+    return {
+        "template_id": template.template_id, "team_id": template.team_id,
+        "name": template.name, "public": template.public, "aliases": list(template.aliases),
+        "cpu_count": template.cpu_count, "memory_mb": template.memory_mb,
+        "disk_mb": template.disk_mb, "created_at": ts(template.created_at),
+        "updated_at": ts(template.updated_at), "build_count": template.build_count,
+        "spawn_count": template.spawn_count,
+        "last_spawned_at": None if last_spawned is None else ts(last_spawned),
+    }
+
+
+def _template_record(r: Any) -> TemplateRecord:
+    return TemplateRecord(
+        template_id=r.template_id, team_id=r.team_id, name=r.name, public=bool(r.public),
+        aliases=tuple(r.aliases or ()), cpu_count=r.cpu_count, memory_mb=r.memory_mb,
+        disk_mb=r.disk_mb, created_at=dt(r.created_at), updated_at=dt(r.updated_at),
+        build_count=r.build_count, spawn_count=r.spawn_count,
+        last_spawned_at=opt_dt(r.last_spawned_at))
+
+
+def _tag_record(r: Any) -> TagRecord:
+    return TagRecord(template_id=r.template_id, tag=r.tag, build_id=r.build_id,
+                     created_at=dt(r.created_at))
+
+
+class SqlCatalog:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
 
     async def add_template(self, template: TemplateRecord) -> None:
         try:
             async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.templates).values(**template_values(template)))
+                await conn.execute(sa.insert(t.templates).values(**_template_values(template)))
         except IntegrityError as exc:
             raise StoreConflict(
                 f"template {template.name!r} of team {template.team_id!r} exists") from exc
@@ -39,7 +60,7 @@ class TemplateQueries:
         query = sa.select(t.templates).where(t.templates.c.template_id == template_id)
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
-        return None if row is None else template_record(row)
+        return None if row is None else _template_record(row)
 
     async def visible_templates(self, team_id: str) -> list[TemplateRecord]:
         c = t.templates.c
@@ -48,7 +69,7 @@ class TemplateQueries:
                  .order_by(c.created_at, c.template_id))
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [template_record(r) for r in rows]
+        return [_template_record(r) for r in rows]
 
     async def update_template(self, template_id: str, *, at: datetime,
                               public: bool | None = None) -> bool:
@@ -81,7 +102,7 @@ class TemplateQueries:
         async with self._engine.begin() as conn:
             await conn.execute(query)
 
-    # tags ---------------------------------------------------------------------------------
+    # tags ----------------------------------------------------------------------------------
     async def set_tags(self, template_id: str, tags: Collection[str], build_id: str,
                        at: datetime) -> None:
         c = t.template_tags.c
@@ -106,25 +127,9 @@ class TemplateQueries:
             c.created_at, c.tag)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [tag_record(r) for r in rows]
+        return [_tag_record(r) for r in rows]
 
-    # uploads ------------------------------------------------------------------------------
-    async def add_upload(self, upload: UploadRecord) -> None:
-        c = t.template_uploads.c
-        async with self._engine.begin() as conn:
-            await conn.execute(sa.delete(t.template_uploads).where(
-                c.team_id == upload.team_id, c.files_hash == upload.files_hash))
-            await conn.execute(sa.insert(t.template_uploads).values(**upload_values(upload)))
-
-    async def get_upload(self, team_id: str, files_hash: str) -> UploadRecord | None:
-        c = t.template_uploads.c
-        query = sa.select(t.template_uploads).where(c.team_id == team_id,
-                                                    c.files_hash == files_hash)
-        async with self._engine.connect() as conn:
-            row = (await conn.execute(query)).first()
-        return None if row is None else upload_record(row)
-
-    # pins ---------------------------------------------------------------------------------
+    # pins ----------------------------------------------------------------------------------
     async def pin_sandbox(self, pin: SandboxPin) -> None:
         c = t.sandbox_templates.c
         async with self._engine.begin() as conn:
@@ -143,13 +148,3 @@ class TemplateQueries:
             return None
         return SandboxPin(sandbox_id=r.sandbox_id, template_id=r.template_id,
                           build_id=r.build_id, digest=r.digest)
-
-    async def prune_pins(self, live_states: Collection[str]) -> int:
-        live = sa.select(t.sandboxes.c.sandbox_id).where(
-            t.sandboxes.c.state.in_(list(live_states)))
-        # A snapshot or checkpoint still needs its sandbox's layers to start from.
-        saved = sa.select(t.checkpoints.c.sandbox_id)
-        pinned = t.sandbox_templates.c.sandbox_id
-        query = sa.delete(t.sandbox_templates).where(pinned.not_in(live), pinned.not_in(saved))
-        async with self._engine.begin() as conn:
-            return (await conn.execute(query)).rowcount

@@ -1,4 +1,5 @@
-"""SQL queries for checkpoints, mixed into :class:`bac_server.store.sql.SqlStore`."""
+"""Checkpoints and snapshots in SQL (:class:`bac_server.store.checkpoints.CheckpointStore`).
+Env vars and the envd token are sealed like a sandbox's, bound to the checkpoint's row."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from bac_server.store.base import StoreConflict
 from bac_server.store.checkpoints import CheckpointRecord
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
-from bac_server.store.sql._rows import dt, ts
+from bac_server.store.sql._time import dt, ts
 
 
 def _where(checkpoint_id: str, column: str) -> str:
@@ -42,9 +43,10 @@ def _record(r: Any, sealer: Sealer) -> CheckpointRecord:
         env_vars=sealer.open_map(r.env_vars, _where(r.checkpoint_id, "env_vars")))
 
 
-class CheckpointQueries:
-    _engine: AsyncEngine
-    _sealer: Sealer
+class SqlCheckpoints:
+    def __init__(self, engine: AsyncEngine, sealer: Sealer) -> None:
+        self._engine = engine
+        self._sealer = sealer
 
     async def add_checkpoint(self, checkpoint: CheckpointRecord) -> None:
         try:

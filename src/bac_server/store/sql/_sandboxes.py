@@ -1,0 +1,170 @@
+"""Sandbox rows and their event log in SQL (:class:`bac_server.store.sandboxes.SandboxStore`).
+Env vars and access tokens are sealed on the way in and opened on the way out
+(:mod:`bac_server.store.sealing`), each bound to its row and column."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bac_server.store.base import StoreConflict
+from bac_server.store.sandboxes import EventRecord, SandboxRecord
+from bac_server.store.sealing import Sealer
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._time import dt, opt_dt, ts
+
+
+def _sandbox_values(s: SandboxRecord, sealer: Sealer) -> dict[str, Any]:
+    def where(column: str) -> str:
+        return f"sandboxes.{column}:{s.sandbox_id}"
+
+    return {
+        "sandbox_id": s.sandbox_id,
+        "team_id": s.team_id,
+        "template_id": s.template_id,
+        "alias": s.alias,
+        "state": s.state,
+        "started_at": ts(s.started_at),
+        "end_at": ts(s.end_at),
+        "ended_at": None if s.ended_at is None else ts(s.ended_at),
+        "cpu_count": s.cpu_count,
+        "memory_mb": s.memory_mb,
+        "disk_mb": s.disk_mb,
+        "envd_access_token": sealer.seal(s.envd_access_token, where("envd_access_token")),
+        "traffic_access_token": sealer.seal_optional(s.traffic_access_token,
+                                                     where("traffic_access_token")),
+        "metadata": s.metadata,
+        "env_vars": sealer.seal_map(s.env_vars, where("env_vars")),
+        "network": s.network,
+        "allow_internet_access": s.allow_internet_access,
+        "lifecycle": s.lifecycle,
+    }
+
+
+def _sandbox_record(row: Any, sealer: Sealer) -> SandboxRecord:
+    def where(column: str) -> str:
+        return f"sandboxes.{column}:{row.sandbox_id}"
+
+    return SandboxRecord(
+        sandbox_id=row.sandbox_id,
+        team_id=row.team_id,
+        template_id=row.template_id,
+        alias=row.alias,
+        state=row.state,
+        started_at=dt(row.started_at),
+        end_at=dt(row.end_at),
+        cpu_count=row.cpu_count,
+        memory_mb=row.memory_mb,
+        disk_mb=row.disk_mb,
+        envd_access_token=sealer.open(row.envd_access_token, where("envd_access_token")),
+        traffic_access_token=sealer.open_optional(row.traffic_access_token,
+                                                  where("traffic_access_token")),
+        metadata=dict(row.metadata),
+        env_vars=sealer.open_map(row.env_vars, where("env_vars")),
+        network=row.network,
+        allow_internet_access=row.allow_internet_access,
+        ended_at=opt_dt(row.ended_at),
+        lifecycle=row.lifecycle,
+    )
+
+
+def _event_values(e: EventRecord) -> dict[str, Any]:
+    return {
+        "sandbox_id": e.sandbox_id,
+        "team_id": e.team_id,
+        "at": ts(e.at),
+        "kind": e.kind,
+        "level": e.level,
+        "message": e.message,
+        "fields": e.fields,
+    }
+
+
+class SqlSandboxes:
+    def __init__(self, engine: AsyncEngine, sealer: Sealer) -> None:
+        self._engine = engine
+        self._sealer = sealer
+
+    async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(
+                    sa.insert(t.sandboxes).values(**_sandbox_values(sandbox, self._sealer)))
+                if events:
+                    await conn.execute(
+                        sa.insert(t.sandbox_events), [_event_values(e) for e in events]
+                    )
+        except IntegrityError as exc:
+            raise StoreConflict(f"sandbox {sandbox.sandbox_id} exists") from exc
+
+    async def update_sandbox(
+        self,
+        sandbox_id: str,
+        *,
+        state: str | None = None,
+        end_at: datetime | None = None,
+        ended_at: datetime | None = None,
+        event: EventRecord | None = None,
+        lifecycle: dict[str, Any] | None = None,
+        network: dict[str, Any] | None = None,
+        allow_internet_access: bool | None = None,
+    ) -> None:
+        values: dict[str, Any] = {}
+        if lifecycle is not None:
+            values["lifecycle"] = lifecycle
+        if network is not None:
+            values["network"] = network
+        if allow_internet_access is not None:
+            values["allow_internet_access"] = allow_internet_access
+        if state is not None:
+            values["state"] = state
+        if end_at is not None:
+            values["end_at"] = ts(end_at)
+        if ended_at is not None:
+            values["ended_at"] = ts(ended_at)
+        async with self._engine.begin() as conn:
+            if values:
+                await conn.execute(
+                    sa.update(t.sandboxes)
+                    .where(t.sandboxes.c.sandbox_id == sandbox_id)
+                    .values(**values)
+                )
+            if event is not None:
+                await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+
+    async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
+        query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else _sandbox_record(row, self._sealer)
+
+    async def sandboxes_in_states(self, states: Collection[str]) -> list[SandboxRecord]:
+        query = sa.select(t.sandboxes).where(t.sandboxes.c.state.in_(list(states)))
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [_sandbox_record(r, self._sealer) for r in rows]
+
+    async def add_event(self, event: EventRecord) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+
+    async def events(
+        self, sandbox_id: str, *, since: datetime | None, limit: int, newest_first: bool
+    ) -> list[EventRecord]:
+        c = t.sandbox_events.c
+        query = sa.select(t.sandbox_events).where(c.sandbox_id == sandbox_id)
+        if since is not None:
+            query = query.where(c.at >= ts(since))
+        order = (c.at.desc(), c.event_id.desc()) if newest_first else (c.at, c.event_id)
+        query = query.order_by(*order).limit(limit)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level, r.fields)
+            for r in rows
+        ]
