@@ -20,8 +20,7 @@ from typing import Any, TypeVar
 from bac_server.config import ServerConfig
 from bac_server.control import ControlError, KeyInfo, KeyService
 from bac_server.host import HostSetupError, IdRange, prepare_host, secure_data_dir
-from bac_server.store import StoreError
-from bac_server.store.sql import SqlStore
+from bac_server.store import Store, StoreError
 
 T = TypeVar("T")
 
@@ -86,7 +85,7 @@ def serve(
     uvicorn.run(create_app(config), **uvicorn_options(config))
 
 
-async def _open_store(config: ServerConfig) -> SqlStore:
+async def _open_store(config: ServerConfig) -> Store:
     """The store as the server opens it (data dir checked, secrets sealed); a data dir or
     key file it cannot use is a one-line ``ValueError``."""
     from bac_server.app import open_store

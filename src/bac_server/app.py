@@ -81,7 +81,7 @@ async def warm_up(
             log.exception("warming template %r failed; its sandboxes start cold", ref)
 
 
-async def open_store(config: ServerConfig) -> SqlStore:
+async def open_store(config: ServerConfig) -> Store:
     """The store, after the data dir was checked private (``host.secure_data_dir``: it
     refuses what it cannot repair), its secrets sealed with the key file (made at the
     first start)."""
