@@ -33,9 +33,13 @@ from fake_internet import SITE_A, fake_internet  # noqa: E402
 
 from bac_server.backends.base import TemplateImage  # noqa: E402
 from bac_server.backends.egress import EgressPolicy, WirePolicy, parse_policy  # noqa: E402
-from bac_server.backends.namespaces._addresses import AddressPool, LeaseOwner  # noqa: E402
-from bac_server.backends.namespaces._egress import Egress  # noqa: E402
-from bac_server.backends.namespaces._netns import create_netns, delete_veth  # noqa: E402
+from bac_server.backends.namespaces.network import (  # noqa: E402
+    AddressPool,
+    Egress,
+    LeaseOwner,
+    create_netns,
+    delete_veth,
+)
 from bac_server.host import remove_tree  # noqa: E402
 
 SINK_PORT = 9000

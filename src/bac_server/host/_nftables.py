@@ -13,7 +13,7 @@ What the table enforces for every sandbox veth, whatever the sandbox's policy:
 * ``held_in``/``held_out`` (prerouting and output, before anything else and before
   conntrack sees the packet): nothing reaches or leaves an address in the set ``held``
   (``HELD_SET``: sandboxes suspended with TCP connections, see
-  ``backends/namespaces/_tcp_hold``), so peers see a stall, not a reset. Chains of their
+  ``backends/namespaces/network/_tcp_hold``), so peers see a stall, not a reset. Chains of their
   own: an older server refreshing the table flushes only the chains it knows;
 * prerouting: a sandbox may only send from its own address (reverse-path check);
 * input (the host's own addresses): only answers to host-opened connections, DNS to the

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from pyroute2.netlink.exceptions import NetlinkError
 
-from bac_server.backends.namespaces._set_elements import LoopSetElements
+from bac_server.backends.namespaces.network._set_elements import LoopSetElements
 from bac_server.host import nft, nft_json
 from bac_server.host._nftables import ensure_table, render_ruleset
 

@@ -15,9 +15,9 @@ from backend_harness import Sandbox, SandboxFactory, new_id, slot_record
 from runc_fixtures import ECHO_SERVER, runc_fixtures, second_backend
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
-from bac_server.backends.namespaces import NamespaceBackend, _tcp_hold
-from bac_server.backends.namespaces._addresses import AddressPool
+from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.backends.namespaces._restorable import LOCK_MARKER
+from bac_server.backends.namespaces.network import AddressPool, tcp_hold
 from bac_server.host import nft, remove_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
@@ -79,7 +79,7 @@ async def test_paused_sandbox_stalls_its_peers_without_a_reset(runc: NamespaceBa
     try:
         await runc.suspend(sbx.id, memory=True)
         assert sbx.address in held()
-        assert _tcp_hold.is_held(slot_root(runc, sbx.id))
+        assert tcp_hold.is_held(slot_root(runc, sbx.id))
         writer.write(b"sent while paused")
         await writer.drain()
         deadline = asyncio.get_running_loop().time() + 20
@@ -90,7 +90,7 @@ async def test_paused_sandbox_stalls_its_peers_without_a_reset(runc: NamespaceBa
         assert state[0] == _TCP_ESTABLISHED, state
         await runc.wake(SandboxSpec(sandbox_id=sbx.id, template=make.template))
         assert sbx.address not in held()
-        assert not _tcp_hold.is_held(slot_root(runc, sbx.id))
+        assert not tcp_hold.is_held(slot_root(runc, sbx.id))
         late = await asyncio.wait_for(reader.readexactly(len(b"sent while paused")), 20)
         assert late == b"SENT WHILE PAUSED"
         assert await exchange(reader, writer, b"after") == b"AFTER"
@@ -123,7 +123,7 @@ async def test_a_files_only_wake_releases_the_address(runc: NamespaceBackend,
         await runc.suspend(sbx.id, memory=True)
         await runc.wake(SandboxSpec(sandbox_id=sbx.id, template=make.template), memory=False)
         assert sbx.address not in held()
-        assert not _tcp_hold.is_held(slot_root(runc, sbx.id))
+        assert not tcp_hold.is_held(slot_root(runc, sbx.id))
         writer.write(b"anyone there?")
         with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
             await asyncio.wait_for(reader.readexactly(1), 20)
@@ -144,7 +144,7 @@ async def test_a_roll_back_of_a_suspended_sandbox_releases_the_address(
         await runc.restore(SandboxSpec(sandbox_id=sbx.id, template=make.template),
                            info.checkpoint_id)
         assert sbx.address not in held()
-        assert not _tcp_hold.is_held(slot_root(runc, sbx.id))
+        assert not tcp_hold.is_held(slot_root(runc, sbx.id))
         writer.write(b"anyone there?")
         with pytest.raises((ConnectionResetError, asyncio.IncompleteReadError)):
             await asyncio.wait_for(reader.readexactly(1), 20)
@@ -162,7 +162,7 @@ async def test_a_checkpoint_while_running_holds_nothing(runc: NamespaceBackend,
     try:
         info = await runc.checkpoint(sbx.id, new_id("c"), memory=True)
         assert sbx.address not in held()
-        assert not _tcp_hold.is_held(slot_root(runc, sbx.id))
+        assert not tcp_hold.is_held(slot_root(runc, sbx.id))
         assert await exchange(reader, writer, b"still here") == b"STILL HERE"
         await runc.delete_checkpoint(info.checkpoint_id)
     finally:
@@ -176,13 +176,13 @@ async def test_without_the_set_criu_locks_the_connections(runc: NamespaceBackend
     """When the hold cannot be taken (a host table without the set), the suspend falls
     back to CRIU's own lock in the sandbox's namespace, as older images were saved; the
     wake restores such images with their connections and removes that lock."""
-    monkeypatch.setattr(_tcp_hold, "HELD_SET", "no_such_set")
+    monkeypatch.setattr(tcp_hold, "HELD_SET", "no_such_set")
     sbx = await make()
     reader, writer = await connected(sbx)
     root = slot_root(runc, sbx.id)
     try:
         await runc.suspend(sbx.id, memory=True)
-        assert sbx.address not in held() and not _tcp_hold.is_held(root)
+        assert sbx.address not in held() and not tcp_hold.is_held(root)
         assert (root / LOCK_MARKER).exists()
         assert "CRIU-" in _netns_tables(root)
         await runc.wake(SandboxSpec(sandbox_id=sbx.id, template=make.template))
@@ -208,7 +208,7 @@ async def test_a_restarted_server_releases_holds_nobody_needs(template: Template
     reader, writer = await connected(sbx)
     again: NamespaceBackend | None = None
     try:
-        await _tcp_hold.take(slot_root(first, sbx.id), sbx.address)
+        await tcp_hold.take(slot_root(first, sbx.id), sbx.address)
         assert sbx.address in held()
         pool = AddressPool(config.address_pool, config.leases_dir, config.veth_prefix)
         stray_index = pool.capacity - 1

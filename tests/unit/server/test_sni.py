@@ -7,7 +7,7 @@ import ssl
 
 import pytest
 
-from bac_server.backends.namespaces._sni import NeedMore, opening_host
+from bac_server.backends.namespaces.network._sni import NeedMore, opening_host
 
 
 def _client_hello(server_name: str | None) -> bytes:

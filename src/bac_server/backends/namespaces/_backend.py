@@ -42,14 +42,12 @@ from bac_server.backends.base import (
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 
-from ._addresses import AddressPool
 from ._build_step import run_build_step
 from ._cgroupfs import CgroupTree
 from ._checkpointer import Checkpointer
 from ._config import NamespaceConfig
 from ._context import Context
 from ._durable import Flusher
-from ._egress import Egress
 from ._envd_bundle import Progress
 from ._layers import prepare_data_dirs
 from ._layers_in_use import layers_in_use
@@ -62,6 +60,7 @@ from ._runtime import OciRuntime, RuntimeFailed
 from ._stored import bundles_in_use
 from ._suspender import Suspender, prepare_checkpoints
 from ._table import SlotTable
+from .network import AddressPool, Egress
 
 _log = logging.getLogger(__name__)
 

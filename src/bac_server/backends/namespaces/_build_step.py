@@ -42,19 +42,18 @@ from bac_server.backends.base import (
 )
 from bac_server.host import PARENT_CGROUP
 
-from ._addresses import LeaseOwner
 from ._build_files import lay_out, missing_paths, remove_stubs
 from ._build_output import StepOutput
 from ._build_spawn import build_config, exited, oom_kills, spawn_detached
 from ._build_user import UserLookupError, resolve_user
 from ._context import Context
 from ._launch import off_loop, undo_after_failure
-from ._netns import create_netns
 from ._network import attach_egress
 from ._ocispec import Limits
 from ._process import start_time
 from ._slot import SlotPhase, SlotRecord, save_record
 from ._teardown import _kill_slot_processes
+from .network import LeaseOwner, create_netns
 
 _log = logging.getLogger(__name__)
 BUILD_PIDS = 8192

@@ -14,7 +14,7 @@ rules and confinement of the sandbox (re-applied and checked at restore, see
 
 * with Bac's CRIU, dumps save them in repair mode; a **suspend** (the processes end)
   also holds them: the host drops every packet to and from the sandbox's address
-  (``_tcp_hold``) from before the dump until the restore has taken them all back, so
+  (``network._tcp_hold``) from before the dump until the restore has taken them all back, so
   peers see a stall, not a reset. If the hold cannot be taken, CRIU locks them itself
   (an nftables table in the sandbox's namespace, ``meta["locked"]``, as older images
   were saved): never are connections saved with neither;
@@ -42,7 +42,7 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout, write_private
 
-from . import _confinement, _devfs, _image_manifest, _lazy_pages, _tcp_hold
+from . import _confinement, _devfs, _image_manifest, _lazy_pages
 from ._context import Context
 from ._criu import Criu, stdio_keys
 from ._criu_args import dump_argv
@@ -54,6 +54,7 @@ from ._restorable import LOCK_MARKER, netns_pin
 from ._runc_checkpoint import runc_dump, runc_restore
 from ._slot import SlotPaths, SlotRecord
 from ._teardown import to_the_end
+from .network import tcp_hold
 
 _log = logging.getLogger(__name__)
 _FREEZE_TIMEOUT_S = 10.0
@@ -245,8 +246,8 @@ async def _take_hold(paths: SlotPaths, record: SlotRecord) -> bool:
     table without the set, netlink refused): CRIU then locks them itself."""
     try:
         # To the end even when cancelled: the caller then finds the hold and releases it.
-        await to_the_end(_tcp_hold.take(paths.root, record.sandbox_address))
-    except (_tcp_hold.HoldError, OSError) as exc:
+        await to_the_end(tcp_hold.take(paths.root, record.sandbox_address))
+    except (tcp_hold.HoldError, OSError) as exc:
         _log.warning("slot %s: holding its TCP connections on the host failed, CRIU locks "
                      "them instead: %s", record.slot, exc)
         return False
@@ -255,7 +256,7 @@ async def _take_hold(paths: SlotPaths, record: SlotRecord) -> bool:
 
 async def _drop_hold(paths: SlotPaths) -> None:
     """Release a hold the slot may have (taken, or being taken when cancelled)."""
-    if _tcp_hold.is_held(paths.root):
+    if tcp_hold.is_held(paths.root):
         try:
             await release_hold(paths.root)
         except CheckpointFailed:

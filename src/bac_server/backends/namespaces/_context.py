@@ -9,13 +9,12 @@ from pathlib import Path
 
 from bac_server.backends.base import SandboxSetupError, TemplateImage
 
-from ._addresses import AddressPool
 from ._cgroupfs import CgroupTree
 from ._config import NamespaceConfig
-from ._egress import Egress
 from ._envd_bundle import Progress, ensure_envd_bundle
 from ._runtime import OciRuntime
 from ._slot import SlotPaths, SlotRecord, load_record
+from .network import AddressPool, Egress
 
 
 @dataclass

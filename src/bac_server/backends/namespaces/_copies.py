@@ -26,17 +26,16 @@ from pathlib import Path
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
 from bac_server.host import PARENT_CGROUP, write_private
 
-from ._addresses import LeaseOwner
 from ._checkpoint import Images, restore, thaw
 from ._context import Context
 from ._criu import Criu
 from ._launch import _lay_out, _set_hostname_in, assign, off_loop, start_slot, undo_after_failure
-from ._netns import create_netns
 from ._restorable import config_for_slot, pin_netns
 from ._slot import SlotPhase, SlotRecord
 from ._slotops import cold_start, replace_upper, stop_processes
 from ._stored import Meta, Stored
 from ._validate import validate
+from .network import LeaseOwner, create_netns
 
 
 async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta,

@@ -21,7 +21,7 @@ reference host. What runc would tell CRIU is said here instead, from the same co
   back all (``TCP_ALL``), only those between loopback addresses (``TCP_LOOPBACK``: a copy
   or a new namespace) or none (``TCP_NONE``). The choice is the caller's (``_checkpoint``).
 * **network lock**: ``--network-lock skip``. While a suspended sandbox is only images the
-  host drops its packets (``_tcp_hold``); CRIU's own lock (``nftables``: a table in the
+  host drops its packets (``network._tcp_hold``); CRIU's own lock (``nftables``: a table in the
   sandbox's namespace, made and removed through libnftables, ~20 ms per cycle) is used
   only when that hold cannot be taken, and for images an older Bac saved that way. A
   restore follows the method recorded in the images (skip: nothing to remove).

@@ -7,7 +7,7 @@ large (``_lazy_pages``), the slot's cgroups and /dev made on the host (``_criu_c
 ``_devfs``) while it starts, unless the suspend made them already (``_wake_ahead``), CRIU
 started in those cgroups, and the restored init checked (``_confinement``, cgroup
 placement).
-A suspend's hold on the connections (``_tcp_hold``) is released once the restore has
+A suspend's hold on the connections (``network._tcp_hold``) is released once the restore has
 finished: the tasks run and CRIU has taken their sockets out of repair mode.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
 
-from . import _confinement, _devfs, _lazy_pages, _tcp_hold, _wake_ahead
+from . import _confinement, _devfs, _lazy_pages, _wake_ahead
 from ._context import Context
 from ._criu import Criu, inherit_fds
 from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
@@ -34,6 +34,7 @@ from ._ocispec import Limits
 from ._restorable import LOCK_MARKER, netns_pin
 from ._slot import SlotRecord
 from ._teardown import to_the_end
+from .network import tcp_hold
 
 _log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
         await release_network_lock(netns)  # a suspend's lock; these images are others
         marker.unlink(missing_ok=True)
     held = meta.get("held", False)  # older images: False
-    if not held and _tcp_hold.is_held(paths.root):
+    if not held and tcp_hold.is_held(paths.root):
         await release_hold(paths.root)  # a suspend's hold; these images are others
     tcp = TCP_NONE
     if meta["tcp"] == "established" and criu.tcp_repair:
@@ -91,8 +92,8 @@ async def release_hold(slot_root: Path) -> None:
     """Let the slot's held packets through (to the end, even if cancelled); raises
     CheckpointFailed if netlink refuses (the hold and its marker stay)."""
     try:
-        await to_the_end(_tcp_hold.release_on_loop(slot_root))
-    except _tcp_hold.HoldError as exc:
+        await to_the_end(tcp_hold.release_on_loop(slot_root))
+    except tcp_hold.HoldError as exc:
         raise CheckpointFailed(f"{slot_root}: the TCP hold could not be released: {exc}"
                                ) from exc
 

@@ -7,7 +7,7 @@ tasks inherit it before their user namespace is made, as under runc. A restore s
 shell that moves itself into the slot's cgroups and becomes ``nsenter``, then CRIU
 (``_criu_cgroups.PLACE_AND_EXEC``): the tasks CRIU forks are born in the right cgroups.
 
-A suspend that keeps TCP connections holds them on the host side (``_tcp_hold``). Only
+A suspend that keeps TCP connections holds them on the host side (``network._tcp_hold``). Only
 when that fails, and in images an older Bac saved, are they locked by CRIU itself (an
 nftables table ``CRIU-<id>`` in the sandbox's namespace drops their packets, so peers see
 a stalled connection rather than a reset). CRIU's restore removes that table; when the

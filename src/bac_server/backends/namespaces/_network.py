@@ -1,7 +1,7 @@
 """The slot-facing side of sandbox networking: resolver file, egress on and off.
 
 Called from the slot life cycle (``_launch``, ``_teardown``, the backend's start-up) so
-those modules stay about their own steps; the work is in ``_egress``.
+those modules stay about their own steps; the work is in ``network._egress``.
 """
 
 from __future__ import annotations

@@ -20,12 +20,11 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
-from . import _tcp_hold
 from ._context import Context
-from ._netns import delete_veth, host_links_with_prefix
 from ._process import owner_alive
 from ._slot import SlotPhase, SlotRecord
 from ._teardown import teardown
+from .network import delete_veth, host_links_with_prefix, tcp_hold
 
 _log = logging.getLogger(__name__)
 PENDING_CLAIM = "pending:"
@@ -101,7 +100,7 @@ def _sweep_leases(ctx: Context) -> None:
 
 async def _sweep_addresses(ctx: Context) -> None:
     _sweep_leases(ctx)
-    await asyncio.to_thread(_tcp_hold.sweep, ctx.addresses)
+    await asyncio.to_thread(tcp_hold.sweep, ctx.addresses)
     pool = ctx.addresses
     for name in await host_links_with_prefix(ctx.config.veth_prefix):
         index = pool.index_of(name)

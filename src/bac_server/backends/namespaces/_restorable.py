@@ -41,10 +41,10 @@ from bac_server.host._syscalls import (
     umount,
 )
 
-from . import _tcp_hold
 from ._devfs import release_now as release_devfs
 from ._runtime import OciRuntime
 from ._slot import SlotPaths
+from .network import tcp_hold
 
 FLAT_SYSFS = Path("/run/bac-sys")
 # In a slot directory while a suspend holds CRIU's own network lock in its namespace (when
@@ -152,7 +152,7 @@ def restorable(runtime: OciRuntime) -> bool:
 def remove_slot_state(paths: SlotPaths) -> None:
     """What checkpointing adds to a slot directory (for teardown). The host-side hold
     goes first: the sandbox's address is leased to another one next."""
-    _tcp_hold.release(paths.root)
+    tcp_hold.release(paths.root)
     unpin_netns(paths)
     release_devfs(paths)
     for name in ("suspend", "criu-work"):

@@ -18,17 +18,16 @@ from bac_server.backends.base import CheckpointFailed, SandboxSpec
 from bac_server.backends.envd_http import init_payload, post_init
 from bac_server.host import is_mount_point, remove_tree
 
-from ._addresses import LeaseOwner
 from ._checkpoint import copy_tree
 from ._context import Context
 from ._envd_client import wait_ready
 from ._launch import _note_init, _write_config, off_loop, sandbox_env
 from ._layers import mount_rootfs, unmount_rootfs
-from ._netns import create_netns
 from ._ocispec import Limits, SandboxPlan
 from ._restorable import netns_pinned, pin_netns, restorable
 from ._slot import SlotRecord, save_record
 from ._teardown import _kill_slot_processes
+from .network import LeaseOwner, create_netns
 
 
 def limits_of(ctx: Context, record: SlotRecord) -> Limits:

@@ -21,14 +21,13 @@ from typing import TypeVar
 
 from bac_server.host import remove_tree
 
-from ._addresses import LeaseOwner
 from ._context import Context
 from ._layers import unmount_rootfs
-from ._netns import delete_veth
 from ._network import detach_egress
 from ._process import is_alive, kill_pidfd, reap_if_child
 from ._restorable import remove_slot_state
 from ._slot import SlotPhase, SlotRecord
+from .network import LeaseOwner, delete_veth
 
 _log = logging.getLogger(__name__)
 _KILL_TIMEOUT_S = 10.0

@@ -15,7 +15,7 @@ from typing import Any
 from bac_server.backends.egress import Destination, NetworkUsage
 from bac_server.host import TABLE_FAMILY, TABLE_NAME, NftError, nft_json
 
-from ._egress_rules import SandboxNames
+from ._rules import SandboxNames
 
 _T = f"{TABLE_FAMILY} {TABLE_NAME}"
 MAX_DESTINATIONS = 512

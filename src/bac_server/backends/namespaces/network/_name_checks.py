@@ -20,8 +20,8 @@ from bac_server.backends.egress import Destination, EgressPolicy, domain_matches
 
 from . import _dns_answers as answers
 from ._dns import Upstream
-from ._egress_rules import SandboxNames, port_specs
 from ._pins import PinError, Pins
+from ._rules import SandboxNames, port_specs
 
 _log = logging.getLogger(__name__)
 _DNS_LOG = 256

@@ -32,17 +32,17 @@ from bac_server.host import (
 
 from ._addresses import AddressPool
 from ._dns import DnsListeners, Upstream, host_nameservers
-from ._egress_log import read_usage
-from ._egress_names import NameChecks, SandboxEgress
-from ._egress_proxy import EgressProxy
-from ._egress_rules import (
+from ._name_checks import NameChecks, SandboxEgress
+from ._pins import Pins
+from ._proxy import EgressProxy
+from ._rules import (
     SandboxNames,
     dns_listener_script,
     install_script,
     port_specs,
     remove_script,
 )
-from ._pins import Pins
+from ._usage import read_usage
 
 _log = logging.getLogger(__name__)
 STATE_FILE = "network.json"

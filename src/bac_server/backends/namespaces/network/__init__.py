@@ -1,0 +1,27 @@
+"""The sandboxes' network, host side: each sandbox's address, namespace, egress and holds.
+
+* ``_addresses``: /32 address pairs and veth names, leased host-wide through files.
+* ``_netns``: a sandbox's network namespace and veth pair, made over netlink.
+* ``_egress``: ``Egress``, each sandbox's policy in ``table inet bac`` (``_rules``), its
+  resolver (``_dns``, ``_dns_answers``), the relay that checks the host name a connection
+  opens with (``_proxy``, ``_sni``), what both decide (``_name_checks``), the answered
+  addresses pinned in constant time (``_pins``) and the counters read back (``_usage``).
+* ``_tcp_hold``: a suspended sandbox's TCP connections held on the host (``tcp_hold``).
+* ``_set_elements``: nftables set elements over raw netlink (pins and holds).
+"""
+
+from . import _tcp_hold as tcp_hold
+from ._addresses import AddressPool, Lease, LeaseOwner
+from ._egress import Egress
+from ._netns import create_netns, delete_veth, host_links_with_prefix
+
+__all__ = [
+    "AddressPool",
+    "Egress",
+    "Lease",
+    "LeaseOwner",
+    "create_netns",
+    "delete_veth",
+    "host_links_with_prefix",
+    "tcp_hold",
+]
