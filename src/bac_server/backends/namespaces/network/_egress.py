@@ -21,7 +21,6 @@ from pyroute2 import IPRoute
 
 from bac_server.backends.egress import EgressPolicy, NetworkUsage, WirePolicy, parse_policy
 from bac_server.host import (
-    INFRA_DENY,
     TABLE_FAMILY,
     TABLE_NAME,
     NftError,
@@ -88,18 +87,16 @@ def _apply(script: str, veth_prefix: str) -> None:
         nft(script)
 
 
-class Egress(NameChecks):
+class Egress:
     def __init__(self, pool: AddressPool, exempt: tuple[str, ...],
                  upstreams: tuple[str, ...]) -> None:
         self._pool = pool
         self._exempt = [str(ipaddress.IPv4Network(c, strict=False)) for c in exempt]
-        self._upstream = Upstream(list(upstreams) or host_nameservers())
-        self._listeners = DnsListeners(self._answer)
-        self._proxy = EgressProxy(self._decide, self._account)
         self._pins = Pins()
-        self._infra = [ipaddress.IPv4Network(c) for c in INFRA_DENY]
-        self._exempt_nets = [ipaddress.IPv4Network(c) for c in self._exempt]
-        self._by_address: dict[str, SandboxEgress] = {}
+        self._checks = NameChecks(Upstream(list(upstreams) or host_nameservers()), self._pins,
+                                  [ipaddress.IPv4Network(c) for c in self._exempt])
+        self._listeners = DnsListeners(self._checks.answer)
+        self._proxy = EgressProxy(self._checks.decide, self._checks.account)
         self._by_veth: dict[str, SandboxEgress] = {}
 
     async def start(self) -> None:
@@ -109,7 +106,7 @@ class Egress(NameChecks):
         await asyncio.to_thread(ensure_firewall, self._pool.veth_prefix)
         deny = [str(self._pool.network)]
         deny += await asyncio.to_thread(_connected_subnets, self._pool.veth_prefix)
-        self._infra += [ipaddress.IPv4Network(c) for c in deny]
+        self._checks.deny([ipaddress.IPv4Network(c) for c in deny])
         # SECURITY: only ever adds to the always-denied set.
         await asyncio.to_thread(
             nft, f"add element {TABLE_FAMILY} {TABLE_NAME} infra_deny {{ {', '.join(deny)} }}")
@@ -132,7 +129,7 @@ class Egress(NameChecks):
             self._listeners.close(host_address)
             self._proxy.close(host_address)
             raise
-        self._by_address[sandbox_address] = entry
+        self._checks.by_address[sandbox_address] = entry
         self._by_veth[veth] = entry
 
     def _commit(self, state: Path, policy: EgressPolicy, script: str) -> None:
@@ -149,7 +146,7 @@ class Egress(NameChecks):
     async def detach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str) -> None:
         entry = self._by_veth.pop(veth, None)
-        self._by_address.pop(sandbox_address, None)
+        self._checks.by_address.pop(sandbox_address, None)
         self._listeners.close(host_address)
         self._proxy.close(host_address)
         specs = _SWEEP_SPECS if entry is None else len(port_specs(entry.policy))

@@ -1,9 +1,10 @@
 """What the sandboxes' resolver answers and what the egress relay lets through.
 
-Both decide with the sandbox's policy (``Egress`` keeps it per sandbox): the resolver
-answers only names the policy allows and pins their addresses into the sandbox's sets
-before answering; the relay checks the host name a connection opens with where a domain
-rule applies. Both keep a bounded log of their decisions, read back as destinations.
+Both decide with the sandbox's policy (``Egress`` keeps one ``SandboxEgress`` per
+sandbox here, by address): the resolver answers only names the policy allows and pins
+their addresses into the sandbox's sets before answering; the relay checks the host name
+a connection opens with where a domain rule applies. Both keep a bounded log of their
+decisions, read back as destinations.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bac_server.backends.egress import Destination, EgressPolicy, domain_matches
+from bac_server.host import INFRA_DENY
 
 from . import _dns_answers as answers
 from ._dns import Upstream
@@ -45,14 +47,24 @@ def _is_address(host: str) -> bool:
         return False
     return True
 
-class NameChecks:
-    """The resolver's and the relay's decisions (a part of ``Egress``)."""
 
-    _by_address: dict[str, SandboxEgress]
-    _upstream: Upstream
-    _pins: Pins
-    _infra: list[ipaddress.IPv4Network]
-    _exempt_nets: list[ipaddress.IPv4Network]
+class NameChecks:
+    """The resolver's and the relay's decisions; ``Egress`` hands them ``answer`` and
+    ``decide``/``account``."""
+
+    def __init__(self, upstream: Upstream, pins: Pins,
+                 exempt: list[ipaddress.IPv4Network]) -> None:
+        # The sandboxes by address (``Egress`` adds and removes them).
+        self.by_address: dict[str, SandboxEgress] = {}
+        self._upstream = upstream
+        self._pins = pins
+        self._infra = [ipaddress.IPv4Network(c) for c in INFRA_DENY]
+        self._exempt_nets = exempt
+
+    def deny(self, networks: list[ipaddress.IPv4Network]) -> None:
+        """Count ``networks`` as infrastructure too (never reached through the relay,
+        never pinned)."""
+        self._infra += networks
 
     def _is_infra(self, address: str) -> bool:
         ip = ipaddress.IPv4Address(address)
@@ -61,8 +73,8 @@ class NameChecks:
 
     # -- the host-name checking relay ---------------------------------------------------
 
-    def _decide(self, client: str, host: str | None, address: str, port: int) -> bool:
-        entry = self._by_address.get(client)
+    def decide(self, client: str, host: str | None, address: str, port: int) -> bool:
+        entry = self.by_address.get(client)
         # SECURITY: the relay connects from the host, so it re-checks what the firewall
         # would have: never the infrastructure, whatever a resolver answered.
         if entry is None or self._is_infra(address):
@@ -81,8 +93,8 @@ class NameChecks:
                                              last_seen=time.time()))
         return allowed
 
-    def _account(self, client: str, sent: int, received: int) -> None:
-        entry = self._by_address.get(client)
+    def account(self, client: str, sent: int, received: int) -> None:
+        entry = self.by_address.get(client)
         if entry is not None:
             entry.relayed_out += sent
             entry.relayed_in += received
@@ -109,8 +121,8 @@ class NameChecks:
                 except PinError:
                     _log.debug("pinning %s for %s failed (policy changed)", addresses, name)
 
-    async def _answer(self, client: str, wire: bytes) -> bytes | None:
-        entry = self._by_address.get(client)
+    async def answer(self, client: str, wire: bytes) -> bytes | None:
+        entry = self.by_address.get(client)
         if entry is None:
             return None
         question = answers.parse_question(wire)
