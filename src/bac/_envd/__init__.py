@@ -14,10 +14,11 @@ from bac._envd._connection import EnvdConnection
 from bac._envd._errors import PORT_CLOSED, SANDBOX_GONE
 from bac._envd._files import AsyncFilesystem
 from bac._envd._pty import AsyncPty
-from bac._envd._signature import Operation, Signature, file_url, sign
+from bac._envd._signature import Signature, file_url, sign
 from bac._envd._sync import CommandHandle, Commands, FileStream, Filesystem, Pty, WatchHandle
 from bac._envd._transfer import AsyncFileStream, WriteData, WriteEntry
 from bac._envd._watch import AsyncWatchHandle
+from bac_protocol.signing import Operation
 
 __all__ = [
     "PORT_CLOSED",

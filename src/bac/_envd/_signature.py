@@ -1,21 +1,18 @@
-"""Signed file URLs (signature v1), identical to what envd verifies.
+"""Signed file URLs: signature v1 (:mod:`bac_protocol.signing`, what envd checks) and the
+``/files`` URL that carries it.
 
-``v1_`` + unpadded standard base64 of SHA-256 over
-``"<path>:<operation>:<user>:<token>"`` with ``":<expiration>"`` appended when the URL
-expires. Anyone holding such a URL can read or write that one path as that user
-without the access token, until it expires.
+Anyone holding such a URL can read or write that one path as that user without the
+access token, until it expires.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import time
 from dataclasses import dataclass
-from typing import Literal
 from urllib.parse import quote, urlencode
 
-Operation = Literal["read", "write"]
+from bac_protocol import signing
+from bac_protocol.signing import Operation
 
 
 @dataclass(frozen=True)
@@ -41,12 +38,8 @@ def sign(
     expiration = None
     if expires_in is not None:
         expiration = int(time.time() if now is None else now) + expires_in
-    raw = f"{path}:{operation}:{user or ''}:{access_token}"
-    if expiration is not None:
-        raw += f":{expiration}"
-    digest = hashlib.sha256(raw.encode()).digest()
-    encoded = base64.b64encode(digest).rstrip(b"=").decode("ascii")
-    return Signature(f"v1_{encoded}", expiration)
+    return Signature(signing.sign(path, operation, user or "", access_token, expiration),
+                     expiration)
 
 
 def file_url(

@@ -12,7 +12,8 @@ from bac_envd._http import Receive, Scope, Send, header, query, send_error
 from bac_envd._paths import resolver
 from bac_envd._state import EnvdState
 from bac_envd._users import default_username, lookup_user
-from bac_envd.transfer._signing import sign, signature_error
+from bac_envd.transfer._signing import signature_error
+from bac_protocol.signing import Operation
 
 
 async def handle_files(scope: Scope, receive: Receive, send: Send, state: EnvdState) -> None:
@@ -21,7 +22,7 @@ async def handle_files(scope: Scope, receive: Receive, send: Send, state: EnvdSt
     except UnicodeDecodeError:
         await send_error(send, 400, "query string is not valid UTF-8")
         return
-    operation = "read" if scope["method"] == "GET" else "write"
+    operation: Operation = "read" if scope["method"] == "GET" else "write"
     problem = signature_error(state, header(scope, "x-access-token"), params, operation)
     if problem is not None:
         await send_error(send, 401, problem)
@@ -43,4 +44,4 @@ async def handle_files(scope: Scope, receive: Receive, send: Send, state: EnvdSt
         await upload(scope, receive, send, user, resolve, params.get("path"))
 
 
-__all__ = ["handle_files", "sign"]
+__all__ = ["handle_files"]

@@ -12,7 +12,7 @@ from e2b import ConnectionConfig, Sandbox
 from envd_harness import Envd
 from packaging.version import Version
 
-from bac_envd.transfer import sign
+from bac_protocol.signing import sign
 
 pytestmark = [pytest.mark.root, pytest.mark.timeout(60)]
 UNAUTHORIZED = {

@@ -17,8 +17,8 @@ from bac_envd._users import User, basic_auth_username, default_username, lookup_
 from bac_envd.filesystem import go_file_mode
 from bac_envd.process import ExitInfo
 from bac_envd.process._env import BadEnvironment, build_env
-from bac_envd.transfer import sign
 from bac_envd.transfer._encoding import EncodingError, request_encoding, response_encoding
+from bac_protocol.signing import sign
 
 ALICE = User(name="alice", uid=1000, gid=1000, home="/home/alice", groups=(1000, 27))
 
