@@ -137,12 +137,15 @@ async def test_metrics_range_and_prune(tmp_path: Path) -> None:
 
 
 async def test_api_keys_by_hash_and_revocation(tmp_path: Path) -> None:
-    """Keys are found by hash, listed with their team, and revoked by id or prefix."""
+    """Keys are added once, found by hash, listed with their team, and revoked by id or
+    prefix."""
     store = await SqlStore.open(_url(tmp_path), SEALER)
     team = await store.keys.ensure_team("acme")
     assert (await store.keys.ensure_team("acme")).team_id == team.team_id
     key = ApiKeyRecord("id1", team.team_id, "ci", "h" * 64, "e2b_abcd", NOW)
     await store.keys.add_api_key(key)
+    with pytest.raises(StoreConflict):
+        await store.keys.add_api_key(key)
     assert await store.keys.find_api_key("h" * 64) == key
     assert await store.keys.find_api_key("x" * 64) is None
     listed = await store.keys.list_api_keys()

@@ -82,6 +82,15 @@ async def test_later_build_keeps_the_tag_when_an_earlier_one_ends_after_it(
                                            from_states=["waiting", "building"]) == []
 
 
+async def test_a_build_id_is_added_once(store: SqlStore) -> None:
+    """A second build with an id that exists is a conflict, and the first stays as it was."""
+    await store.builds.add_build(_build("b1", cpu=1))
+    with pytest.raises(StoreConflict):
+        await store.builds.add_build(_build("b1", cpu=2))
+    found = await store.builds.get_build("b1")
+    assert found is not None and found.cpu_count == 1
+
+
 async def test_restart_fails_unfinished_builds(store: SqlStore) -> None:
     """Waiting and building builds end in error with the reason; finished ones are kept."""
     await store.catalog.add_template(_template("t1"))

@@ -11,12 +11,11 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bac_server.store.base import StoreConflict
 from bac_server.store.builds import BuildLogRecord, BuildRecord
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._conflict import inserting
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 _UNFINISHED = ("waiting", "building")
@@ -59,11 +58,8 @@ class SqlBuilds:
         self._engine = engine
 
     async def add_build(self, build: BuildRecord) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.template_builds).values(**_build_values(build)))
-        except IntegrityError as exc:
-            raise StoreConflict(f"build {build.build_id} exists") from exc
+        async with inserting(self._engine, f"build {build.build_id}") as conn:
+            await conn.execute(sa.insert(t.template_builds).values(**_build_values(build)))
 
     async def get_build(self, build_id: str) -> BuildRecord | None:
         query = sa.select(t.template_builds).where(t.template_builds.c.build_id == build_id)

@@ -8,12 +8,11 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.base import StoreConflict
 from bac_server.store.catalog import SandboxPin, TagRecord, TemplateRecord
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._conflict import inserting
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 
@@ -49,12 +48,9 @@ class SqlCatalog:
         self._engine = engine
 
     async def add_template(self, template: TemplateRecord) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.templates).values(**_template_values(template)))
-        except IntegrityError as exc:
-            raise StoreConflict(
-                f"template {template.name!r} of team {template.team_id!r} exists") from exc
+        what = f"template {template.name!r} of team {template.team_id!r}"
+        async with inserting(self._engine, what) as conn:
+            await conn.execute(sa.insert(t.templates).values(**_template_values(template)))
 
     async def get_template(self, template_id: str) -> TemplateRecord | None:
         query = sa.select(t.templates).where(t.templates.c.template_id == template_id)

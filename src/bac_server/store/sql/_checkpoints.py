@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.base import StoreConflict
 from bac_server.store.checkpoints import CheckpointRecord
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._conflict import inserting
 from bac_server.store.sql._time import dt, ts
 
 
@@ -49,12 +48,8 @@ class SqlCheckpoints:
         self._sealer = sealer
 
     async def add_checkpoint(self, checkpoint: CheckpointRecord) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(
-                    sa.insert(t.checkpoints).values(**_values(checkpoint, self._sealer)))
-        except IntegrityError as exc:
-            raise StoreConflict(f"checkpoint {checkpoint.checkpoint_id} exists") from exc
+        async with inserting(self._engine, f"checkpoint {checkpoint.checkpoint_id}") as conn:
+            await conn.execute(sa.insert(t.checkpoints).values(**_values(checkpoint, self._sealer)))
 
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None:
         query = sa.select(t.checkpoints).where(t.checkpoints.c.checkpoint_id == checkpoint_id)

@@ -6,12 +6,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.base import StoreConflict
 from bac_server.store.keys import ApiKeyRecord, TeamRecord
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._conflict import inserting
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 
@@ -53,11 +52,8 @@ class SqlKeys:
             "created_at": ts(key.created_at),
             "revoked_at": None if key.revoked_at is None else ts(key.revoked_at),
         }
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(sa.insert(t.api_keys).values(**values))
-        except IntegrityError as exc:
-            raise StoreConflict(f"API key {key.key_id} exists") from exc
+        async with inserting(self._engine, f"API key {key.key_id}") as conn:
+            await conn.execute(sa.insert(t.api_keys).values(**values))
 
     async def find_api_key(self, key_hash: str) -> ApiKeyRecord | None:
         query = sa.select(t.api_keys).where(t.api_keys.c.key_hash == key_hash)

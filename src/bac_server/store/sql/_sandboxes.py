@@ -9,13 +9,12 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.base import StoreConflict
 from bac_server.store.sandboxes import EventRecord, SandboxRecord
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._conflict import inserting
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 
@@ -91,16 +90,11 @@ class SqlSandboxes:
         self._sealer = sealer
 
     async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
-        try:
-            async with self._engine.begin() as conn:
-                await conn.execute(
-                    sa.insert(t.sandboxes).values(**_sandbox_values(sandbox, self._sealer)))
-                if events:
-                    await conn.execute(
-                        sa.insert(t.sandbox_events), [_event_values(e) for e in events]
-                    )
-        except IntegrityError as exc:
-            raise StoreConflict(f"sandbox {sandbox.sandbox_id} exists") from exc
+        async with inserting(self._engine, f"sandbox {sandbox.sandbox_id}") as conn:
+            await conn.execute(
+                sa.insert(t.sandboxes).values(**_sandbox_values(sandbox, self._sealer)))
+            if events:
+                await conn.execute(sa.insert(t.sandbox_events), [_event_values(e) for e in events])
 
     async def update_sandbox(
         self,
