@@ -11,8 +11,7 @@ import pytest
 
 from bac_server.backends.namespaces import EnvdBundleError
 from bac_server.backends.namespaces._envd_bundle import template_python
-from bac_server.backends.namespaces._layer_lookup import find_in_layers
-from bac_server.backends.namespaces._layers import mount_overlay
+from bac_server.backends.namespaces.layers import find_in_layers, mount_overlay
 from bac_server.host import remove_tree
 from bac_server.host._syscalls import umount
 

@@ -20,10 +20,10 @@ from bac_server.backends.base import BuildStep
 from bac_server.host._syscalls import MS_BIND, MS_NODEV, MS_NOSUID, MS_RDONLY, mount
 
 from ._context import Context
-from ._layer_lookup import find_in_layers
-from ._layers import mount_overlay, write_identity
+from ._layers import write_identity
 from ._network import write_resolv_conf
 from ._slot import SlotRecord, save_record
+from .layers import find_in_layers, mount_overlay
 
 # The upper directory must be a layer on its own: no redirects to lower directories, no
 # metadata-only copies that need the lower file's data, no index tied to these lowers.

@@ -27,7 +27,6 @@ rules and confinement of the sandbox (re-applied and checked at restore, see
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -135,19 +134,6 @@ def freeze(ctx: Context, record: SlotRecord) -> bool:
 
 def thaw(ctx: Context, record: SlotRecord) -> None:
     ctx.cgroups.set_frozen(record.cgroup_path, False)
-
-
-async def copy_tree(source: Path, target: Path) -> None:
-    """Copy a layer with everything overlayfs keeps in it (owners, modes, xattrs such as
-    ``trusted.overlay.opaque``, whiteout devices, hard links, sparse files); reflinks where
-    the filesystem has them."""
-    proc = await asyncio.create_subprocess_exec(
-        "cp", "-a", "--reflink=auto", "--sparse=always", "--", f"{source}/.", str(target),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE)
-    _, err = await proc.communicate()
-    if proc.returncode != 0:
-        raise CheckpointFailed(f"copying {source} failed: {err.decode(errors='replace')[-500:]}")
 
 
 async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,

@@ -22,7 +22,7 @@ from bac_server.backends.base import (
 from bac_server.host import remove_tree, write_private
 
 from . import _stored
-from ._checkpoint import Images, copy_tree, dump, freeze, release_suspend_lock, remove_images, thaw
+from ._checkpoint import Images, dump, freeze, release_suspend_lock, remove_images, thaw
 from ._copies import start_copy
 from ._durable import Flusher
 from ._launch import off_loop
@@ -30,6 +30,7 @@ from ._slot import FREEZER, SlotPhase, SlotRecord, save_record
 from ._slotops import cold_start, ensure_in_place, replace_upper, stop_processes
 from ._suspender import Suspender, suspend_images
 from ._table import SlotTable
+from .layers import copy_tree
 
 
 def _flush_name(checkpoint_id: str) -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 from bac_server.host import remove_tree
 
 from ._bundle_cache import publish, seed
-from ._layer_lookup import find_in_layers
+from .layers import find_in_layers
 
 Progress = Callable[[str], None]
 GUEST_PACKAGES = ("bac_envd", "bac_protocol")

@@ -16,22 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bac_server.host import IdRange, is_mount_point, secure_data_dir
-from bac_server.host._syscalls import (
-    FSCONFIG_CMD_CREATE,
-    FSCONFIG_SET_FLAG,
-    MNT_DETACH,
-    MOUNT_ATTR_NODEV,
-    MS_NODEV,
-    fsconfig,
-    fsmount,
-    fsopen,
-    mount,
-    move_mount,
-    umount,
-)
+from bac_server.host._syscalls import MNT_DETACH, umount
 
 from ._config import NamespaceConfig
 from ._slot import SlotPaths
+from .layers import mount_overlay
 
 
 def _mkdir(path: Path, mode: int, uid: int, gid: int) -> None:
@@ -117,62 +106,6 @@ def write_identity(paths: SlotPaths, hostname: str, ids: IdRange) -> None:
             os.fchown(fd, ids.root, ids.root)
         finally:
             os.close(fd)
-
-
-# Legacy mount(2) data is one page, NUL included; longer layer lists need the new API.
-_PAGE = os.sysconf("SC_PAGESIZE")
-# overlayfs stacks at most this many lower layers (OVL_MAX_STACK).
-MAX_LAYERS = 500
-
-
-def mount_overlay(target: Path, layers: Sequence[Path], upper: Path, work: Path,
-                  options: Sequence[str] = ()) -> None:
-    """Mount ``layers`` (topmost first, read-only) under ``upper`` at ``target`` (nodev)."""
-    if not layers or len(layers) > MAX_LAYERS:
-        raise ValueError(f"an overlay takes 1..{MAX_LAYERS} layers, got {len(layers)}")
-    for part in (*layers, upper, work):
-        if any(c in str(part) for c in ",:\\"):
-            raise ValueError(f"overlay paths may not contain ',', ':' or '\\': {part}")
-    data = ",".join([f"lowerdir={':'.join(map(str, layers))}", f"upperdir={upper}",
-                     f"workdir={work}", *options])
-    if len(data.encode()) < _PAGE:
-        # SECURITY: the layers stay read-only below; every write lands in ``upper``.
-        mount("overlay", str(target), "overlay", MS_NODEV, data)
-        return
-    fs_fd = fsopen("overlay")
-    try:
-        try:
-            fsconfig(fs_fd, "source", "overlay")
-            for layer in layers:
-                fsconfig(fs_fd, "lowerdir+", str(layer))
-            fsconfig(fs_fd, "upperdir", str(upper))
-            fsconfig(fs_fd, "workdir", str(work))
-            for option in options:
-                key, has_value, value = option.partition("=")
-                if has_value:
-                    fsconfig(fs_fd, key, value)
-                else:
-                    fsconfig(fs_fd, key, command=FSCONFIG_SET_FLAG)
-            fsconfig(fs_fd, None, command=FSCONFIG_CMD_CREATE)
-        except OSError as exc:
-            raise OSError(exc.errno, f"{exc.strerror} {_kernel_says(fs_fd)}".strip(),
-                          str(target)) from exc
-        mount_fd = fsmount(fs_fd, MOUNT_ATTR_NODEV)
-        try:
-            # SECURITY: as above; the same mount, made through the new mount API.
-            move_mount(mount_fd, str(target))
-        finally:
-            os.close(mount_fd)
-    finally:
-        os.close(fs_fd)
-
-
-def _kernel_says(fs_fd: int) -> str:
-    """The filesystem's own explanation of a failed ``fsconfig`` (read from its context)."""
-    try:
-        return os.read(fs_fd, 1024).decode(errors="replace").removeprefix("e ").strip()
-    except OSError:
-        return ""
 
 
 def mount_rootfs(paths: SlotPaths, layers: Sequence[Path]) -> None:
