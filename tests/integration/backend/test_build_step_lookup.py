@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bac_server.backends.namespaces import EnvdBundleError
-from bac_server.backends.namespaces._envd_bundle import template_python
+from bac_server.backends.namespaces.envd import template_python
 from bac_server.backends.namespaces.layers import find_in_layers, mount_overlay
 from bac_server.host import remove_tree
 from bac_server.host._syscalls import umount

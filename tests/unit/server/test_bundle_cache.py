@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bac_server.backends.namespaces._bundle_cache import publish, seed
+from bac_server.backends.namespaces.envd._bundle_cache import publish, seed
 
 
 def _bundle(root: Path) -> Path:

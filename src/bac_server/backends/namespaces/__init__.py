@@ -12,8 +12,8 @@ Public API::
 from ._backend import NamespaceBackend
 from ._config import NamespaceConfig
 from ._criu import choose_runtime
-from ._envd_bundle import EnvdBundleError, ensure_envd_bundle
 from ._seccomp import DENIED as SECCOMP_DENIED
+from .envd import EnvdBundleError, ensure_envd_bundle
 
 __all__ = [
     "SECCOMP_DENIED",

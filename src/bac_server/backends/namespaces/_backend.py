@@ -48,7 +48,6 @@ from ._checkpointer import Checkpointer
 from ._config import NamespaceConfig
 from ._context import Context
 from ._durable import Flusher
-from ._envd_bundle import Progress
 from ._layers import prepare_data_dirs
 from ._layers_in_use import layers_in_use
 from ._network import restore_egress
@@ -60,6 +59,7 @@ from ._runtime import OciRuntime, RuntimeFailed
 from ._stored import bundles_in_use
 from ._suspender import Suspender, prepare_checkpoints
 from ._table import SlotTable
+from .envd import Progress
 from .network import AddressPool, Egress
 
 _log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from bac_server.backends.base import SandboxSetupError, TemplateImage
 
 from ._cgroupfs import CgroupTree
 from ._config import NamespaceConfig
-from ._envd_bundle import Progress, ensure_envd_bundle
 from ._runtime import OciRuntime
 from ._slot import SlotPaths, SlotRecord, load_record
+from .envd import Progress, ensure_envd_bundle
 from .network import AddressPool, Egress
 
 

@@ -23,8 +23,6 @@ from bac_server.host import PARENT_CGROUP, write_private
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
 from ._context import Context
-from ._envd_bundle import EnvdBundleError
-from ._envd_client import wait_ready
 from ._layers import make_slot_dirs, mount_rootfs, write_identity
 from ._network import attach_egress, write_resolv_conf
 from ._ocispec import Limits, SandboxPlan, build_config
@@ -35,6 +33,7 @@ from ._seccomp import attach_compiled, remember_compiled
 from ._slot import SlotPaths, SlotPhase, SlotRecord, save_record
 from ._teardown import to_the_end
 from ._teardown import undo_after_failure as undo_after_failure  # slot makers import it here
+from .envd import EnvdBundleError, wait_ready
 from .network import LeaseOwner, create_netns
 
 _log = logging.getLogger(__name__)

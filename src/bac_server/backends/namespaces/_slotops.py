@@ -19,13 +19,13 @@ from bac_server.backends.envd_http import init_payload, post_init
 from bac_server.host import is_mount_point, remove_tree
 
 from ._context import Context
-from ._envd_client import wait_ready
 from ._launch import _note_init, _write_config, off_loop, sandbox_env
 from ._layers import mount_rootfs, unmount_rootfs
 from ._ocispec import Limits, SandboxPlan
 from ._restorable import netns_pinned, pin_netns, restorable
 from ._slot import SlotRecord, save_record
 from ._teardown import _kill_slot_processes
+from .envd import wait_ready
 from .layers import copy_tree
 from .network import LeaseOwner, create_netns
 

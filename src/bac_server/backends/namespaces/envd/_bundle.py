@@ -32,8 +32,8 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
+from ..layers import find_in_layers
 from ._bundle_cache import publish, seed
-from .layers import find_in_layers
 
 Progress = Callable[[str], None]
 GUEST_PACKAGES = ("bac_envd", "bac_protocol")
