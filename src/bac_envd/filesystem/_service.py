@@ -1,4 +1,5 @@
-"""The ``filesystem.Filesystem`` Connect service (Stat, MakeDir, Move, ListDir, Remove).
+"""The ``filesystem.Filesystem`` Connect service: Stat, MakeDir, Move, ListDir, Remove, and
+the watch RPCs (their logic and the polled watchers are ``_watches``).
 
 Transport only: resolve the user and paths, call ``_ops``, map ``FsError`` to Connect
 codes, convert ``Entry`` to ``EntryInfo``. Tree-walking calls run in a worker thread so a
@@ -8,6 +9,7 @@ large directory does not stall other requests.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 from bac_envd._rpcctx import rpc_path, rpc_user
@@ -16,14 +18,15 @@ from bac_envd.filesystem import _ops
 from bac_envd.filesystem._convert import to_connect, to_entry_info
 from bac_envd.filesystem._entry import entry_info
 from bac_envd.filesystem._errors import FsError
-from bac_envd.filesystem._watch_service import WatchService
+from bac_envd.filesystem._watches import Watches
 from bac_protocol.envd import filesystem_pb as pb
 from bac_protocol.envd.filesystem_connect import Filesystem
 
 
-class FilesystemService(WatchService, Filesystem):
+class FilesystemService(Filesystem):
     def __init__(self, state: EnvdState) -> None:
-        super().__init__(state)
+        self._state = state
+        self._watches = Watches(state)
 
     async def stat(self, request: Any, ctx: Any) -> pb.StatResponse:
         path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
@@ -65,3 +68,19 @@ class FilesystemService(WatchService, Filesystem):
         except FsError as exc:
             raise to_connect(exc) from exc
         return pb.RemoveResponse()
+
+    def watch_dir(self, request: Any, ctx: Any) -> AsyncIterator[pb.WatchDirResponse]:
+        return self._watches.stream(request, ctx)
+
+    async def create_watcher(self, request: Any, ctx: Any) -> pb.CreateWatcherResponse:
+        return self._watches.create(request, ctx)
+
+    async def get_watcher_events(self, request: Any, ctx: Any) -> pb.GetWatcherEventsResponse:
+        return self._watches.drain(request)
+
+    async def remove_watcher(self, request: Any, ctx: Any) -> pb.RemoveWatcherResponse:
+        return self._watches.remove(request)
+
+    def close_all(self) -> None:
+        """End every polled watcher (envd is exiting)."""
+        self._watches.close_all()

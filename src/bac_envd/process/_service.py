@@ -1,13 +1,16 @@
 """The ``process.Process`` Connect service: transport parsing and error mapping only.
 
 Start/Connect streams send ``start{pid}`` first, then data and keepalives, then exactly
-one ``end``. Errors keep E2B envd's codes: unknown pid/tag ⇒ ``not_found``, bad cwd or
-exec failure ⇒ ``invalid_argument``, bad signal ⇒ ``unimplemented``, input problems ⇒
+one ``end``. Input, signals and PTY resizes reach running processes only; a retained
+exited process answers not_found (so the SDK's kill() returns False for it, as with E2B
+envd). Errors keep E2B envd's codes: unknown pid/tag ⇒ ``not_found``, bad cwd or exec
+failure ⇒ ``invalid_argument``, bad signal ⇒ ``unimplemented``, input problems ⇒
 ``internal``.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
@@ -18,13 +21,28 @@ from connectrpc.errors import ConnectError
 from protobuf import Oneof
 
 from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
-from bac_envd.process._control import ProcessControl
+from bac_envd._state import EnvdState
 from bac_envd.process._env import BadEnvironment, build_env
 from bac_envd.process._login import keep_login_path
-from bac_envd.process._managed import DataChunk, ManagedProcess, ProcessSpec
+from bac_envd.process._managed import DataChunk, InputError, ManagedProcess, ProcessSpec, ProcState
 from bac_envd.process._spawn import SpawnError, SpawnRequest, spawn
+from bac_envd.process._table import ProcessNotFound, ProcessTable
 from bac_protocol.envd import process_pb as pb
 from bac_protocol.envd.process_connect import Process
+
+_SIGNALS = {pb.Signal.SIGKILL: signal.SIGKILL, pb.Signal.SIGTERM: signal.SIGTERM}
+_KILL_REAP_S = 2.0
+
+
+async def _write(proc: ManagedProcess, process_input: Any) -> None:
+    choice = process_input.input if process_input is not None else None
+    if choice is None or choice.field not in ("stdin", "pty"):
+        raise ConnectError(Code.UNIMPLEMENTED, "invalid input type")
+    try:
+        await proc.write_input(choice.value, pty=choice.field == "pty")
+    except InputError as exc:
+        target = "tty" if choice.field == "pty" else "stdin"
+        raise ConnectError(Code.INTERNAL, f"error writing to {target}: {exc}") from exc
 
 
 def _event(event: Any) -> pb.ProcessEvent:
@@ -81,7 +99,75 @@ async def _stream(
         sub.close()
 
 
-class ProcessService(ProcessControl, Process):
+class ProcessService(Process):
+    def __init__(self, state: EnvdState, table: ProcessTable) -> None:
+        self._state = state
+        self._table = table
+
+    def _select(self, selector: Any, *, live: bool = True) -> ManagedProcess:
+        choice = selector.selector if selector is not None else None
+        try:
+            if choice is not None and choice.field == "pid":
+                proc = self._table.by_pid(choice.value)
+            elif choice is not None and choice.field == "tag":
+                proc = self._table.by_tag(choice.value)
+            else:
+                raise ConnectError(Code.INVALID_ARGUMENT, "process selector is required")
+        except ProcessNotFound as exc:
+            raise ConnectError(Code.NOT_FOUND, str(exc)) from exc
+        if live and proc.state is not ProcState.RUNNING:
+            what = f"pid {proc.pid}" if choice.field == "pid" else f"tag {choice.value}"
+            raise ConnectError(Code.NOT_FOUND, f"process with {what} not found")
+        return proc
+
+    async def update(self, request: Any, ctx: Any) -> pb.UpdateResponse:
+        proc = self._select(request.process)
+        if request.has_field("pty") and request.pty.size is not None:
+            size = request.pty.size
+            try:
+                proc.resize(size.cols, size.rows)
+            except (InputError, OSError) as exc:
+                raise ConnectError(Code.INTERNAL, f"error resizing tty: {exc}") from exc
+        return pb.UpdateResponse()
+
+    async def send_input(self, request: Any, ctx: Any) -> pb.SendInputResponse:
+        await _write(self._select(request.process), request.input)
+        return pb.SendInputResponse()
+
+    async def stream_input(self, requests: Any, ctx: Any) -> pb.StreamInputResponse:
+        proc: ManagedProcess | None = None
+        async for request in requests:
+            event = request.event
+            if event is None or event.field == "keepalive":
+                continue
+            if event.field == "start":
+                proc = self._select(event.value.process)
+            elif event.field == "data":
+                if proc is None:
+                    raise ConnectError(Code.FAILED_PRECONDITION, "input data before start event")
+                await _write(proc, event.value.input)
+        return pb.StreamInputResponse()
+
+    async def send_signal(self, request: Any, ctx: Any) -> pb.SendSignalResponse:
+        proc = self._select(request.process)
+        signum = _SIGNALS.get(request.signal)
+        if signum is None:
+            raise ConnectError(Code.UNIMPLEMENTED, f"invalid signal: {request.signal}")
+        proc.signal(signum)
+        if signum == signal.SIGKILL:
+            # A killed process is gone when the call returns: a List right after a kill
+            # must not show it. SIGKILL cannot be ignored, so this is short; bounded anyway.
+            await proc.wait_reaped(_KILL_REAP_S)
+        return pb.SendSignalResponse()
+
+    async def close_stdin(self, request: Any, ctx: Any) -> pb.CloseStdinResponse:
+        proc = self._select(request.process)
+        try:
+            proc.close_stdin()
+        except InputError as exc:
+            raise ConnectError(Code.UNKNOWN, f"error closing stdin: {exc}") from exc
+        return pb.CloseStdinResponse()
+
     async def list(self, request: Any, ctx: Any) -> pb.ListResponse:
         infos = [
             pb.ProcessInfo(

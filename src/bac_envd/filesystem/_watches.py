@@ -1,4 +1,5 @@
-"""Watch RPCs: the ``WatchDir`` stream (async SDK) and the polled watcher API (sync SDK).
+"""The watches of the filesystem service: the ``WatchDir`` stream (async SDK) and the
+polled watchers (sync SDK), which live between calls.
 
 A stream starts with ``{"start":{}}`` once the watch is in place, then sends events and
 keepalives until the client leaves or its ``Connect-Timeout-Ms`` passes. Polled watchers
@@ -55,7 +56,9 @@ class _Polled:
         self.events.append(_to_wire(event, self.include_entry))
 
 
-class WatchService:
+class Watches:
+    """The RPCs' watch logic and the polled watchers, owned by ``FilesystemService``."""
+
     def __init__(self, state: EnvdState) -> None:
         self._state = state
         self._polled: dict[str, _Polled] = {}
@@ -80,7 +83,7 @@ class WatchService:
             message = f"error adding path {path} to watcher: {exc}"
             raise ConnectError(Code.INTERNAL, message) from exc
 
-    async def watch_dir(self, request: Any, ctx: Any) -> AsyncIterator[pb.WatchDirResponse]:
+    async def stream(self, request: Any, ctx: Any) -> AsyncIterator[pb.WatchDirResponse]:
         queue: deque[FsEvent] = deque()
         wake = asyncio.Event()
 
@@ -118,7 +121,7 @@ class WatchService:
         finally:
             watcher.close()
 
-    async def create_watcher(self, request: Any, ctx: Any) -> pb.CreateWatcherResponse:
+    def create(self, request: Any, ctx: Any) -> pb.CreateWatcherResponse:
         polled = _Polled(request.include_entry)
         polled.watcher = self._open(request, ctx, polled.sink)
         watcher_id = os.urandom(12).hex()
@@ -131,13 +134,13 @@ class WatchService:
             raise ConnectError(Code.NOT_FOUND, f"watcher with id {watcher_id} not found")
         return polled
 
-    async def get_watcher_events(self, request: Any, ctx: Any) -> pb.GetWatcherEventsResponse:
+    def drain(self, request: Any) -> pb.GetWatcherEventsResponse:
         polled = self._polled_by_id(request.watcher_id)
         events = list(polled.events)
         polled.events.clear()
         return pb.GetWatcherEventsResponse(events=events)
 
-    async def remove_watcher(self, request: Any, ctx: Any) -> pb.RemoveWatcherResponse:
+    def remove(self, request: Any) -> pb.RemoveWatcherResponse:
         polled = self._polled_by_id(request.watcher_id)
         del self._polled[request.watcher_id]
         if polled.watcher is not None:
