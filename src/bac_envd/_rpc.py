@@ -13,10 +13,12 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import Any
 
 from bac_envd._http import ASGIApp
 from bac_envd._state import EnvdState
+
+# bac_envd._services.build_apps: the apps by path prefix, and the hook that ends what they started.
+BuildApps = Callable[[EnvdState], tuple[dict[str, ASGIApp], Callable[[], None]]]
 
 
 def _skip_connectrpc_version_lookup() -> None:
@@ -28,11 +30,11 @@ def _skip_connectrpc_version_lookup() -> None:
         sys.modules["connectrpc._version"] = stub
 
 
-def import_services() -> Any:
+def import_services() -> BuildApps:
     _skip_connectrpc_version_lookup()
     import bac_envd._services as services
 
-    return services
+    return services.build_apps
 
 
 class RpcServices:
@@ -41,25 +43,25 @@ class RpcServices:
     def __init__(self, state: EnvdState) -> None:
         self._state = state
         self._apps: dict[str, ASGIApp] | None = None
-        self._loading: asyncio.Future[Any] | None = None
+        self._loading: asyncio.Future[BuildApps] | None = None
         self._shutdown: Callable[[], None] | None = None
 
     def preload(self) -> None:
         """Start importing now, without waiting for it."""
         self._start_import()
 
-    def _start_import(self) -> asyncio.Future[Any]:
+    def _start_import(self) -> asyncio.Future[BuildApps]:
         if self._loading is None:
             loop = asyncio.get_running_loop()
-            future: asyncio.Future[Any] = loop.create_future()
+            future: asyncio.Future[BuildApps] = loop.create_future()
 
             def run() -> None:
                 try:
-                    module = import_services()
+                    build_apps = import_services()
                 except BaseException as exc:  # handed to the awaiting request
                     loop.call_soon_threadsafe(future.set_exception, exc)
                 else:
-                    loop.call_soon_threadsafe(future.set_result, module)
+                    loop.call_soon_threadsafe(future.set_result, build_apps)
 
             threading.Thread(target=run, name="envd-rpc-import", daemon=True).start()
             self._loading = future
@@ -67,9 +69,9 @@ class RpcServices:
 
     async def app_for(self, path: str) -> ASGIApp:
         if self._apps is None:
-            module = await asyncio.shield(self._start_import())
+            build_apps = await asyncio.shield(self._start_import())
             if self._apps is None:
-                self._apps, self._shutdown = module.build_apps(self._state)
+                self._apps, self._shutdown = build_apps(self._state)
         prefix = path[: path.index("/", 1) + 1]
         return self._apps[prefix]
 

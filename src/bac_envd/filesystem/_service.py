@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bac_envd._rpcctx import rpc_path, rpc_user
 from bac_envd._state import EnvdState
@@ -22,20 +22,27 @@ from bac_envd.filesystem._watches import Watches
 from bac_protocol.envd import filesystem_pb as pb
 from bac_protocol.envd.filesystem_connect import Filesystem
 
+if TYPE_CHECKING:
+    from connectrpc.request import RequestContext
+
 
 class FilesystemService(Filesystem):
     def __init__(self, state: EnvdState) -> None:
         self._state = state
         self._watches = Watches(state)
 
-    async def stat(self, request: Any, ctx: Any) -> pb.StatResponse:
+    async def stat(
+        self, request: pb.StatRequest, ctx: RequestContext[pb.StatRequest, pb.StatResponse]
+    ) -> pb.StatResponse:
         path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
         try:
             return pb.StatResponse(entry=to_entry_info(entry_info(path)))
         except FsError as exc:
             raise to_connect(exc) from exc
 
-    async def make_dir(self, request: Any, ctx: Any) -> pb.MakeDirResponse:
+    async def make_dir(
+        self, request: pb.MakeDirRequest, ctx: RequestContext[pb.MakeDirRequest, pb.MakeDirResponse]
+    ) -> pb.MakeDirResponse:
         user = rpc_user(ctx, self._state)
         path = rpc_path(request.path, user, self._state)
         try:
@@ -43,7 +50,9 @@ class FilesystemService(Filesystem):
         except FsError as exc:
             raise to_connect(exc) from exc
 
-    async def move(self, request: Any, ctx: Any) -> pb.MoveResponse:
+    async def move(
+        self, request: pb.MoveRequest, ctx: RequestContext[pb.MoveRequest, pb.MoveResponse]
+    ) -> pb.MoveResponse:
         user = rpc_user(ctx, self._state)
         source = rpc_path(request.source, user, self._state)
         destination = rpc_path(request.destination, user, self._state)
@@ -53,7 +62,9 @@ class FilesystemService(Filesystem):
             raise to_connect(exc) from exc
         return pb.MoveResponse(entry=to_entry_info(entry))
 
-    async def list_dir(self, request: Any, ctx: Any) -> pb.ListDirResponse:
+    async def list_dir(
+        self, request: pb.ListDirRequest, ctx: RequestContext[pb.ListDirRequest, pb.ListDirResponse]
+    ) -> pb.ListDirResponse:
         path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
         try:
             entries = await asyncio.to_thread(_ops.list_dir, path, request.depth)
@@ -61,7 +72,9 @@ class FilesystemService(Filesystem):
             raise to_connect(exc) from exc
         return pb.ListDirResponse(entries=[to_entry_info(e) for e in entries])
 
-    async def remove(self, request: Any, ctx: Any) -> pb.RemoveResponse:
+    async def remove(
+        self, request: pb.RemoveRequest, ctx: RequestContext[pb.RemoveRequest, pb.RemoveResponse]
+    ) -> pb.RemoveResponse:
         path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
         try:
             await asyncio.to_thread(_ops.remove, path)
@@ -69,16 +82,28 @@ class FilesystemService(Filesystem):
             raise to_connect(exc) from exc
         return pb.RemoveResponse()
 
-    def watch_dir(self, request: Any, ctx: Any) -> AsyncIterator[pb.WatchDirResponse]:
+    def watch_dir(
+        self, request: pb.WatchDirRequest,
+        ctx: RequestContext[pb.WatchDirRequest, pb.WatchDirResponse],
+    ) -> AsyncIterator[pb.WatchDirResponse]:
         return self._watches.stream(request, ctx)
 
-    async def create_watcher(self, request: Any, ctx: Any) -> pb.CreateWatcherResponse:
+    async def create_watcher(
+        self, request: pb.CreateWatcherRequest,
+        ctx: RequestContext[pb.CreateWatcherRequest, pb.CreateWatcherResponse],
+    ) -> pb.CreateWatcherResponse:
         return self._watches.create(request, ctx)
 
-    async def get_watcher_events(self, request: Any, ctx: Any) -> pb.GetWatcherEventsResponse:
+    async def get_watcher_events(
+        self, request: pb.GetWatcherEventsRequest,
+        ctx: RequestContext[pb.GetWatcherEventsRequest, pb.GetWatcherEventsResponse],
+    ) -> pb.GetWatcherEventsResponse:
         return self._watches.drain(request)
 
-    async def remove_watcher(self, request: Any, ctx: Any) -> pb.RemoveWatcherResponse:
+    async def remove_watcher(
+        self, request: pb.RemoveWatcherRequest,
+        ctx: RequestContext[pb.RemoveWatcherRequest, pb.RemoveWatcherResponse],
+    ) -> pb.RemoveWatcherResponse:
         return self._watches.remove(request)
 
     def close_all(self) -> None:

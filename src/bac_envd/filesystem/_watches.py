@@ -13,8 +13,8 @@ import asyncio
 import os
 import time
 from collections import deque
-from collections.abc import AsyncIterator
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Literal
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
@@ -28,6 +28,11 @@ from bac_envd.filesystem._errors import FsError
 from bac_envd.filesystem._mounts import is_network_mount
 from bac_envd.filesystem._watcher import DirWatcher, FsEvent, FsEventType
 from bac_protocol.envd import filesystem_pb as pb
+
+if TYPE_CHECKING:
+    from connectrpc.request import RequestContext
+
+    from bac_envd._rpcctx import Context
 
 MAX_QUEUED = 65536
 _Start = Oneof[Literal["start"], pb.WatchDirResponse.StartEvent]
@@ -63,7 +68,8 @@ class Watches:
         self._state = state
         self._polled: dict[str, _Polled] = {}
 
-    def _open(self, request: Any, ctx: Any, sink: Any) -> DirWatcher:
+    def _open(self, request: pb.WatchDirRequest | pb.CreateWatcherRequest,
+              ctx: Context, sink: Callable[[FsEvent], None]) -> DirWatcher:
         path = rpc_path(request.path, rpc_user(ctx, self._state), self._state)
         try:
             os.stat(path)
@@ -83,7 +89,10 @@ class Watches:
             message = f"error adding path {path} to watcher: {exc}"
             raise ConnectError(Code.INTERNAL, message) from exc
 
-    async def stream(self, request: Any, ctx: Any) -> AsyncIterator[pb.WatchDirResponse]:
+    async def stream(
+        self, request: pb.WatchDirRequest,
+        ctx: RequestContext[pb.WatchDirRequest, pb.WatchDirResponse],
+    ) -> AsyncIterator[pb.WatchDirResponse]:
         queue: deque[FsEvent] = deque()
         wake = asyncio.Event()
 
@@ -121,7 +130,10 @@ class Watches:
         finally:
             watcher.close()
 
-    def create(self, request: Any, ctx: Any) -> pb.CreateWatcherResponse:
+    def create(
+        self, request: pb.CreateWatcherRequest,
+        ctx: RequestContext[pb.CreateWatcherRequest, pb.CreateWatcherResponse],
+    ) -> pb.CreateWatcherResponse:
         polled = _Polled(request.include_entry)
         polled.watcher = self._open(request, ctx, polled.sink)
         watcher_id = os.urandom(12).hex()
@@ -134,13 +146,13 @@ class Watches:
             raise ConnectError(Code.NOT_FOUND, f"watcher with id {watcher_id} not found")
         return polled
 
-    def drain(self, request: Any) -> pb.GetWatcherEventsResponse:
+    def drain(self, request: pb.GetWatcherEventsRequest) -> pb.GetWatcherEventsResponse:
         polled = self._polled_by_id(request.watcher_id)
         events = list(polled.events)
         polled.events.clear()
         return pb.GetWatcherEventsResponse(events=events)
 
-    def remove(self, request: Any) -> pb.RemoveWatcherResponse:
+    def remove(self, request: pb.RemoveWatcherRequest) -> pb.RemoveWatcherResponse:
         polled = self._polled_by_id(request.watcher_id)
         del self._polled[request.watcher_id]
         if polled.watcher is not None:

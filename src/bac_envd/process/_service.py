@@ -14,7 +14,7 @@ import signal
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
@@ -23,6 +23,7 @@ from protobuf import Oneof
 from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
 from bac_envd._state import EnvdState
 from bac_envd.process._env import BadEnvironment, build_env
+from bac_envd.process._exit import ExitInfo
 from bac_envd.process._login import keep_login_path
 from bac_envd.process._managed import DataChunk, InputError, ManagedProcess, ProcessSpec, ProcState
 from bac_envd.process._spawn import SpawnError, SpawnRequest, spawn
@@ -30,11 +31,19 @@ from bac_envd.process._table import ProcessNotFound, ProcessTable
 from bac_protocol.envd import process_pb as pb
 from bac_protocol.envd.process_connect import Process
 
+if TYPE_CHECKING:
+    from connectrpc.request import RequestContext
+
+_Wrapped = TypeVar("_Wrapped", pb.StartResponse, pb.ConnectResponse)
+_Start = Oneof[Literal["start"], pb.ProcessEvent.StartEvent]
+_Data = Oneof[Literal["data"], pb.ProcessEvent.DataEvent]
+_End = Oneof[Literal["end"], pb.ProcessEvent.EndEvent]
+_Keep = Oneof[Literal["keepalive"], pb.ProcessEvent.KeepAlive]
 _SIGNALS = {pb.Signal.SIGKILL: signal.SIGKILL, pb.Signal.SIGTERM: signal.SIGTERM}
 _KILL_REAP_S = 2.0
 
 
-async def _write(proc: ManagedProcess, process_input: Any) -> None:
+async def _write(proc: ManagedProcess, process_input: pb.ProcessInput | None) -> None:
     choice = process_input.input if process_input is not None else None
     if choice is None or choice.field not in ("stdin", "pty"):
         raise ConnectError(Code.UNIMPLEMENTED, "invalid input type")
@@ -45,15 +54,16 @@ async def _write(proc: ManagedProcess, process_input: Any) -> None:
         raise ConnectError(Code.INTERNAL, f"error writing to {target}: {exc}") from exc
 
 
-def _event(event: Any) -> pb.ProcessEvent:
+def _event(event: _Start | _Data | _End | _Keep) -> pb.ProcessEvent:
     return pb.ProcessEvent(event=event)
 
 
-def _end(info: Any) -> pb.ProcessEvent:
+def _end(info: ExitInfo) -> pb.ProcessEvent:
     end = pb.ProcessEvent.EndEvent(
         exit_code=info.exit_code, exited=info.exited, status=info.status, error=info.error
     )
-    return _event(Oneof("end", end))
+    choice: _End = Oneof("end", end)
+    return _event(choice)
 
 
 def _data(chunk: DataChunk) -> pb.ProcessEvent.DataEvent:
@@ -71,14 +81,15 @@ async def _stream(
     proc: ManagedProcess,
     keepalive: float,
     deadline: float | None,
-    wrap: Callable[[pb.ProcessEvent], Any],
-) -> AsyncGenerator[Any, None]:
+    wrap: Callable[[pb.ProcessEvent], _Wrapped],
+) -> AsyncGenerator[_Wrapped, None]:
     # Subscribing happens on the first iteration, in the same step as the spawn that
     # precedes it (no await in between), so no output can slip past unseen.
     sub = proc.subscribe()
     ends_at = None if deadline is None else time.monotonic() + deadline
     try:
-        yield wrap(_event(Oneof("start", pb.ProcessEvent.StartEvent(pid=proc.pid))))
+        started: _Start = Oneof("start", pb.ProcessEvent.StartEvent(pid=proc.pid))
+        yield wrap(_event(started))
         while True:
             wait = keepalive
             if ends_at is not None:
@@ -89,9 +100,11 @@ async def _stream(
             item = await sub.next(wait)
             if item is None:
                 if ends_at is None or time.monotonic() < ends_at:
-                    yield wrap(_event(Oneof("keepalive", pb.ProcessEvent.KeepAlive())))
+                    keep: _Keep = Oneof("keepalive", pb.ProcessEvent.KeepAlive())
+                    yield wrap(_event(keep))
             elif isinstance(item, DataChunk):
-                yield wrap(_event(Oneof("data", _data(item))))
+                data: _Data = Oneof("data", _data(item))
+                yield wrap(_event(data))
             else:
                 yield wrap(_end(item))
                 return
@@ -104,12 +117,13 @@ class ProcessService(Process):
         self._state = state
         self._table = table
 
-    def _select(self, selector: Any, *, live: bool = True) -> ManagedProcess:
+    def _select(self, selector: pb.ProcessSelector | None, *, live: bool = True
+                ) -> ManagedProcess:
         choice = selector.selector if selector is not None else None
         try:
-            if choice is not None and choice.field == "pid":
+            if choice is not None and choice.field == "pid" and isinstance(choice.value, int):
                 proc = self._table.by_pid(choice.value)
-            elif choice is not None and choice.field == "tag":
+            elif choice is not None and choice.field == "tag" and isinstance(choice.value, str):
                 proc = self._table.by_tag(choice.value)
             else:
                 raise ConnectError(Code.INVALID_ARGUMENT, "process selector is required")
@@ -120,9 +134,11 @@ class ProcessService(Process):
             raise ConnectError(Code.NOT_FOUND, f"process with {what} not found")
         return proc
 
-    async def update(self, request: Any, ctx: Any) -> pb.UpdateResponse:
+    async def update(
+        self, request: pb.UpdateRequest, ctx: RequestContext[pb.UpdateRequest, pb.UpdateResponse]
+    ) -> pb.UpdateResponse:
         proc = self._select(request.process)
-        if request.has_field("pty") and request.pty.size is not None:
+        if request.pty is not None and request.pty.size is not None:
             size = request.pty.size
             try:
                 proc.resize(size.cols, size.rows)
@@ -130,25 +146,34 @@ class ProcessService(Process):
                 raise ConnectError(Code.INTERNAL, f"error resizing tty: {exc}") from exc
         return pb.UpdateResponse()
 
-    async def send_input(self, request: Any, ctx: Any) -> pb.SendInputResponse:
+    async def send_input(
+        self, request: pb.SendInputRequest,
+        ctx: RequestContext[pb.SendInputRequest, pb.SendInputResponse],
+    ) -> pb.SendInputResponse:
         await _write(self._select(request.process), request.input)
         return pb.SendInputResponse()
 
-    async def stream_input(self, requests: Any, ctx: Any) -> pb.StreamInputResponse:
+    async def stream_input(
+        self, requests: AsyncIterator[pb.StreamInputRequest],
+        ctx: RequestContext[pb.StreamInputRequest, pb.StreamInputResponse],
+    ) -> pb.StreamInputResponse:
         proc: ManagedProcess | None = None
         async for request in requests:
             event = request.event
-            if event is None or event.field == "keepalive":
+            if event is None:
                 continue
-            if event.field == "start":
+            if isinstance(event.value, pb.StreamInputRequest.StartEvent):
                 proc = self._select(event.value.process)
-            elif event.field == "data":
+            elif isinstance(event.value, pb.StreamInputRequest.DataEvent):
                 if proc is None:
                     raise ConnectError(Code.FAILED_PRECONDITION, "input data before start event")
                 await _write(proc, event.value.input)
         return pb.StreamInputResponse()
 
-    async def send_signal(self, request: Any, ctx: Any) -> pb.SendSignalResponse:
+    async def send_signal(
+        self, request: pb.SendSignalRequest,
+        ctx: RequestContext[pb.SendSignalRequest, pb.SendSignalResponse],
+    ) -> pb.SendSignalResponse:
         proc = self._select(request.process)
         signum = _SIGNALS.get(request.signal)
         if signum is None:
@@ -160,7 +185,10 @@ class ProcessService(Process):
             await proc.wait_reaped(_KILL_REAP_S)
         return pb.SendSignalResponse()
 
-    async def close_stdin(self, request: Any, ctx: Any) -> pb.CloseStdinResponse:
+    async def close_stdin(
+        self, request: pb.CloseStdinRequest,
+        ctx: RequestContext[pb.CloseStdinRequest, pb.CloseStdinResponse],
+    ) -> pb.CloseStdinResponse:
         proc = self._select(request.process)
         try:
             proc.close_stdin()
@@ -168,7 +196,9 @@ class ProcessService(Process):
             raise ConnectError(Code.UNKNOWN, f"error closing stdin: {exc}") from exc
         return pb.CloseStdinResponse()
 
-    async def list(self, request: Any, ctx: Any) -> pb.ListResponse:
+    async def list(
+        self, request: pb.ListRequest, ctx: RequestContext[pb.ListRequest, pb.ListResponse]
+    ) -> pb.ListResponse:
         infos = [
             pb.ProcessInfo(
                 config=pb.ProcessConfig(
@@ -181,13 +211,15 @@ class ProcessService(Process):
         ]
         return pb.ListResponse(processes=infos)
 
-    async def start(self, request: Any, ctx: Any) -> AsyncIterator[pb.StartResponse]:
+    async def start(
+        self, request: pb.StartRequest, ctx: RequestContext[pb.StartRequest, pb.StartResponse]
+    ) -> AsyncIterator[pb.StartResponse]:
         user = rpc_user(ctx, self._state)
         config = request.process or pb.ProcessConfig()
         cwd_requested = config.cwd if config.has_field("cwd") else None
         cwd = rpc_path(cwd_requested or "", user, self._state)
         pty_size = None
-        if request.has_field("pty"):
+        if request.pty is not None:
             size = request.pty.size or pb.PTY.Size()
             pty_size = (size.cols or 80, size.rows or 24)
         try:
@@ -219,7 +251,10 @@ class ProcessService(Process):
             async for message in events:
                 yield message
 
-    async def connect(self, request: Any, ctx: Any) -> AsyncIterator[pb.ConnectResponse]:
+    async def connect(
+        self, request: pb.ConnectRequest,
+        ctx: RequestContext[pb.ConnectRequest, pb.ConnectResponse],
+    ) -> AsyncIterator[pb.ConnectResponse]:
         proc = self._select(request.process, live=False)
         wrap = lambda e: pb.ConnectResponse(event=e)  # noqa: E731
         events = _stream(proc, keepalive_seconds(ctx), deadline_seconds(ctx), wrap)
