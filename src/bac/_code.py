@@ -147,7 +147,8 @@ class CodeClient:
         on_result: Callback[Result] | None,
         on_error: Callback[ExecutionError] | None,
     ) -> Execution:
-        """Run ``code``; see :meth:`bac.AsyncSandbox.run_code`."""
+        """POST ``code`` to /execute and fold its NDJSON stream, reporting each line as it
+        arrives; see :meth:`bac.AsyncSandbox.run_code`."""
         if language is not None and context is not None:
             raise e.InvalidArgumentError("give either language or context, not both")
         if timeout is not None and timeout < 0:
@@ -158,9 +159,35 @@ class CodeClient:
             "language": language,
             "env_vars": envs,
         }
-        return await self._execute(
-            body, timeout, request_timeout, on_stdout, on_stderr, on_result, on_error
-        )
+        headers = {"X-Access-Token": self._access_token} if self._access_token else {}
+        parser = ExecutionParser()
+        deadline = asyncio.timeout(timeout or None)
+        try:
+            async with deadline, self._http.stream(
+                "POST", "/execute", json=body, headers=headers,
+                timeout=self._timeout(request_timeout, read=False),
+            ) as response:
+                if not response.is_success:
+                    raise status_error(response.status_code, await response.aread(), "run_code")
+                async for line in response.aiter_lines():
+                    await self._report(parser.feed(line), on_stdout, on_stderr, on_result,
+                                       on_error)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise e.TimeoutError(
+                    f"run_code: the execution did not finish within {timeout} s (timeout=); "
+                    "the kernel was interrupted and keeps its state"
+                ) from exc
+            raise
+        except httpx.TimeoutException as exc:
+            raise e.TimeoutError("run_code: the kernel server did not answer in time") from exc
+        except httpx.ConnectError as exc:
+            raise e.ServerUnreachableError(f"run_code: cannot reach {self._http.base_url}") from exc
+        except httpx.TransportError as exc:
+            raise await self._lost(exc, "run_code") from exc
+        if not parser.ended:
+            raise await self._lost(EOFError("stream ended early"), "run_code")
+        return parser.execution
 
     async def create_context(
         self, cwd: str | None, language: str | None, request_timeout: float | None
@@ -210,47 +237,6 @@ class CodeClient:
             return response.json()
         except ValueError as exc:
             raise e.ServerError(f"{what}: the kernel server's answer is not JSON") from exc
-
-    async def _execute(
-        self,
-        body: dict[str, Any],
-        timeout: float | None,  # noqa: ASYNC109 - the execution's own deadline, E2B API
-        request_timeout: float | None,
-        on_stdout: Callback[OutputMessage] | None,
-        on_stderr: Callback[OutputMessage] | None,
-        on_result: Callback[Result] | None,
-        on_error: Callback[ExecutionError] | None,
-    ) -> Execution:
-        """POST /execute and fold its NDJSON stream, reporting each line as it arrives."""
-        headers = {"X-Access-Token": self._access_token} if self._access_token else {}
-        parser = ExecutionParser()
-        deadline = asyncio.timeout(timeout or None)
-        try:
-            async with deadline, self._http.stream(
-                "POST", "/execute", json=body, headers=headers,
-                timeout=self._timeout(request_timeout, read=False),
-            ) as response:
-                if not response.is_success:
-                    raise status_error(response.status_code, await response.aread(), "run_code")
-                async for line in response.aiter_lines():
-                    await self._report(parser.feed(line), on_stdout, on_stderr, on_result,
-                                       on_error)
-        except TimeoutError as exc:
-            if deadline.expired():
-                raise e.TimeoutError(
-                    f"run_code: the execution did not finish within {timeout} s (timeout=); "
-                    "the kernel was interrupted and keeps its state"
-                ) from exc
-            raise
-        except httpx.TimeoutException as exc:
-            raise e.TimeoutError("run_code: the kernel server did not answer in time") from exc
-        except httpx.ConnectError as exc:
-            raise e.ServerUnreachableError(f"run_code: cannot reach {self._http.base_url}") from exc
-        except httpx.TransportError as exc:
-            raise await self._lost(exc, "run_code") from exc
-        if not parser.ended:
-            raise await self._lost(EOFError("stream ended early"), "run_code")
-        return parser.execution
 
     @staticmethod
     async def _report(
