@@ -25,8 +25,14 @@ from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
-from bac_server.backends.namespaces._ocispec import Limits, SandboxPlan, build_config
-from bac_server.backends.namespaces._runtime import empty_stdin, spawn, wait_exit
+from bac_server.backends.namespaces.slots import (
+    Limits,
+    SandboxPlan,
+    build_config,
+    empty_stdin,
+    spawn,
+    wait_exit,
+)
 from bac_server.host import IdRange, default_data_dir, prepare_host, remove_tree
 from bac_server.host._syscalls import mount, umount
 from bac_server.templates import TemplateStore

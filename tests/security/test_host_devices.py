@@ -18,8 +18,13 @@ import pytest
 from backend_harness import SandboxFactory
 
 from bac_server.backends.base import TemplateImage
-from bac_server.backends.namespaces._ocispec import Limits, SandboxPlan, build_config
-from bac_server.backends.namespaces._runtime import RuntimeFailed, spawn
+from bac_server.backends.namespaces.slots import (
+    Limits,
+    RuntimeFailed,
+    SandboxPlan,
+    build_config,
+    spawn,
+)
 from bac_server.host import SANDBOX_DEVICES, IdRange, check_device_nodes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

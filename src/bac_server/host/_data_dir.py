@@ -17,7 +17,7 @@ bundle (bound at /opt/bac) and, while a restore runs, the images::
 
 Templates, layers and images need no way in: overlayfs reaches its layers with the
 credentials of whoever mounted it (root). Inside slots and checkpoints the backend keeps
-the same rule at a finer grain (``backends.namespaces._layers``).
+the same rule at a finer grain (``backends.namespaces.slots._files``).
 
 :func:`secure_data_dir` runs at every start, before the store opens. It makes the
 directory when it is missing and repairs modes and group owners that differ from the

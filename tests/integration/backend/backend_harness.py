@@ -17,7 +17,7 @@ from e2b import AsyncSandbox, CommandExitException, CommandResult
 
 from bac_server.backends.base import SandboxEndpoint, SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
-from bac_server.backends.namespaces._slot import SlotRecord
+from bac_server.backends.namespaces.slots import SlotRecord
 from bac_server.host import default_data_dir, prepare_host
 from bac_server.templates import TemplateStore
 

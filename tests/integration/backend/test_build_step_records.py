@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bac_server.backends.namespaces._slot import SlotPhase, SlotRecord
 from bac_server.backends.namespaces._stored import Stored
+from bac_server.backends.namespaces.slots import SlotPhase, SlotRecord
 
 _OLD_RECORD = {
     "slot": "s0123456789abcdef", "phase": "running", "template_id": "base",

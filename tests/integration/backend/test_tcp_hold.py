@@ -16,8 +16,8 @@ from runc_fixtures import ECHO_SERVER, runc_fixtures, second_backend
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
-from bac_server.backends.namespaces._restorable import LOCK_MARKER
 from bac_server.backends.namespaces.network import AddressPool, tcp_hold
+from bac_server.backends.namespaces.slots import LOCK_MARKER
 from bac_server.host import nft, remove_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]

@@ -12,8 +12,8 @@ Public API::
 from ._backend import NamespaceBackend
 from ._config import NamespaceConfig
 from ._criu import choose_runtime
-from ._seccomp import DENIED as SECCOMP_DENIED
 from .envd import EnvdBundleError, ensure_envd_bundle
+from .slots import DENIED as SECCOMP_DENIED
 
 __all__ = [
     "SECCOMP_DENIED",

@@ -43,24 +43,30 @@ from bac_server.backends.base import (
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 
 from ._build_step import run_build_step
-from ._cgroupfs import CgroupTree
 from ._checkpointer import Checkpointer
 from ._config import NamespaceConfig
-from ._context import Context
 from ._durable import Flusher
-from ._layers import prepare_data_dirs
-from ._layers_in_use import layers_in_use
-from ._network import restore_egress
-from ._ocispec import NOFILE_LIMIT, Limits
-from ._pool import CLOSE_BOUND_S, WarmPool
-from ._process import become_subreaper, owner_token
-from ._recovery import recover
-from ._runtime import OciRuntime, RuntimeFailed
 from ._stored import bundles_in_use
 from ._suspender import Suspender, prepare_checkpoints
-from ._table import SlotTable
 from .envd import Progress
 from .network import AddressPool, Egress
+from .slots import (
+    CLOSE_BOUND_S,
+    NOFILE_LIMIT,
+    CgroupTree,
+    Context,
+    Limits,
+    OciRuntime,
+    RuntimeFailed,
+    SlotTable,
+    WarmPool,
+    become_subreaper,
+    layers_in_use,
+    owner_token,
+    prepare_data_dirs,
+    recover,
+    restore_egress,
+)
 
 _log = logging.getLogger(__name__)
 

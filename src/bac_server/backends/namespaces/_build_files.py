@@ -1,6 +1,6 @@
 """A build slot's files on the host: its directories, the step's layer, binds, stubs.
 
-Permissions follow the slot rule of ``_layers``: the runtime, already inside the
+Permissions follow the slot rule of ``slots._files``: the runtime, already inside the
 sandbox's user namespace, traverses the slot directory (group = sandbox root gid, 0710);
 nobody else may. ``upper`` becomes the sandbox's "/", so it is owned by sandbox root.
 
@@ -19,11 +19,8 @@ from pathlib import Path, PurePosixPath
 from bac_server.backends.base import BuildStep
 from bac_server.host._syscalls import MS_BIND, MS_NODEV, MS_NOSUID, MS_RDONLY, mount
 
-from ._context import Context
-from ._layers import write_identity
-from ._network import write_resolv_conf
-from ._slot import SlotRecord, save_record
 from .layers import find_in_layers, mount_overlay
+from .slots import Context, SlotRecord, save_record, write_identity, write_resolv_conf
 
 # The upper directory must be a layer on its own: no redirects to lower directories, no
 # metadata-only copies that need the lower file's data, no index tied to these lowers.

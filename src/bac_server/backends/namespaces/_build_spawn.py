@@ -1,6 +1,6 @@
 """A build step's OCI config and its start: the sandbox config with the step's process.
 
-The config is the sandbox's own (``_ocispec.build_config``, same namespaces, seccomp,
+The config is the sandbox's own (``slots._ocispec.build_config``, same namespaces, seccomp,
 capabilities, masks and limits) with the process replaced and the binds added. The
 runtime runs it detached with the step's pipes as stdout and stderr; its init is
 re-parented to the server (the subreaper), which waits for it through a pidfd.
@@ -19,12 +19,19 @@ from bac_server.backends.base import BuildStep
 from bac_server.host import CgroupLayout, write_private
 
 from ._build_user import StepUser
-from ._context import Context
-from ._ocispec import Limits, SandboxPlan
-from ._ocispec import build_config as sandbox_config
-from ._runtime import RuntimeFailed, empty_stdin, spawn, wait_exit
-from ._seccomp import attach_compiled, remember_compiled
-from ._slot import SlotRecord
+from .slots import (
+    Context,
+    Limits,
+    RuntimeFailed,
+    SandboxPlan,
+    SlotRecord,
+    attach_compiled,
+    empty_stdin,
+    remember_compiled,
+    spawn,
+    wait_exit,
+)
+from .slots import build_config as sandbox_config
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

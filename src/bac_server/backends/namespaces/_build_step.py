@@ -46,14 +46,19 @@ from ._build_files import lay_out, missing_paths, remove_stubs
 from ._build_output import StepOutput
 from ._build_spawn import build_config, exited, oom_kills, spawn_detached
 from ._build_user import UserLookupError, resolve_user
-from ._context import Context
-from ._launch import off_loop, undo_after_failure
-from ._network import attach_egress
-from ._ocispec import Limits
-from ._process import start_time
-from ._slot import SlotPhase, SlotRecord, save_record
-from ._teardown import _kill_slot_processes
 from .network import LeaseOwner, create_netns
+from .slots import (
+    Context,
+    Limits,
+    SlotPhase,
+    SlotRecord,
+    attach_egress,
+    kill_processes,
+    off_loop,
+    save_record,
+    start_time,
+    undo_after_failure,
+)
 
 _log = logging.getLogger(__name__)
 BUILD_PIDS = 8192
@@ -155,7 +160,7 @@ async def _start(ctx: Context, record: SlotRecord, step: BuildStep, limits: Limi
 async def _finish(ctx: Context, record: SlotRecord, pumps: list[asyncio.Task[None]],
                   stubs: list[str], upper: Path) -> None:
     """Kill what is left, let the output drain, release the slot, tidy ``upper``."""
-    await asyncio.to_thread(_kill_slot_processes, ctx, record)
+    await asyncio.to_thread(kill_processes, ctx, record)
     if pumps:
         _, pending = await asyncio.wait(pumps, timeout=_DRAIN_TIMEOUT_S)
         for task in pending:
@@ -220,7 +225,7 @@ async def _wait(ctx: Context, record: SlotRecord, pidfd: int,
         async with asyncio.timeout(timeout_s):
             await exited(pidfd)
     except TimeoutError:
-        await asyncio.to_thread(_kill_slot_processes, ctx, record)
+        await asyncio.to_thread(kill_processes, ctx, record)
         return -signal.SIGKILL, (f"bac: the step exceeded its time limit of {timeout_s:g} s "
                                  "and was killed")
     assert record.init_pid is not None

@@ -41,19 +41,25 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout, write_private
 
-from . import _confinement, _devfs, _image_manifest, _lazy_pages
-from ._context import Context
+from . import _confinement, _image_manifest, _lazy_pages
 from ._criu import Criu, stdio_keys
 from ._criu_args import dump_argv
 from ._criu_cgroups import devices_of, direct_supported
 from ._criu_restore import release_hold, restore_direct
 from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump
-from ._process import reap_if_child, start_time
-from ._restorable import LOCK_MARKER, netns_pin
 from ._runc_checkpoint import runc_dump, runc_restore
-from ._slot import SlotPaths, SlotRecord
-from ._teardown import to_the_end
 from .network import tcp_hold
+from .slots import (
+    LOCK_MARKER,
+    Context,
+    SlotPaths,
+    SlotRecord,
+    devfs,
+    netns_pin,
+    reap_if_child,
+    start_time,
+    to_the_end,
+)
 
 _log = logging.getLogger(__name__)
 _FREEZE_TIMEOUT_S = 10.0
@@ -92,7 +98,7 @@ def _images_open(images: Path, sandbox_gid: int) -> Iterator[None]:
     the sandbox's root, an unprivileged host uid; CRIU and the lazy-pages daemon are root.
     At rest the directory is 0700 root, so no sandbox (escaped or not) reads another's
     memory; a crash mid-restore leaves it open until the next start closes it
-    (``_layers.prepare_data_dirs``)."""
+    (``slots._files.prepare_data_dirs``)."""
     if not _opened.get(images):
         # SECURITY: only the sandbox root gid gains read access, for this restore.
         os.chown(images, 0, sandbox_gid)
@@ -166,7 +172,7 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
             "confinement": _confinement.observe(pid),
             "tcp": "established" if keep_tcp else "close", "suspend": not leave_running,
             "held": held, "locked": hold and not held,  # locked: CRIU's own lock
-            "dev": _devfs.scan(pid, config)}
+            "dev": devfs.scan(pid, config)}
         argv = dump_argv(criu.binary, config, pid=pid, images=where.images, work=where.work,
                          freezer=ctx.cgroups.dirs(record.cgroup_path)["freezer"],
                          stdio=meta["stdio"], leave_running=leave_running,

@@ -25,12 +25,20 @@ from . import _stored
 from ._checkpoint import Images, dump, freeze, release_suspend_lock, remove_images, thaw
 from ._copies import start_copy
 from ._durable import Flusher
-from ._launch import off_loop
-from ._slot import FREEZER, SlotPhase, SlotRecord, save_record
-from ._slotops import cold_start, ensure_in_place, replace_upper, stop_processes
 from ._suspender import Suspender, suspend_images
-from ._table import SlotTable
 from .layers import copy_tree
+from .slots import (
+    FREEZER,
+    SlotPhase,
+    SlotRecord,
+    SlotTable,
+    cold_start,
+    ensure_in_place,
+    off_loop,
+    replace_upper,
+    save_record,
+    stop_processes,
+)
 
 
 def _flush_name(checkpoint_id: str) -> str:
@@ -99,7 +107,7 @@ class Checkpointer:
             await release_suspend_lock(ctx, record)
             remove_images(suspend_images(ctx, record))
             await ensure_in_place(ctx, record)
-            await replace_upper(ctx, record, stored.upper)
+            await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
             if meta.memory:
                 # CRIU's logs go to the slot: the checkpoint itself is never written.
                 where = Images(stored.dump.images, ctx.paths(record.slot).root / "criu-work")

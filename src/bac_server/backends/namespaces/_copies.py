@@ -27,15 +27,26 @@ from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateIma
 from bac_server.host import PARENT_CGROUP, write_private
 
 from ._checkpoint import Images, restore, thaw
-from ._context import Context
 from ._criu import Criu
-from ._launch import _lay_out, _set_hostname_in, assign, off_loop, start_slot, undo_after_failure
-from ._restorable import config_for_slot, pin_netns
-from ._slot import SlotPhase, SlotRecord
-from ._slotops import cold_start, replace_upper, stop_processes
 from ._stored import Meta, Stored
-from ._validate import validate
 from .network import LeaseOwner, create_netns
+from .slots import (
+    Context,
+    SlotPhase,
+    SlotRecord,
+    assign,
+    cold_start,
+    config_for_slot,
+    lay_out,
+    off_loop,
+    pin_netns,
+    replace_upper,
+    set_hostname_in,
+    start_slot,
+    stop_processes,
+    undo_after_failure,
+    validate,
+)
 
 
 async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta,
@@ -52,7 +63,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
                                   pooled=False, preload=False)
         try:
             await stop_processes(ctx, record)
-            await replace_upper(ctx, record, stored.upper)
+            await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
             await cold_start(ctx, record, spec)
         except BaseException as exc:
             await undo_after_failure(ctx, record)
@@ -74,7 +85,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
         memory_mb=limits.memory_mb, pids_max=limits.pids_max)
     try:
         laid, made = await asyncio.gather(
-            off_loop(lambda: _lay_out(ctx, record, template, spec.sandbox_id)),
+            off_loop(lambda: lay_out(ctx, record, template, spec.sandbox_id)),
             create_netns(lease), return_exceptions=True)
         if isinstance(made, BaseException) or isinstance(laid, BaseException):
             if isinstance(made, int):
@@ -84,7 +95,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
             netns = pin_netns(paths, made)
         finally:
             os.close(made)
-        await replace_upper(ctx, record, stored.upper)
+        await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
         config = stored.oci_config()
         config_for_slot(config, slot_root=paths.root, netns=netns,
                         cgroup_path=record.cgroup_path, hostname=spec.sandbox_id,
@@ -96,7 +107,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
             thaw(ctx, record)
         assert record.init_pid is not None
         pid = record.init_pid
-        await off_loop(lambda: _set_hostname_in(pid, spec.sandbox_id))
+        await off_loop(lambda: set_hostname_in(pid, spec.sandbox_id))
     except BaseException as exc:
         await undo_after_failure(ctx, record)
         if not isinstance(exc, Exception):

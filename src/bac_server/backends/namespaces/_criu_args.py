@@ -13,7 +13,7 @@ reference host. What runc would tell CRIU is said here instead, from the same co
   each key maps to the host path in *this* slot's config, so a copy binds its own files.
 * **envd's standard streams** are host files: external at dump, CRIU's own fds 0-2 at
   restore (``--inherit-fd``).
-* **/dev** is external too when it holds only what runc put there (``_devfs``): no ``tar``.
+* **/dev** is external too when it holds only what runc put there (``slots._devfs``): no ``tar``.
 * **cgroups** are left alone (``--manage-cgroups=ignore``): CRIU itself is started inside
   the slot's cgroups (``_criu_cgroups``), so the tasks it forks are born there and their
   cgroup namespace is rooted there, as runc's are.

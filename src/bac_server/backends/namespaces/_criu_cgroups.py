@@ -24,8 +24,7 @@ from pathlib import Path
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout
 
-from ._cgroupfs import CgroupTree
-from ._ocispec import Limits
+from .slots import CgroupTree, Limits
 
 # The shell that puts itself (and so the CRIU it becomes) into the slot's cgroups before
 # CRIU forks a single task: ``$BAC_CGROUP_PROCS`` lists the cgroup.procs files.

@@ -4,7 +4,7 @@ Which TCP connections come back is decided here (all after a suspend in the same
 namespace, the loopback ones otherwise, none without Bac's CRIU; on failure once more
 with none), then one attempt runs: the lazy-pages daemon started when the memory is
 large (``_lazy_pages``), the slot's cgroups and /dev made on the host (``_criu_cgroups``,
-``_devfs``) while it starts, unless the suspend made them already (``_wake_ahead``), CRIU
+``slots._devfs``) while it starts, unless the suspend made them already (``_wake_ahead``), CRIU
 started in those cgroups, and the restored init checked (``_confinement``, cgroup
 placement).
 A suspend's hold on the connections (``network._tcp_hold``) is released once the restore has
@@ -24,17 +24,13 @@ from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
 
-from . import _confinement, _devfs, _lazy_pages, _wake_ahead
-from ._context import Context
+from . import _confinement, _lazy_pages, _wake_ahead
 from ._criu import Criu, inherit_fds
 from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
 from ._criu_cgroups import PLACEMENT_FAILED, check_placement, prepare
 from ._criu_run import criu_errors, release_network_lock, run_restore
-from ._ocispec import Limits
-from ._restorable import LOCK_MARKER, netns_pin
-from ._slot import SlotRecord
-from ._teardown import to_the_end
 from .network import tcp_hold
+from .slots import LOCK_MARKER, Context, Limits, SlotRecord, devfs, netns_pin, to_the_end
 
 _log = logging.getLogger(__name__)
 
@@ -114,14 +110,14 @@ async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, w
         ahead = _wake_ahead.take(ctx.cgroups, record.slot, record.cgroup_path, images, meta,
                                  limits)
         if ahead is not None:
-            procs, devfs = ahead
+            procs, dev_mount = ahead
         else:
             procs = prepare(ctx.cgroups, record.cgroup_path, meta["devices"], limits)
-            devfs = _devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
+            dev_mount = devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
         argv = restore_argv(criu.binary, json.loads(paths.config.read_text()),
                             images=images, work=work, pid_file=pid_file,
                             inherit=inherit_fds(stdio), tcp=tcp, lazy=daemon is not None,
-                            devfs=devfs)
+                            devfs=dev_mount)
         code = await run_restore(argv, netns, procs, log, userfaultfd=daemon is not None)
         if code != 0:
             why = ("CRIU could not join the slot's cgroups" if code == PLACEMENT_FAILED
@@ -134,7 +130,7 @@ async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, w
             await _lazy_pages.stop(daemon)
         raise
     finally:
-        _devfs.release(paths)  # the sandbox holds its /dev now, or nobody needs it
+        devfs.release(paths)  # the sandbox holds its /dev now, or nobody needs it
     if daemon is not None:
         _lazy_pages.track(record.slot, daemon)
     return pid

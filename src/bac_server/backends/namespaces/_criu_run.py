@@ -23,8 +23,7 @@ import os
 from pathlib import Path
 
 from ._criu_cgroups import PLACE_AND_EXEC
-from ._runtime import wait_exit
-from ._teardown import to_the_end
+from .slots import to_the_end, wait_exit
 
 # TCP states whose sockets CRIU saves as connections (not LISTEN 0A, CLOSE 07,
 # TIME_WAIT 06 or SYN_RECV 03, which no task owns).

@@ -27,7 +27,7 @@ import signal
 from pathlib import Path
 
 from ._criu_args import lazy_pages_argv
-from ._runtime import wait_exit
+from .slots import wait_exit
 
 _log = logging.getLogger(__name__)
 LAZY_MIN_BYTES = 16 << 20

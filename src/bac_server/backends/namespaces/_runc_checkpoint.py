@@ -18,12 +18,9 @@ from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed
 
-from ._context import Context
 from ._criu import stdio_keys, write_runc_restore_config
 from ._criu_run import criu_errors
-from ._process import reap_if_child, start_time
-from ._restorable import netns_pin
-from ._slot import SlotRecord
+from .slots import Context, SlotRecord, netns_pin, reap_if_child, start_time
 
 KEYS_FILE = "stdio-keys.json"
 

@@ -34,15 +34,25 @@ from ._checkpoint import (
     restore,
     thaw,
 )
-from ._context import Context
 from ._criu import Criu, ensure_kdat_dir, find_criu
 from ._criu_restore import make_ahead
 from ._durable import Flusher
-from ._launch import off_loop
-from ._restorable import ensure_flat_sysfs, restorable
-from ._slot import DISK, FILESYSTEM, FREEZER, SlotPhase, SlotRecord, save_record
-from ._slotops import cold_start, ensure_in_place, stop_processes
-from ._table import SlotTable
+from .slots import (
+    DISK,
+    FILESYSTEM,
+    FREEZER,
+    Context,
+    SlotPhase,
+    SlotRecord,
+    SlotTable,
+    cold_start,
+    ensure_flat_sysfs,
+    ensure_in_place,
+    off_loop,
+    restorable,
+    save_record,
+    stop_processes,
+)
 
 _log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The host side of a wake, made when the sandbox is suspended instead of when it wakes.
 
 A direct CRIU restore runs inside the slot's cgroups and binds in a /dev made on the
-host (``_criu_cgroups.prepare``, ``_devfs.prepare``): a dozen cgroup directories and
+host (``_criu_cgroups.prepare``, ``slots._devfs.prepare``): a dozen cgroup directories and
 writes and a tmpfs with its entries, 3-8 ms of a resume on the 2-vCPU reference host
 (more while the restore of another sandbox competes for the CPUs). A suspend already
 knows what its wake will need, so it makes both right after its dump (``make``), and
@@ -9,7 +9,7 @@ the wake takes them (``take``) if they are still exactly what the images ask for
 slot's cgroup in every hierarchy with the saved device rules and the slot's limits, and
 /dev still mounted. Anything else (a server restart, which forgets what was made; a
 reboot, which removes it; other images, as for a roll-back) and the restore makes them
-itself, as it always did; ``prepare`` and ``_devfs.prepare`` take over what is there.
+itself, as it always did; ``prepare`` and ``slots._devfs.prepare`` take over what is there.
 
 Nothing here outlives the sandbox: the teardown removes the slot's cgroups and /dev
 mount whatever made them, and a wake without memory drops them (``discard``). While
@@ -26,11 +26,8 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import is_mount_point
 
-from . import _devfs
-from ._cgroupfs import CgroupTree
 from ._criu_cgroups import devices_of, prepare
-from ._ocispec import Limits
-from ._slot import SlotPaths
+from .slots import CgroupTree, Limits, SlotPaths, devfs
 
 _log = logging.getLogger(__name__)
 
@@ -41,7 +38,7 @@ class Ahead:
 
     images: Path
     devices: tuple[str, ...]
-    dev: Any  # the images' /dev entries (``_devfs.scan``), or None: CRIU restores /dev
+    dev: Any  # the images' /dev entries (``slots._devfs.scan``), or None: CRIU restores /dev
     limits: Limits
     procs: list[str]  # the cgroup.procs files the restore joins
     devfs: Path | None
@@ -57,12 +54,12 @@ def make(cgroups: CgroupTree, paths: SlotPaths, slot: str, relative: str, images
     _made.pop(slot, None)
     try:
         procs = prepare(cgroups, relative, meta["devices"], limits)
-        devfs = _devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
+        dev_mount = devfs.prepare(paths, meta["dev"]) if meta.get("dev") else None
     except (CheckpointFailed, OSError) as exc:
         _log.warning("slot %s: cgroups and /dev for its wake not made ahead: %s", slot, exc)
         return
     _made[slot] = Ahead(images, tuple(sorted(meta["devices"])), meta.get("dev"), limits,
-                        procs, devfs)
+                        procs, dev_mount)
 
 
 def take(cgroups: CgroupTree, slot: str, relative: str, images: Path,
@@ -92,7 +89,7 @@ def take(cgroups: CgroupTree, slot: str, relative: str, images: Path,
 def discard(cgroups: CgroupTree, paths: SlotPaths, slot: str, relative: str) -> None:
     """Remove what was made for a wake that will not restore (blocking)."""
     if _made.pop(slot, None) is not None:
-        _devfs.release_now(paths)
+        devfs.release_now(paths)
         cgroups.remove(relative)
 
 

@@ -4,7 +4,9 @@ Order matters: processes first (a runtime command a dead server left making the 
 container, then the cgroup: freeze, kill every member, thaw, wait until each has exited),
 then the runtime's state and the cgroups, the network, the mount, and the files; the
 slot's record goes last so an interrupted teardown is found and finished later.
-``undo_after_failure`` runs it to the end even when its caller is cancelled.
+``undo_after_failure`` runs it to the end even when its caller is cancelled;
+``stop_processes`` is its first half, for a suspend or a roll-back (files, mount, network
+and address stay).
 """
 
 from __future__ import annotations
@@ -15,23 +17,21 @@ import logging
 import os
 import select
 import time
-from collections.abc import Awaitable
 from pathlib import Path
-from typing import TypeVar
 
+from bac_server.backends.base import CheckpointFailed
 from bac_server.host import remove_tree
 
+from ..network import LeaseOwner, delete_veth
+from ._cancel_safe import to_the_end
 from ._context import Context
-from ._layers import unmount_rootfs
-from ._network import detach_egress
+from ._files import unmount_rootfs
 from ._process import is_alive, kill_pidfd, reap_if_child
+from ._record import SlotPhase, SlotRecord
 from ._restorable import remove_slot_state
-from ._slot import SlotPhase, SlotRecord
-from .network import LeaseOwner, delete_veth
 
 _log = logging.getLogger(__name__)
 _KILL_TIMEOUT_S = 10.0
-T = TypeVar("T")
 
 
 def _wait_exited(pidfds: list[int], timeout: float) -> bool:
@@ -51,7 +51,7 @@ def _wait_exited(pidfds: list[int], timeout: float) -> bool:
     return True
 
 
-def _kill_slot_processes(ctx: Context, record: SlotRecord) -> bool:
+def kill_processes(ctx: Context, record: SlotRecord) -> bool:
     """Kill every process of the slot; True once none is left."""
     cgroup = record.cgroup_path
     for _round in range(5):
@@ -143,11 +143,32 @@ def _release_names(ctx: Context, record: SlotRecord) -> None:
         ctx.claim_path(record.sandbox_id).unlink(missing_ok=True)
 
 
+async def stop_processes(ctx: Context, record: SlotRecord) -> None:
+    """Kill everything in the slot and drop its runtime state and cgroups."""
+    if not await asyncio.to_thread(kill_processes, ctx, record):
+        raise CheckpointFailed(f"slot {record.slot}: processes survive SIGKILL")
+    await ctx.runtime.delete(record.slot)
+    busy = ctx.cgroups.remove(record.cgroup_path)
+    if busy:
+        raise CheckpointFailed(f"slot {record.slot}: cgroups still busy: {busy}")
+
+
+async def detach_egress(ctx: Context, record: SlotRecord, owns_lease: bool) -> None:
+    """Remove the sandbox's rules and resolver; only its saved policy file when the
+    address lease (and so every name derived from it) is no longer this slot's."""
+    root = ctx.paths(record.slot).root
+    if owns_lease:
+        await ctx.egress.detach(root, record.veth, record.host_address,
+                                record.sandbox_address)
+    else:
+        ctx.egress.forget(root)
+
+
 async def teardown(ctx: Context, record: SlotRecord) -> None:
     """Destroy the slot completely; raises only if something could not be removed."""
     if record.phase is SlotPhase.CREATING and record.init_pid is None:
         await asyncio.to_thread(_end_runtime_calls, ctx, record)
-    if not await asyncio.to_thread(_kill_slot_processes, ctx, record):
+    if not await asyncio.to_thread(kill_processes, ctx, record):
         raise RuntimeError(f"slot {record.slot}: processes survive SIGKILL")
     with contextlib.suppress(Exception):
         await ctx.runtime.delete(record.slot)
@@ -167,21 +188,6 @@ async def teardown(ctx: Context, record: SlotRecord) -> None:
     with contextlib.suppress(FileNotFoundError):
         paths.root.rmdir()
     _log.debug("slot %s (sandbox %s) torn down", record.slot, record.sandbox_id)
-
-
-async def to_the_end(step: Awaitable[T]) -> T:
-    """Await ``step``; if the caller is cancelled (once or more), let the step finish
-    before re-raising, so a teardown never races a half-done step or is cut short."""
-    task = asyncio.ensure_future(step)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        while not task.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait([task])
-        if not task.cancelled():
-            task.exception()  # retrieved: the caller sees its own cancellation
-        raise
 
 
 async def undo_after_failure(ctx: Context, record: SlotRecord) -> None:

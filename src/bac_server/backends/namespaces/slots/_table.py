@@ -24,13 +24,14 @@ from bac_server.backends.base import (
     SandboxStatus,
 )
 
+from ._cancel_safe import to_the_end
 from ._context import Context
 from ._launch import assign, start_slot
 from ._pool import WarmPool
 from ._process import is_alive
+from ._record import DISK, FILESYSTEM, SlotPhase, SlotRecord, save_record
 from ._recovery import PENDING_CLAIM
-from ._slot import DISK, FILESYSTEM, SlotPhase, SlotRecord, save_record
-from ._teardown import teardown, to_the_end
+from ._teardown import teardown
 from ._usage import UsageSampler
 from ._validate import validate
 

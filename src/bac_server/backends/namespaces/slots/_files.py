@@ -1,5 +1,8 @@
 """A slot's files on the host: directories, the overlay root and the /etc files bound in.
 
+``replace_upper`` swaps the sandbox's own files (the overlay's upper layer) for a copy of
+a checkpoint's, for a roll-back or a copy.
+
 Permissions follow one rule: the runtime, already inside the sandbox's user namespace,
 must be able to traverse to what it mounts (group = the sandbox's root gid, mode 0710),
 and no other host user may look inside (setuid binaries there run as the sandbox's ids).
@@ -15,12 +18,13 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from bac_server.host import IdRange, is_mount_point, secure_data_dir
+from bac_server.host import IdRange, is_mount_point, remove_tree, secure_data_dir
 from bac_server.host._syscalls import MNT_DETACH, umount
 
-from ._config import NamespaceConfig
-from ._slot import SlotPaths
-from .layers import mount_overlay
+from .._config import NamespaceConfig
+from ..layers import copy_tree, mount_overlay
+from ._cancel_safe import off_loop
+from ._record import SlotPaths
 
 
 def _mkdir(path: Path, mode: int, uid: int, gid: int) -> None:
@@ -96,16 +100,25 @@ def write_identity(paths: SlotPaths, hostname: str, ids: IdRange) -> None:
         "hostname": f"{hostname}\n",
     }
     for name, text in files.items():
-        target = paths.etc / name
-        # Rewritten in place (a bind mount pins the inode); O_NOFOLLOW because the
-        # sandbox can write this file, though it cannot replace it with a link.
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o644)
-        try:
-            os.write(fd, text.encode())
-            os.fchown(fd, ids.root, ids.root)
-        finally:
-            os.close(fd)
+        _write_etc(paths, name, text, ids)
+
+
+def write_resolv_conf(paths: SlotPaths, host_address: str, ids: IdRange) -> None:
+    """The file bound over /etc/resolv.conf: the resolver at the sandbox's gateway."""
+    _write_etc(paths, "resolv.conf", f"nameserver {host_address}\noptions edns0 trust-ad\n",
+               ids)
+
+
+def _write_etc(paths: SlotPaths, name: str, text: str, ids: IdRange) -> None:
+    # Rewritten in place (a bind mount pins the inode); O_NOFOLLOW because the sandbox
+    # can write this file (root inside owns it), though it cannot replace it with a link.
+    fd = os.open(paths.etc / name,
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fchown(fd, ids.root, ids.root)
+    finally:
+        os.close(fd)
 
 
 def mount_rootfs(paths: SlotPaths, layers: Sequence[Path]) -> None:
@@ -124,6 +137,27 @@ def unmount_rootfs(paths: SlotPaths) -> None:
             umount(str(paths.rootfs), MNT_DETACH)
         elif exc.errno not in (errno.EINVAL, errno.ENOENT):
             raise
+
+
+async def replace_upper(paths: SlotPaths, layers: Sequence[Path], source: Path) -> None:
+    """Give the (stopped) slot the files of ``source``: overlay off, layer swapped, on
+    (over ``layers``, the slot's stack)."""
+    upper, work = paths.layer / "upper", paths.layer / "work"
+    await off_loop(lambda: unmount_rootfs(paths))
+    fresh = paths.layer / "upper.new"
+    await off_loop(lambda: remove_tree(fresh))
+    fresh.mkdir(mode=0o755)
+    await copy_tree(source, fresh)
+
+    def swap() -> None:
+        remove_tree(upper)
+        os.replace(fresh, upper)
+        # overlayfs keeps in-flight state in work/: a clean one for the new upper.
+        remove_tree(work)
+        work.mkdir(mode=0o700)
+        mount_rootfs(paths, layers)
+
+    await off_loop(swap)
 
 
 def disk_used(paths: SlotPaths) -> int:

@@ -6,7 +6,7 @@ import re
 
 from bac_server.backends.base import ResourceLimitError, SandboxSetupError, SandboxSpec
 
-from ._config import NamespaceConfig
+from .._config import NamespaceConfig
 from ._ocispec import Limits
 
 # A DNS label: it becomes the hostname.

@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from bac_server.host import remove_tree
 
+from ..network import delete_veth, host_links_with_prefix, tcp_hold
 from ._context import Context
 from ._process import owner_alive
-from ._slot import SlotPhase, SlotRecord
+from ._record import SlotPhase, SlotRecord
 from ._teardown import teardown
-from .network import delete_veth, host_links_with_prefix, tcp_hold
 
 _log = logging.getLogger(__name__)
 PENDING_CLAIM = "pending:"
@@ -125,3 +126,15 @@ def _sweep_claims(ctx: Context) -> None:
             claim.unlink(missing_ok=True)
             _log.info("removed stale claim %s", claim.name)
 
+
+async def restore_egress(ctx: Context, records: Iterable[SlotRecord]) -> None:
+    """After a restart: each re-attached sandbox gets its saved policy and resolver
+    back, and rules of sandboxes that no longer hold an address are removed."""
+    for record in records:
+        try:
+            await ctx.egress.restore(ctx.paths(record.slot).root, record.veth,
+                                     record.host_address, record.sandbox_address)
+        except Exception:
+            # Fail closed: without its rules the sandbox's veth reaches nothing.
+            _log.exception("restoring the egress policy of %s failed", record.sandbox_id)
+    await ctx.egress.sweep()

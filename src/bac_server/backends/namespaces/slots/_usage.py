@@ -12,8 +12,8 @@ import time
 from bac_server.backends.base import ResourceUsage, SandboxNotFound
 
 from ._context import Context
-from ._layers import disk_used
-from ._slot import SlotRecord
+from ._files import disk_used
+from ._record import SlotRecord
 
 
 class UsageSampler:

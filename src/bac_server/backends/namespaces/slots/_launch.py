@@ -1,9 +1,13 @@
-"""Start a slot (cold path) and bind a started slot to a sandbox (hand-out).
+"""Start a slot (cold path), bind a started slot to a sandbox (hand-out), and start envd
+again in a slot whose processes are gone.
 
 ``start_slot`` builds every layer in order and records its progress on disk before each
 step, so a failure at any point is undone by the one idempotent ``teardown``: a
 half-isolated slot is never returned. ``assign`` turns a started slot into the requested
-sandbox: hostname, limits, then envd's ``/init`` with the token and environment.
+sandbox: hostname, limits, its egress policy, then envd's ``/init`` with the token and
+environment. ``ensure_in_place`` puts back what a host reboot took from a stopped slot
+(its overlay mount, its pinned network namespace, an address), and ``cold_start`` starts
+envd afresh in it on its current files (a files-only wake or roll-back).
 """
 
 from __future__ import annotations
@@ -14,30 +18,29 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from pathlib import Path
+from typing import Any, NoReturn
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
+from bac_server.backends.egress import EgressPolicy
 from bac_server.backends.envd_http import init_payload, post_init, probe_health
-from bac_server.host import PARENT_CGROUP, write_private
+from bac_server.host import PARENT_CGROUP, is_mount_point, write_private
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
+from ..envd import EnvdBundleError, wait_ready
+from ..network import LeaseOwner, create_netns
+from ._cancel_safe import off_loop, to_the_end
 from ._context import Context
-from ._layers import make_slot_dirs, mount_rootfs, write_identity
-from ._network import attach_egress, write_resolv_conf
+from ._files import make_slot_dirs, mount_rootfs, write_identity, write_resolv_conf
 from ._ocispec import Limits, SandboxPlan, build_config
 from ._process import start_time
-from ._restorable import adapt_config, pin_netns, restorable
+from ._record import SlotPaths, SlotPhase, SlotRecord, save_record
+from ._restorable import adapt_config, netns_pinned, pin_netns, restorable
 from ._runtime import OciRuntime
 from ._seccomp import attach_compiled, remember_compiled
-from ._slot import SlotPaths, SlotPhase, SlotRecord, save_record
-from ._teardown import to_the_end
-from ._teardown import undo_after_failure as undo_after_failure  # slot makers import it here
-from .envd import EnvdBundleError, wait_ready
-from .network import LeaseOwner, create_netns
+from ._teardown import undo_after_failure
 
 _log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 def _tail(path: os.PathLike[str], limit: int = 1500) -> str:
@@ -50,12 +53,7 @@ def _tail(path: os.PathLike[str], limit: int = 1500) -> str:
         return ""
 
 
-async def off_loop(fn: Callable[[], T]) -> T:
-    """Run blocking file work in a thread, to the end (see ``to_the_end``)."""
-    return await to_the_end(asyncio.to_thread(fn))
-
-
-def _lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
+def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
     paths = ctx.paths(record.slot)
     ids = ctx.config.id_range
     make_slot_dirs(paths, ids)
@@ -108,7 +106,7 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
     try:
         # Files and network are independent: make both at once.
         laid, made = await asyncio.gather(
-            off_loop(lambda: _lay_out(ctx, record, template, hostname)), create_netns(lease),
+            off_loop(lambda: lay_out(ctx, record, template, hostname)), create_netns(lease),
             return_exceptions=True)
         if isinstance(made, BaseException) or isinstance(laid, BaseException):
             if isinstance(made, int):
@@ -172,7 +170,7 @@ def sandbox_env(spec: SandboxSpec) -> dict[str, str]:
     return dict(spec.template.env) | spec.env_vars
 
 
-def _set_hostname_in(pid: int, hostname: str) -> None:
+def set_hostname_in(pid: int, hostname: str) -> None:
     """Set the hostname inside the sandbox's UTS namespace from a worker thread.
 
     Only this thread enters the namespace and it returns at once; UTS namespaces hold
@@ -198,7 +196,12 @@ def _retarget(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limit
     write_identity(paths, spec.sandbox_id, ctx.config.id_range)
     ctx.cgroups.apply(record.cgroup_path, limits)
     assert record.init_pid is not None
-    _set_hostname_in(record.init_pid, spec.sandbox_id)
+    set_hostname_in(record.init_pid, spec.sandbox_id)
+
+
+async def attach_egress(ctx: Context, record: SlotRecord, policy: EgressPolicy) -> None:
+    await ctx.egress.attach(ctx.paths(record.slot).root, record.veth, record.host_address,
+                            record.sandbox_address, policy)
 
 
 async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limits, *,
@@ -230,3 +233,64 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
         await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:
         await _undo_and_raise(ctx, record, paths, exc, f"sandbox {spec.sandbox_id}")
+
+
+def limits_of(ctx: Context, record: SlotRecord) -> Limits:
+    return Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
+                  limit_swap=ctx.cgroups.supports_swap)
+
+
+async def ensure_in_place(ctx: Context, record: SlotRecord) -> tuple[str, int | None]:
+    """Mount and network of a slot whose processes are gone: the netns path, and an fd
+    holding the namespace that the caller closes once the runtime has joined it."""
+    paths = ctx.paths(record.slot)
+    if not is_mount_point(paths.rootfs):
+        await off_loop(lambda: mount_rootfs(paths, record.layer_stack))
+    if restorable(ctx.runtime) and netns_pinned(paths):
+        return str(paths.root / "netns"), None
+    owner = LeaseOwner(str(paths.root), record.owner)
+    if ctx.addresses.owner(record.lease_index) != owner:
+        # The lease directory did not survive (a reboot): take an address again.
+        lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
+        record.lease_index, record.veth = lease.index, lease.veth
+        record.host_address, record.sandbox_address = lease.host_address, lease.sandbox_address
+        record.owner = ctx.owner
+        save_record(paths, record)
+    lease = ctx.addresses.describe(record.lease_index)
+    netns_fd = await create_netns(lease)
+    if restorable(ctx.runtime):
+        try:
+            return pin_netns(paths, netns_fd), None
+        finally:
+            os.close(netns_fd)
+    return f"/proc/{os.getpid()}/fd/{netns_fd}", netns_fd
+
+
+async def cold_start(ctx: Context, record: SlotRecord, spec: SandboxSpec) -> None:
+    """Start envd in the stopped slot on its current files and initialise it."""
+    paths = ctx.paths(record.slot)
+    netns, held = await ensure_in_place(ctx, record)
+    plan = SandboxPlan(
+        hostname=spec.sandbox_id, rootfs=paths.rootfs, netns_path=netns,
+        cgroup_path=record.cgroup_path, id_range=ctx.config.id_range,
+        limits=limits_of(ctx, record), allow_setuid=spec.template.allow_setuid,
+        envd_bundle=Path(record.envd_bundle), etc_dir=paths.etc,
+        recursive_sys=ctx.runtime.name != "crun")
+    read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+    try:
+        try:
+            await off_loop(lambda: _write_config(paths, plan, False, ctx.runtime))
+            await ctx.runtime.run_detached(paths.root, record.slot, ready_fd=write_fd,
+                                           stdio=paths.envd_log, log=paths.runtime_log,
+                                           pid_file=paths.pid_file)
+        finally:
+            os.close(write_fd)
+            if held is not None:
+                os.close(held)  # the sandbox's processes hold the namespace now
+        await off_loop(lambda: _note_init(paths, record))
+        await wait_ready(read_fd, ctx.config.envd_start_timeout_s)
+    finally:
+        os.close(read_fd)
+    payload = init_payload(sandbox_env(spec), spec.envd_access_token,
+                           spec.template.default_user, spec.template.default_workdir)
+    await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s)

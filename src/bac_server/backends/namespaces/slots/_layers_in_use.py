@@ -15,9 +15,8 @@ from pathlib import Path
 
 from bac_server.backends.base import BackendError
 
-from ._config import NamespaceConfig
-from ._slot import SlotRecord
-from ._stored import root as checkpoints_root
+from .._config import NamespaceConfig
+from ._record import SlotRecord
 
 
 def layers_in_use(config: NamespaceConfig) -> frozenset[Path]:
@@ -34,7 +33,7 @@ def layers_in_use(config: NamespaceConfig) -> frozenset[Path]:
                 from exc
         found.update(record.layer_stack)
         found.add(Path(record.template_rootfs))
-    for entry in _children(checkpoints_root(config)):
+    for entry in _children(config.checkpoints_dir):
         # A checkpoint still being written has no metadata yet; its sandbox's slot
         # record names the same layers meanwhile.
         text = _read(entry / "meta.json")

@@ -24,7 +24,7 @@ from typing import Any
 
 from bac_server.host._syscalls import MNT_DETACH, MS_NODEV, MS_NOEXEC, MS_NOSUID, mount, umount
 
-from ._slot import SlotPaths
+from ._record import SlotPaths
 
 _MS_STRICTATIME = 1 << 24
 # Host mounts being detached in the background, by path: the next ``prepare`` of the

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from bac_server.backends.base import SandboxSetupError, TemplateImage
 
-from ._cgroupfs import CgroupTree
-from ._config import NamespaceConfig
+from .._config import NamespaceConfig
+from ..envd import Progress, ensure_envd_bundle
+from ..network import AddressPool, Egress
+from ._cgroups import CgroupTree
+from ._record import SlotPaths, SlotRecord, load_record
 from ._runtime import OciRuntime
-from ._slot import SlotPaths, SlotRecord, load_record
-from .envd import Progress, ensure_envd_bundle
-from .network import AddressPool, Egress
 
 
 @dataclass

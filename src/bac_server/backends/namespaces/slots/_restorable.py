@@ -41,10 +41,10 @@ from bac_server.host._syscalls import (
     umount,
 )
 
+from ..network import tcp_hold
 from ._devfs import release_now as release_devfs
+from ._record import SlotPaths
 from ._runtime import OciRuntime
-from ._slot import SlotPaths
-from .network import tcp_hold
 
 FLAT_SYSFS = Path("/run/bac-sys")
 # In a slot directory while a suspend holds CRIU's own network lock in its namespace (when

@@ -22,7 +22,7 @@ from ._context import Context
 from ._launch import start_slot
 from ._ocispec import Limits
 from ._process import is_alive
-from ._slot import SlotRecord
+from ._record import SlotRecord
 from ._teardown import undo_after_failure
 
 _log = logging.getLogger(__name__)

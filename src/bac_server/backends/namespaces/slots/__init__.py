@@ -1,0 +1,111 @@
+"""Slots: the host-side unit a sandbox runs in, from its start to its teardown.
+
+A slot is a runtime container, its cgroup, overlay mount, network namespace and veth,
+recorded on disk at every step (``_record``); a sandbox id is bound to it at hand-out.
+
+* ``_table``: ``SlotTable``, the backend's live sandboxes: records, locks, claims,
+  create and destroy. ``_context``: ``Context``, what every slot operation is given.
+* ``_launch``: a cold start, the hand-out (``assign``), envd started again in a stopped
+  slot; ``_pool``: the warm pool; ``_teardown``: the one idempotent teardown;
+  ``_recovery``: re-attaching and sweeping after a restart.
+* What the runtime is given: ``_ocispec`` (the OCI config), ``_seccomp``, ``_runtime``
+  (the runtime's command line), ``_cgroups``, ``_files`` (the slot's directories, /etc
+  files and overlay root), ``_devfs`` (/dev across a dump and restore), ``_restorable``
+  (what runc slots need to be checkpointed).
+* ``_process`` (host processes: identity, liveness, reaping), ``_usage``, ``_validate``,
+  ``_layers_in_use``, ``_cancel_safe`` (steps that run to the end).
+"""
+
+from . import _devfs as devfs
+from ._cancel_safe import off_loop, to_the_end
+from ._cgroups import CgroupTree
+from ._context import Context
+from ._files import prepare_data_dirs, replace_upper, write_identity, write_resolv_conf
+from ._launch import (
+    assign,
+    attach_egress,
+    cold_start,
+    ensure_in_place,
+    lay_out,
+    limits_of,
+    set_hostname_in,
+    start_slot,
+)
+from ._layers_in_use import layers_in_use
+from ._ocispec import NOFILE_LIMIT, Limits, SandboxPlan, build_config
+from ._pool import CLOSE_BOUND_S, WarmPool
+from ._process import become_subreaper, owner_token, reap_if_child, start_time
+from ._record import DISK, FILESYSTEM, FREEZER, SlotPaths, SlotPhase, SlotRecord, save_record
+from ._recovery import recover, restore_egress
+from ._restorable import (
+    LOCK_MARKER,
+    config_for_slot,
+    ensure_flat_sysfs,
+    netns_pin,
+    pin_netns,
+    restorable,
+)
+from ._runtime import OciRuntime, RuntimeFailed, empty_stdin, spawn, wait_exit
+from ._seccomp import DENIED, attach_compiled, remember_compiled
+from ._table import SlotTable
+from ._teardown import kill_processes, stop_processes, undo_after_failure
+from ._validate import validate
+
+__all__ = [
+    "CLOSE_BOUND_S",
+    "DENIED",
+    "DISK",
+    "FILESYSTEM",
+    "FREEZER",
+    "LOCK_MARKER",
+    "NOFILE_LIMIT",
+    "CgroupTree",
+    "Context",
+    "Limits",
+    "OciRuntime",
+    "RuntimeFailed",
+    "SandboxPlan",
+    "SlotPaths",
+    "SlotPhase",
+    "SlotRecord",
+    "SlotTable",
+    "WarmPool",
+    "assign",
+    "attach_compiled",
+    "attach_egress",
+    "become_subreaper",
+    "build_config",
+    "cold_start",
+    "config_for_slot",
+    "devfs",
+    "empty_stdin",
+    "ensure_flat_sysfs",
+    "ensure_in_place",
+    "kill_processes",
+    "lay_out",
+    "layers_in_use",
+    "limits_of",
+    "netns_pin",
+    "off_loop",
+    "owner_token",
+    "pin_netns",
+    "prepare_data_dirs",
+    "reap_if_child",
+    "recover",
+    "remember_compiled",
+    "replace_upper",
+    "restorable",
+    "restore_egress",
+    "save_record",
+    "set_hostname_in",
+    "spawn",
+    "start_slot",
+    "start_time",
+    "stop_processes",
+    "to_the_end",
+    "undo_after_failure",
+    "validate",
+    "wait_exit",
+    "write_identity",
+    "write_resolv_conf",
+]

@@ -1,0 +1,37 @@
+"""Steps that run to the end whatever happens to their caller.
+
+Slot work makes and removes host resources: a step cut short by a cancelled caller (a
+client gone, a server stopping) would leave a half-made mount, netns or process behind
+its teardown. So such steps are awaited through ``to_the_end``, and blocking file work
+goes to a thread the same way (``off_loop``): a cancelled caller still sees its
+cancellation, after the step has finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def to_the_end(step: Awaitable[T]) -> T:
+    """Await ``step``; if the caller is cancelled (once or more), let the step finish
+    before re-raising, so a teardown never races a half-done step or is cut short."""
+    task = asyncio.ensure_future(step)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # retrieved: the caller sees its own cancellation
+        raise
+
+
+async def off_loop(fn: Callable[[], T]) -> T:
+    """Run blocking file work in a thread, to the end (see ``to_the_end``)."""
+    return await to_the_end(asyncio.to_thread(fn))
