@@ -2,7 +2,8 @@
 
 The signature is :mod:`bac_protocol.signing`'s v1, checked in constant time; the
 expiration is checked only after the signature matched, so a genuine but stale URL gets
-"signature is already expired".
+"signature is already expired". Apart from the transfers it guards, so the whole rule
+reads in one place.
 """
 
 from __future__ import annotations
