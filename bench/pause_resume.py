@@ -36,7 +36,8 @@ import httpx
 from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
-from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, _lazy_pages
+from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.backends.namespaces.checkpoint.criu import _lazy_pages
 from bac_server.host import default_data_dir, prepare_host, remove_tree
 from bac_server.templates import TemplateStore
 

@@ -10,7 +10,8 @@ import pytest
 from backend_harness import SandboxFactory, slot_record
 
 from bac_server.backends.base import CheckpointFailed
-from bac_server.backends.namespaces import NamespaceBackend, _confinement
+from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces.checkpoint.criu import _confinement
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 

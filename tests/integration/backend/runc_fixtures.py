@@ -22,7 +22,7 @@ from backend_harness import Sandbox, SandboxFactory, backend_and_factory, new_id
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
-from bac_server.backends.namespaces._criu import Criu
+from bac_server.backends.namespaces.checkpoint import Criu
 from bac_server.host import remove_tree
 
 Pair = tuple[NamespaceBackend, SandboxFactory]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bac_server.backends.namespaces._stored import Stored
+from bac_server.backends.namespaces.checkpoint._stored import Stored
 from bac_server.backends.namespaces.slots import SlotPhase, SlotRecord
 
 _OLD_RECORD = {

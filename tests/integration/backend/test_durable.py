@@ -25,13 +25,13 @@ from runc_fixtures import runc_fixtures
 
 from bac_server.backends.base import CheckpointFailed, SandboxSpec, SandboxStatus
 from bac_server.backends.namespaces import NamespaceBackend
-from bac_server.backends.namespaces._writeback import CHUNK, write_back
+from bac_server.backends.namespaces.checkpoint._writeback import CHUNK, write_back
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _SYS_CACHESTAT = 451  # Linux >= 6.5; unified numbering, the same on every architecture
-_LOGGER = "bac_server.backends.namespaces._durable"
+_LOGGER = "bac_server.backends.namespaces.checkpoint._durable"
 # Holds 48 MiB of private memory (what the images of a suspend mostly are).
 _MEMORY = ("import mmap, time\n"
            "m = mmap.mmap(-1, 48 << 20, flags=mmap.MAP_PRIVATE)\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bac_server.backends.namespaces._criu_args import (
+from bac_server.backends.namespaces.checkpoint.criu._args import (
     RUNC_DEVICES,
     TCP_ALL,
     TCP_LOOPBACK,

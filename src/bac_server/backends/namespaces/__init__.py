@@ -11,7 +11,7 @@ Public API::
 
 from ._backend import NamespaceBackend
 from ._config import NamespaceConfig
-from ._criu import choose_runtime
+from .checkpoint import choose_runtime
 from .envd import EnvdBundleError, ensure_envd_bundle
 from .slots import DENIED as SECCOMP_DENIED
 

@@ -43,11 +43,8 @@ from bac_server.backends.base import (
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 
 from ._build_step import run_build_step
-from ._checkpointer import Checkpointer
 from ._config import NamespaceConfig
-from ._durable import Flusher
-from ._stored import bundles_in_use
-from ._suspender import Suspender, prepare_checkpoints
+from .checkpoint import Checkpointer, Flusher, Suspender, bundles_in_use, prepare_checkpoints
 from .envd import Progress
 from .network import AddressPool, Egress
 from .slots import (

@@ -20,7 +20,7 @@ class NamespaceConfig:
     veth_prefix: str = "bacs"
     # Host preparation sets cgroup2's ``favordynmods`` (cheap migrations into cgroups).
     favor_dynamic_cgroups: bool = True
-    # The CRIU binary (None: /usr/local/sbin/criu, then PATH; see _criu.find_criu).
+    # The CRIU binary (None: /usr/local/sbin/criu, then PATH; see checkpoint.criu.find_criu).
     criu: str | None = None
     max_vcpus: int = 8
     min_memory_mb: int = 64

@@ -39,7 +39,6 @@ from ._record import DISK, FILESYSTEM, FREEZER, SlotPaths, SlotPhase, SlotRecord
 from ._recovery import recover, restore_egress
 from ._restorable import (
     LOCK_MARKER,
-    config_for_slot,
     ensure_flat_sysfs,
     netns_pin,
     pin_netns,
@@ -76,7 +75,6 @@ __all__ = [
     "become_subreaper",
     "build_config",
     "cold_start",
-    "config_for_slot",
     "devfs",
     "empty_stdin",
     "ensure_flat_sysfs",

@@ -48,7 +48,7 @@ from ._runtime import OciRuntime
 
 FLAT_SYSFS = Path("/run/bac-sys")
 # In a slot directory while a suspend holds CRIU's own network lock in its namespace (when
-# the host-side hold could not be taken, or images of an older Bac; see _checkpoint).
+# the host-side hold could not be taken, or images of an older Bac; see checkpoint.criu._dump).
 LOCK_MARKER = "tcp-locked"
 _MS_REMOUNT = 0x20  # changing a bind mount's flags takes a remount
 
@@ -117,30 +117,6 @@ def adapt_config(config: dict[str, Any]) -> None:
         p for p in linux["maskedPaths"]
         if not (p.startswith("/sys/") and _empty_dir(FLAT_SYSFS / p[len("/sys/"):]))
     ]
-
-
-def config_for_slot(config: dict[str, Any], *, slot_root: Path, netns: str,
-                    cgroup_path: str, hostname: str, resources: dict[str, Any]) -> None:
-    """Point a config taken from another slot (a checkpoint's) at this slot: every path
-    inside the other slot's directory (rootfs, the files bound over /etc) moves here."""
-    old_root = Path(config["root"]["path"]).parent
-
-    def moved(path: str) -> str:
-        found = Path(path)
-        if found.is_relative_to(old_root):
-            return str(slot_root / found.relative_to(old_root))
-        return path
-
-    config["root"]["path"] = moved(config["root"]["path"])
-    config["hostname"] = hostname
-    for entry in config["mounts"]:
-        entry["source"] = moved(entry["source"])
-    linux = config["linux"]
-    for ns in linux["namespaces"]:
-        if ns["type"] == "network":
-            ns["path"] = netns
-    linux["cgroupsPath"] = cgroup_path
-    linux["resources"] = {**linux["resources"], **resources}
 
 
 def restorable(runtime: OciRuntime) -> bool:

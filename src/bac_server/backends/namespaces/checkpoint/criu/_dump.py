@@ -5,8 +5,8 @@ and polling every 100 ms) and the caller can copy the files at exactly the momen
 memory is saved. Images live in a directory the caller chooses; CRIU's logs go to a
 separate work directory, so images of a checkpoint are never written by a restore.
 
-CRIU is run directly (``_criu_args``, ``_criu_run``, ``_criu_cgroups``); through runc
-(``_runc_checkpoint``) only with a CRIU lacking Bac's patches, on a unified-cgroup host,
+CRIU is run directly (``_args``, ``_run``, ``_cgroups``); through runc
+(``_runc``) only with a CRIU lacking Bac's patches, on a unified-cgroup host,
 and for images runc saved. Each
 direct dump leaves ``bac-criu.json`` beside its images: envd's stdio keys, the device
 rules and confinement of the sandbox (re-applied and checked at restore, see
@@ -41,15 +41,8 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout, write_private
 
-from . import _confinement, _image_manifest, _lazy_pages
-from ._criu import Criu, stdio_keys
-from ._criu_args import dump_argv
-from ._criu_cgroups import devices_of, direct_supported
-from ._criu_restore import release_hold, restore_direct
-from ._criu_run import criu_errors, has_connections, release_network_lock, run_dump
-from ._runc_checkpoint import runc_dump, runc_restore
-from .network import tcp_hold
-from .slots import (
+from ...network import tcp_hold
+from ...slots import (
     LOCK_MARKER,
     Context,
     SlotPaths,
@@ -60,6 +53,13 @@ from .slots import (
     start_time,
     to_the_end,
 )
+from . import _confinement, _lazy_pages, _manifest
+from ._args import dump_argv
+from ._cgroups import devices_of, direct_supported
+from ._restore import release_hold, restore_direct
+from ._run import criu_errors, has_connections, release_network_lock, run_dump
+from ._runc import runc_dump, runc_restore
+from ._tool import Criu, stdio_keys
 
 _log = logging.getLogger(__name__)
 _FREEZE_TIMEOUT_S = 10.0
@@ -166,7 +166,7 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     try:
         held = hold and await _take_hold(paths, record)
         meta: dict[str, Any] = {
-            "format": _image_manifest.FORMAT, "stdio": stdio_keys(pid),
+            "format": _manifest.FORMAT, "stdio": stdio_keys(pid),
             "netns": os.stat(netns).st_ino,
             "devices": devices_of(ctx.cgroups, record.cgroup_path),
             "confinement": _confinement.observe(pid),
@@ -189,7 +189,7 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     except BaseException:
         await _drop_hold(paths)  # the sandbox goes on running (CRIU let go of its lock)
         raise
-    _image_manifest.record(where.images)  # last: what a restore checks the images against
+    _manifest.record(where.images)  # last: what a restore checks the images against
     if not leave_running:
         # The server is the init's subreaper: collect it now, so no zombie stays behind.
         reap_if_child(pid)
@@ -211,7 +211,7 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
         with _images_open(where.images, ctx.config.id_range.root):
             if meta_file.exists():
                 meta = _read_meta(meta_file)
-                _image_manifest.check(where.images, int(meta.get("format", 1)))
+                _manifest.check(where.images, int(meta.get("format", 1)))
                 pid = await restore_direct(ctx, criu, record, where.images, where.work, meta,
                                            log)
             else:

@@ -1,9 +1,9 @@
-"""A direct CRIU restore of a slot from images with ``bac-criu.json`` (see ``_checkpoint``).
+"""A direct CRIU restore of a slot from images with ``bac-criu.json`` (see ``_dump``).
 
 Which TCP connections come back is decided here (all after a suspend in the same network
 namespace, the loopback ones otherwise, none without Bac's CRIU; on failure once more
 with none), then one attempt runs: the lazy-pages daemon started when the memory is
-large (``_lazy_pages``), the slot's cgroups and /dev made on the host (``_criu_cgroups``,
+large (``_lazy_pages``), the slot's cgroups and /dev made on the host (``_cgroups``,
 ``slots._devfs``) while it starts, unless the suspend made them already (``_wake_ahead``), CRIU
 started in those cgroups, and the restored init checked (``_confinement``, cgroup
 placement).
@@ -24,13 +24,13 @@ from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
 
+from ...network import tcp_hold
+from ...slots import LOCK_MARKER, Context, Limits, SlotRecord, devfs, netns_pin, to_the_end
 from . import _confinement, _lazy_pages, _wake_ahead
-from ._criu import Criu, inherit_fds
-from ._criu_args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
-from ._criu_cgroups import PLACEMENT_FAILED, check_placement, prepare
-from ._criu_run import criu_errors, release_network_lock, run_restore
-from .network import tcp_hold
-from .slots import LOCK_MARKER, Context, Limits, SlotRecord, devfs, netns_pin, to_the_end
+from ._args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
+from ._cgroups import PLACEMENT_FAILED, check_placement, prepare
+from ._run import criu_errors, release_network_lock, run_restore
+from ._tool import Criu, inherit_fds
 
 _log = logging.getLogger(__name__)
 

@@ -21,13 +21,8 @@ from bac_server.backends.base import (
 )
 from bac_server.host import remove_tree, write_private
 
-from . import _stored
-from ._checkpoint import Images, dump, freeze, release_suspend_lock, remove_images, thaw
-from ._copies import start_copy
-from ._durable import Flusher
-from ._suspender import Suspender, suspend_images
-from .layers import copy_tree
-from .slots import (
+from ..layers import copy_tree
+from ..slots import (
     FREEZER,
     SlotPhase,
     SlotRecord,
@@ -39,6 +34,11 @@ from .slots import (
     save_record,
     stop_processes,
 )
+from . import _stored
+from ._copies import start_copy
+from ._durable import Flusher
+from ._suspender import Suspender, suspend_images
+from .criu import Images, dump, freeze, release_suspend_lock, remove_images, thaw
 
 
 def _flush_name(checkpoint_id: str) -> str:

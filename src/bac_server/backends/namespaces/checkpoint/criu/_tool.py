@@ -6,7 +6,7 @@ installs one): 4.1 is needed on kernels >= 6.13 (vDSO layout) and 4.2 on kernels
 build script also patches it (``scripts/criu/``), and each patch names itself as a
 ``criu check --feature``; the newest (``tcp_close_external``) stands for them all. With
 them Bac drives CRIU itself instead of through runc (``Criu.direct``, see
-``_checkpoint``), established TCP connections survive a suspend (``Criu.tcp_repair``) and
+``_dump``), established TCP connections survive a suspend (``Criu.tcp_repair``) and
 memory can be restored lazily (``Criu.lazy``, where the kernel has userfaultfd and
 ``/dev/userfaultfd``). A stock CRIU >= 4.2 works without any: through runc, with
 connections closed at a pause.

@@ -1,7 +1,7 @@
 """The host side of a wake, made when the sandbox is suspended instead of when it wakes.
 
 A direct CRIU restore runs inside the slot's cgroups and binds in a /dev made on the
-host (``_criu_cgroups.prepare``, ``slots._devfs.prepare``): a dozen cgroup directories and
+host (``_cgroups.prepare``, ``slots._devfs.prepare``): a dozen cgroup directories and
 writes and a tmpfs with its entries, 3-8 ms of a resume on the 2-vCPU reference host
 (more while the restore of another sandbox competes for the CPUs). A suspend already
 knows what its wake will need, so it makes both right after its dump (``make``), and
@@ -26,8 +26,8 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import is_mount_point
 
-from ._criu_cgroups import devices_of, prepare
-from .slots import CgroupTree, Limits, SlotPaths, devfs
+from ...slots import CgroupTree, Limits, SlotPaths, devfs
+from ._cgroups import devices_of, prepare
 
 _log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """Checkpoint and restore through ``runc checkpoint|restore`` (the slower, older path).
 
-Used where CRIU cannot be driven directly (``_checkpoint``): on a unified-cgroup host,
+Used where CRIU cannot be driven directly (``_dump``): on a unified-cgroup host,
 where runc enforces device rules with a BPF program of its own, and to restore images
 that runc saved before Bac drove CRIU itself (they carry ``stdio-keys.json`` and no
 ``bac-criu.json``). runc reads the slot's config, runs CRIU inside the pinned network
 namespace (``nsenter``) with a per-operation configuration (``CRIU_CONFIG_FILE``, see
-``_criu``) and manages the cgroups itself. Established connections are always closed.
+``_tool``) and manages the cgroups itself. Established connections are always closed.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed
 
-from ._criu import stdio_keys, write_runc_restore_config
-from ._criu_run import criu_errors
-from .slots import Context, SlotRecord, netns_pin, reap_if_child, start_time
+from ...slots import Context, SlotRecord, netns_pin, reap_if_child, start_time
+from ._run import criu_errors
+from ._tool import stdio_keys, write_runc_restore_config
 
 KEYS_FILE = "stdio-keys.json"
 

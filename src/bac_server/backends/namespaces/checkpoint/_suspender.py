@@ -24,20 +24,7 @@ from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed, SandboxEndpoint, SandboxSpec
 
-from . import _discard, _stored, _wake_ahead
-from ._checkpoint import (
-    Images,
-    dump,
-    freeze,
-    release_suspend_lock,
-    remove_images,
-    restore,
-    thaw,
-)
-from ._criu import Criu, ensure_kdat_dir, find_criu
-from ._criu_restore import make_ahead
-from ._durable import Flusher
-from .slots import (
+from ..slots import (
     DISK,
     FILESYSTEM,
     FREEZER,
@@ -52,6 +39,22 @@ from .slots import (
     restorable,
     save_record,
     stop_processes,
+)
+from . import _discard, _stored
+from ._durable import Flusher
+from .criu import (
+    Criu,
+    Images,
+    dump,
+    ensure_kdat_dir,
+    find_criu,
+    freeze,
+    make_ahead,
+    release_suspend_lock,
+    remove_images,
+    restore,
+    thaw,
+    wake_ahead,
 )
 
 _log = logging.getLogger(__name__)
@@ -118,7 +121,7 @@ class Suspender:
 
     def forget(self, record: SlotRecord) -> None:
         """The slot is torn down: what its suspend made ahead went with it."""
-        _wake_ahead.forget(record.slot)
+        wake_ahead.forget(record.slot)
 
     @contextlib.asynccontextmanager
     async def working(self, sandbox_id: str) -> AsyncIterator[None]:
@@ -199,7 +202,7 @@ class Suspender:
                     await self.restore_in_place(record, where)
                 else:
                     await release_suspend_lock(ctx, record)
-                    await off_loop(lambda: _wake_ahead.discard(
+                    await off_loop(lambda: wake_ahead.discard(
                         ctx.cgroups, ctx.paths(record.slot), record.slot, record.cgroup_path))
                     await cold_start(ctx, record, spec)
                 # The images are garbage now (on failure they stay, and get written).

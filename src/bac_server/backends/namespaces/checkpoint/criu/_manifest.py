@@ -1,7 +1,7 @@
 """Whether a dump's images all reached the disk, checked before a restore trusts them.
 
 A pause or checkpoint returns once CRIU has written its images to the page cache; they
-reach the disk in the background (``_durable``). A host that stops in between (power
+reach the disk in the background (``checkpoint._durable``). A host that stops in between (power
 loss, kernel crash) can leave an image shorter than CRIU wrote it (ext4 commits a file's
 size with its data) or missing altogether. CRIU would fail on some (a missing core
 image) and, worse, a lazy restore would find a page image cut short only when its

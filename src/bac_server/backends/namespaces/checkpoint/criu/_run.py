@@ -5,7 +5,7 @@ CRIU runs in the sandbox's network namespace (``nsenter``), which the host owns:
 treats the namespace as its own and neither saves nor re-creates it, and the restored
 tasks inherit it before their user namespace is made, as under runc. A restore starts as a
 shell that moves itself into the slot's cgroups and becomes ``nsenter``, then CRIU
-(``_criu_cgroups.PLACE_AND_EXEC``): the tasks CRIU forks are born in the right cgroups.
+(``_cgroups.PLACE_AND_EXEC``): the tasks CRIU forks are born in the right cgroups.
 
 A suspend that keeps TCP connections holds them on the host side (``network._tcp_hold``). Only
 when that fails, and in images an older Bac saved, are they locked by CRIU itself (an
@@ -22,8 +22,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from ._criu_cgroups import PLACE_AND_EXEC
-from .slots import to_the_end, wait_exit
+from ...slots import to_the_end, wait_exit
+from ._cgroups import PLACE_AND_EXEC
 
 # TCP states whose sockets CRIU saves as connections (not LISTEN 0A, CLOSE 07,
 # TIME_WAIT 06 or SYN_RECV 03, which no task owns).

@@ -1,6 +1,6 @@
 """A slot's cgroups around a direct CRIU restore: made before, placed into, checked after.
 
-CRIU is told to leave cgroups alone (``_criu_args``); the restore instead runs inside the
+CRIU is told to leave cgroups alone (``_args``); the restore instead runs inside the
 slot's cgroups, so every task it forks is born in them and the sandbox's cgroup namespace
 is rooted there, as under runc. What runc set up at the first start is set up again from
 what was saved with the images:
@@ -24,7 +24,7 @@ from pathlib import Path
 from bac_server.backends.base import CheckpointFailed
 from bac_server.host import CgroupLayout
 
-from .slots import CgroupTree, Limits
+from ...slots import CgroupTree, Limits
 
 # The shell that puts itself (and so the CRIU it becomes) into the slot's cgroups before
 # CRIU forks a single task: ``$BAC_CGROUP_PROCS`` lists the cgroup.procs files.

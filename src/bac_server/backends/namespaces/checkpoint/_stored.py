@@ -27,8 +27,8 @@ from typing import Any
 from bac_server.backends.base import CheckpointInfo, CheckpointNotFound
 from bac_server.host import remove_tree, write_private
 
-from ._checkpoint import Images
-from ._config import NamespaceConfig
+from .._config import NamespaceConfig
+from .criu import Images
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _PARTIAL = ".partial"

@@ -15,11 +15,11 @@ reference host. What runc would tell CRIU is said here instead, from the same co
   restore (``--inherit-fd``).
 * **/dev** is external too when it holds only what runc put there (``slots._devfs``): no ``tar``.
 * **cgroups** are left alone (``--manage-cgroups=ignore``): CRIU itself is started inside
-  the slot's cgroups (``_criu_cgroups``), so the tasks it forks are born there and their
+  the slot's cgroups (``_cgroups``), so the tasks it forks are born there and their
   cgroup namespace is rooted there, as runc's are.
 * **TCP**: ``--tcp-established`` saves connections in repair mode; at restore they come
   back all (``TCP_ALL``), only those between loopback addresses (``TCP_LOOPBACK``: a copy
-  or a new namespace) or none (``TCP_NONE``). The choice is the caller's (``_checkpoint``).
+  or a new namespace) or none (``TCP_NONE``). The choice is the caller's (``_dump``).
 * **network lock**: ``--network-lock skip``. While a suspended sandbox is only images the
   host drops its packets (``network._tcp_hold``); CRIU's own lock (``nftables``: a table in the
   sandbox's namespace, made and removed through libnftables, ~20 ms per cycle) is used

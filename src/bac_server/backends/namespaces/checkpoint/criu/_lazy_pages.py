@@ -26,8 +26,8 @@ import os
 import signal
 from pathlib import Path
 
-from ._criu_args import lazy_pages_argv
-from .slots import wait_exit
+from ...slots import wait_exit
+from ._args import lazy_pages_argv
 
 _log = logging.getLogger(__name__)
 LAZY_MIN_BYTES = 16 << 20

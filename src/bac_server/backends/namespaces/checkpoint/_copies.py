@@ -22,21 +22,18 @@ import json
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
 from bac_server.host import PARENT_CGROUP, write_private
 
-from ._checkpoint import Images, restore, thaw
-from ._criu import Criu
-from ._stored import Meta, Stored
-from .network import LeaseOwner, create_netns
-from .slots import (
+from ..network import LeaseOwner, create_netns
+from ..slots import (
     Context,
     SlotPhase,
     SlotRecord,
     assign,
     cold_start,
-    config_for_slot,
     lay_out,
     off_loop,
     pin_netns,
@@ -47,6 +44,32 @@ from .slots import (
     undo_after_failure,
     validate,
 )
+from ._stored import Meta, Stored
+from .criu import Criu, Images, restore, thaw
+
+
+def _config_for_slot(config: dict[str, Any], *, slot_root: Path, netns: str,
+                    cgroup_path: str, hostname: str, resources: dict[str, Any]) -> None:
+    """Point a config taken from another slot (a checkpoint's) at this slot: every path
+    inside the other slot's directory (rootfs, the files bound over /etc) moves here."""
+    old_root = Path(config["root"]["path"]).parent
+
+    def moved(path: str) -> str:
+        found = Path(path)
+        if found.is_relative_to(old_root):
+            return str(slot_root / found.relative_to(old_root))
+        return path
+
+    config["root"]["path"] = moved(config["root"]["path"])
+    config["hostname"] = hostname
+    for entry in config["mounts"]:
+        entry["source"] = moved(entry["source"])
+    linux = config["linux"]
+    for ns in linux["namespaces"]:
+        if ns["type"] == "network":
+            ns["path"] = netns
+    linux["cgroupsPath"] = cgroup_path
+    linux["resources"] = {**linux["resources"], **resources}
 
 
 async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta,
@@ -97,7 +120,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
             os.close(made)
         await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
         config = stored.oci_config()
-        config_for_slot(config, slot_root=paths.root, netns=netns,
+        _config_for_slot(config, slot_root=paths.root, netns=netns,
                         cgroup_path=record.cgroup_path, hostname=spec.sandbox_id,
                         resources=limits.resources())
         await off_loop(lambda: write_private(paths.config, json.dumps(config)))
