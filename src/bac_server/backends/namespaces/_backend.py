@@ -42,8 +42,8 @@ from bac_server.backends.base import (
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 
-from ._build_step import run_build_step
 from ._config import NamespaceConfig
+from .build import run_build_step
 from .checkpoint import Checkpointer, Flusher, Suspender, bundles_in_use, prepare_checkpoints
 from .envd import Progress
 from .network import AddressPool, Egress
@@ -230,7 +230,7 @@ class NamespaceBackend:
     # -- Builder ------------------------------------------------------------------------
 
     async def run_build_step(self, step: BuildStep, output: OutputCallback) -> int:
-        """One template build command in a sandbox of its own (see ``_build_step``)."""
+        """One template build command in a sandbox of its own (see ``build._step``)."""
         return await run_build_step((await self._started()).ctx, step, output)
 
     # -- LayerHolder ------------------------------------------------------------------
