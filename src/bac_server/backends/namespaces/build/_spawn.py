@@ -18,9 +18,20 @@ from typing import Any
 from bac_server.backends.base import BuildStep
 from bac_server.host import CgroupLayout, write_private
 
-from ._user import StepUser
-from ..slots import Context, Limits, RuntimeFailed, SandboxPlan, SlotRecord, attach_compiled, empty_stdin, remember_compiled, spawn, wait_exit
+from ..slots import (
+    Context,
+    Limits,
+    RuntimeFailed,
+    SandboxPlan,
+    SlotRecord,
+    attach_compiled,
+    empty_stdin,
+    remember_compiled,
+    spawn,
+    wait_exit,
+)
 from ..slots import build_config as sandbox_config
+from ._user import StepUser
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -42,12 +42,23 @@ from bac_server.backends.base import (
 )
 from bac_server.host import PARENT_CGROUP
 
+from ..network import LeaseOwner, create_netns
+from ..slots import (
+    Context,
+    Limits,
+    SlotPhase,
+    SlotRecord,
+    attach_egress,
+    kill_processes,
+    off_loop,
+    save_record,
+    start_time,
+    undo_after_failure,
+)
 from ._files import lay_out, missing_paths, remove_stubs
 from ._output import StepOutput
 from ._spawn import build_config, exited, oom_kills, spawn_detached
 from ._user import UserLookupError, resolve_user
-from ..network import LeaseOwner, create_netns
-from ..slots import Context, Limits, SlotPhase, SlotRecord, attach_egress, kill_processes, off_loop, save_record, start_time, undo_after_failure
 
 _log = logging.getLogger(__name__)
 BUILD_PIDS = 8192
