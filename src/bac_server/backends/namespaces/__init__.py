@@ -13,10 +13,8 @@ from ._backend import NamespaceBackend
 from ._config import NamespaceConfig
 from .checkpoint import choose_runtime
 from .envd import EnvdBundleError, ensure_envd_bundle
-from .slots import DENIED as SECCOMP_DENIED
 
 __all__ = [
-    "SECCOMP_DENIED",
     "EnvdBundleError",
     "NamespaceBackend",
     "NamespaceConfig",

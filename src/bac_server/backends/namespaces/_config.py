@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bac_server.host import HostSettings, IdRange, default_data_dir
+from bac_server.host import IdRange, default_data_dir
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,3 @@ class NamespaceConfig:
         if self.shared_dir is None or self.shared_dir == self.data_dir:
             return None
         return self.shared_dir / "envd"
-
-    def host_settings(self) -> HostSettings:
-        return HostSettings(runtime=self.runtime, veth_prefix=self.veth_prefix,
-                            favor_dynamic_cgroups=self.favor_dynamic_cgroups)

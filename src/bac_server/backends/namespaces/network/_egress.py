@@ -166,9 +166,6 @@ class Egress:
         await self.attach(slot_dir, veth, host_address, sandbox_address, policy,
                           old_specs=_SWEEP_SPECS)
 
-    def policy(self, veth: str) -> EgressPolicy:
-        return self._by_veth[veth].policy
-
     async def usage(self, veth: str) -> NetworkUsage:
         entry = self._by_veth[veth]
         usage = await asyncio.to_thread(read_usage, entry.names, list(entry.dns_log))

@@ -64,17 +64,6 @@ def _start_thread(fn: Callable[[], T]) -> asyncio.Future[T]:
     return future
 
 
-async def in_fresh_thread(fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a throw-away thread; if cancelled, wait for it before re-raising."""
-    future = _start_thread(fn)
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        with contextlib.suppress(BaseException):
-            await future
-        raise
-
-
 def _ifindex(ipr: IPRoute, name: str) -> int:
     # A targeted RTM_GETLINK; link_lookup() would dump every link (thousands of veths).
     index = ipr.link("get", ifname=name)[0]["index"]

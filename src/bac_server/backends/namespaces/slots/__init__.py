@@ -45,14 +45,13 @@ from ._restorable import (
     restorable,
 )
 from ._runtime import OciRuntime, RuntimeFailed, empty_stdin, spawn, wait_exit
-from ._seccomp import DENIED, attach_compiled, remember_compiled
+from ._seccomp import attach_compiled, remember_compiled
 from ._table import SlotTable
 from ._teardown import kill_processes, stop_processes, undo_after_failure
 from ._validate import validate
 
 __all__ = [
     "CLOSE_BOUND_S",
-    "DENIED",
     "DISK",
     "FILESYSTEM",
     "FREEZER",

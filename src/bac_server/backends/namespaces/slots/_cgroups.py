@@ -50,9 +50,6 @@ class CgroupTree:
                 found.update(int(line) for line in (path / "cgroup.procs").read_text().split())
         return found
 
-    def exists(self, relative: str) -> bool:
-        return any(path.is_dir() for path in self.dirs(relative).values())
-
     def set_frozen(self, relative: str, frozen: bool) -> bool:
         """Freeze or thaw; False if the cgroup is gone."""
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +74,3 @@ class Context:
             return self.claim_path(sandbox_id).read_text() or None
         except FileNotFoundError:
             return None
-
-    def write_json(self, path: Path, data: object) -> None:
-        path.write_text(json.dumps(data))

@@ -81,9 +81,6 @@ class WarmPool:
             if template is not None:
                 self.want(template)
 
-    def count(self, template: TemplateImage) -> int:
-        return len(self._ready.get(template.layer_stack, ()))
-
     async def wait_full(self, template: TemplateImage) -> None:
         """Wait for the current refill of ``template`` (used by tests and benchmarks)."""
         task = self._refills.get(template.layer_stack)

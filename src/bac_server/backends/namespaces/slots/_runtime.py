@@ -9,14 +9,11 @@ processes started here never get a device as stdin, stdout or stderr (``spawn``)
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 
 class RuntimeFailed(Exception):
@@ -129,27 +126,6 @@ class OciRuntime:
         if not (self.state_root / container_id).exists():
             return  # never started by the runtime (restored by CRIU) or already deleted
         await self._call("delete", "--force", container_id, quiet_missing=True)
-
-    async def pause(self, container_id: str) -> None:
-        await self._call("pause", container_id)
-
-    async def resume(self, container_id: str) -> None:
-        await self._call("resume", container_id)
-
-    async def update(self, container_id: str, resources: dict[str, Any]) -> None:
-        with tempfile.NamedTemporaryFile("w", suffix=".json", dir=self.state_root) as handle:
-            json.dump(resources, handle)
-            handle.flush()
-            await self._call("update", "--resources", handle.name, container_id)
-
-    async def state(self, container_id: str) -> dict[str, Any] | None:
-        out = await self._call("state", container_id, quiet_missing=True)
-        if not out:
-            return None
-        data = json.loads(out)
-        assert isinstance(data, dict)
-        return data
-
 
 async def _communicate(argv: list[str], *, merge: bool = False
                        ) -> tuple[tuple[bytes, bytes], int]:
