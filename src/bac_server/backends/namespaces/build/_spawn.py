@@ -26,6 +26,7 @@ from ..slots import (
     SlotRecord,
     attach_compiled,
     empty_stdin,
+    log_tail,
     remember_compiled,
     spawn,
     wait_exit,
@@ -90,9 +91,8 @@ async def spawn_detached(ctx: Context, record: SlotRecord, config: dict[str, Any
             await waiting
         raise
     if code != 0:
-        log = paths.runtime_log.read_text(errors="replace")[-1500:].strip() \
-            if paths.runtime_log.exists() else ""
-        raise RuntimeFailed(f"{runtime.name} run exited {code}: {log or '(no log)'}")
+        raise RuntimeFailed(f"{runtime.name} run exited {code}: "
+                            f"{log_tail(paths.runtime_log) or '(no log)'}")
     if runtime.name == "crun" and "annotations" not in config:
         remember_compiled(config, runtime.binary, runtime.state_root / record.slot / "seccomp.bpf")
 

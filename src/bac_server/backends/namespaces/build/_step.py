@@ -37,7 +37,6 @@ from pathlib import Path, PurePosixPath
 from bac_server.backends.base import (
     BuildStep,
     OutputCallback,
-    ResourceLimitError,
     SandboxSetupError,
 )
 from bac_server.host import PARENT_CGROUP
@@ -49,6 +48,7 @@ from ..slots import (
     SlotPhase,
     SlotRecord,
     attach_egress,
+    check_resources,
     kill_processes,
     off_loop,
     save_record,
@@ -72,11 +72,7 @@ _RESERVED = ("/proc", "/sys", "/dev", "/etc/hosts", "/etc/hostname", "/etc/resol
 def _check(ctx: Context, step: BuildStep) -> Limits:
     """Bad input fails before anything is made (the message names the field)."""
     cfg = ctx.config
-    if not 1 <= step.vcpus <= cfg.max_vcpus:
-        raise ResourceLimitError(f"vcpus must be 1..{cfg.max_vcpus}, got {step.vcpus}")
-    if not cfg.min_memory_mb <= step.memory_mb <= cfg.max_memory_mb:
-        raise ResourceLimitError(f"memory_mb must be {cfg.min_memory_mb}..{cfg.max_memory_mb},"
-                                 f" got {step.memory_mb}")
+    check_resources(cfg, step.vcpus, step.memory_mb)
     if not step.argv or any("\0" in a for a in step.argv):
         raise SandboxSetupError("argv must be non-empty, without NUL bytes")
     bad_env = [k for k, v in step.env if not _ENV_KEY.match(k) or "\0" in v]

@@ -28,6 +28,7 @@ from bac_server.backends.base import CheckpointInfo, CheckpointNotFound
 from bac_server.host import remove_tree, write_private
 
 from .._config import NamespaceConfig
+from ..slots import disk_used
 from .criu import Images
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -124,21 +125,10 @@ def partial(config: NamespaceConfig, checkpoint_id: str) -> Stored:
     return Stored(path)
 
 
-def disk_size(path: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
-            except OSError:
-                continue
-    return total
-
-
 def finish(config: NamespaceConfig, work: Stored, meta: Meta) -> Meta:
     """Write the metadata (with the size) and publish the checkpoint under its id."""
     remove_tree(work.dump.work)  # CRIU's logs: not part of the checkpoint
-    meta = dataclasses.replace(meta, size_bytes=disk_size(work.path))
+    meta = dataclasses.replace(meta, size_bytes=disk_used(work.path))
     write_private(work.meta_file, json.dumps(dataclasses.asdict(meta)))
     os.replace(work.path, root(config) / meta.checkpoint_id)
     return meta

@@ -20,7 +20,14 @@ from . import _devfs as devfs
 from ._cancel_safe import off_loop, to_the_end
 from ._cgroups import CgroupTree
 from ._context import Context
-from ._files import prepare_data_dirs, replace_upper, write_identity, write_resolv_conf
+from ._files import (
+    disk_used,
+    log_tail,
+    prepare_data_dirs,
+    replace_upper,
+    write_identity,
+    write_resolv_conf,
+)
 from ._launch import (
     assign,
     attach_egress,
@@ -48,7 +55,7 @@ from ._runtime import OciRuntime, RuntimeFailed, empty_stdin, spawn, wait_exit
 from ._seccomp import attach_compiled, remember_compiled
 from ._table import SlotTable
 from ._teardown import kill_processes, stop_processes, undo_after_failure
-from ._validate import validate
+from ._validate import check_resources, validate
 
 __all__ = [
     "CLOSE_BOUND_S",
@@ -73,8 +80,10 @@ __all__ = [
     "attach_egress",
     "become_subreaper",
     "build_config",
+    "check_resources",
     "cold_start",
     "devfs",
+    "disk_used",
     "empty_stdin",
     "ensure_flat_sysfs",
     "ensure_in_place",
@@ -82,6 +91,7 @@ __all__ = [
     "lay_out",
     "layers_in_use",
     "limits_of",
+    "log_tail",
     "netns_pin",
     "off_loop",
     "owner_token",

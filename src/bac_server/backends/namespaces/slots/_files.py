@@ -160,13 +160,25 @@ async def replace_upper(paths: SlotPaths, layers: Sequence[Path], source: Path) 
     await off_loop(swap)
 
 
-def disk_used(paths: SlotPaths) -> int:
-    """Bytes written by the sandbox (its overlay upper layer)."""
+def disk_used(tree: Path) -> int:
+    """Bytes the files under ``tree`` take on disk (links not followed): a sandbox's upper
+    layer, a checkpoint."""
     total = 0
-    for dirpath, _dirs, files in os.walk(paths.layer / "upper"):
+    for dirpath, _dirs, files in os.walk(tree):
         for name in files:
             try:
                 total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
             except OSError:
                 continue
     return total
+
+
+def log_tail(path: Path, limit: int = 1500) -> str:
+    """The last ``limit`` bytes of a log (envd's, the runtime's), decoded; "" for none."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - limit))
+            return handle.read().decode(errors="replace").strip()
+    except OSError:
+        return ""

@@ -31,7 +31,7 @@ from ..envd import EnvdBundleError, wait_ready
 from ..network import LeaseOwner, create_netns
 from ._cancel_safe import off_loop, to_the_end
 from ._context import Context
-from ._files import make_slot_dirs, mount_rootfs, write_identity, write_resolv_conf
+from ._files import log_tail, make_slot_dirs, mount_rootfs, write_identity, write_resolv_conf
 from ._ocispec import Limits, SandboxPlan, build_config
 from ._process import start_time
 from ._record import SlotPaths, SlotPhase, SlotRecord, save_record
@@ -41,16 +41,6 @@ from ._seccomp import attach_compiled, remember_compiled
 from ._teardown import undo_after_failure
 
 _log = logging.getLogger(__name__)
-
-
-def _tail(path: os.PathLike[str], limit: int = 1500) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - limit))
-            return handle.read().decode(errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
@@ -154,7 +144,7 @@ async def _undo_and_raise(ctx: Context, record: SlotRecord, paths: SlotPaths,
     """Fail closed: release everything the slot made, then raise. Cancellation and other
     non-Exception signals pass through unchanged; errors become ``SandboxSetupError``
     carrying the tail of envd's output."""
-    detail = _tail(paths.envd_log)
+    detail = log_tail(paths.envd_log)
     await undo_after_failure(ctx, record)
     if not isinstance(exc, Exception):
         raise exc

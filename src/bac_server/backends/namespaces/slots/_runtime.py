@@ -15,6 +15,8 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from ._files import log_tail
+
 
 class RuntimeFailed(Exception):
     """A runtime command failed; the message carries its error output."""
@@ -119,7 +121,8 @@ class OciRuntime:
             os.close(empty)
         code = await _wait_pid(pid)
         if code != 0:
-            raise RuntimeFailed(f"{self.name} run exited {code}: {_tail(log)}")
+            raise RuntimeFailed(f"{self.name} run exited {code}: "
+                                f"{log_tail(log, 2000) or '(no log)'}")
 
     async def delete(self, container_id: str) -> None:
         """Kill and forget the container. Unknown ids are fine."""
@@ -140,11 +143,3 @@ async def _communicate(argv: list[str], *, merge: bool = False
         os.close(empty)
     out, err = await proc.communicate()
     return (out, err or b""), proc.returncode or 0
-
-
-def _tail(path: Path, limit: int = 2000) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return text[-limit:].strip() or "(empty log)"

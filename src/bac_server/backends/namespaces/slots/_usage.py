@@ -34,7 +34,7 @@ class UsageSampler:
         pct = 0.0
         if last is not None and now > last[0]:
             pct = (stats.cpu_usage_ns - last[1]) / ((now - last[0]) * 1e9) / record.vcpus * 100
-        used = await asyncio.to_thread(disk_used, ctx.paths(record.slot))
+        used = await asyncio.to_thread(disk_used, ctx.paths(record.slot).layer / "upper")
         return ResourceUsage(
             cpu_count=record.vcpus, cpu_used_pct=round(max(pct, 0.0), 2),
             mem_used_bytes=stats.mem_used, mem_total_bytes=record.memory_mb * 1024 * 1024,

@@ -15,15 +15,21 @@ _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MIN_PIDS = 16
 
 
+def check_resources(config: NamespaceConfig, vcpus: int, memory_mb: int) -> None:
+    """Raise ResourceLimitError naming the limit ``vcpus`` or ``memory_mb`` is beyond (a
+    sandbox's, a build step's)."""
+    if not 1 <= vcpus <= config.max_vcpus:
+        raise ResourceLimitError(f"vcpus must be 1..{config.max_vcpus}, got {vcpus}")
+    if not config.min_memory_mb <= memory_mb <= config.max_memory_mb:
+        raise ResourceLimitError(f"memory_mb must be {config.min_memory_mb}.."
+                                 f"{config.max_memory_mb}, got {memory_mb}")
+
+
 def validate(config: NamespaceConfig, spec: SandboxSpec, limit_swap: bool) -> Limits:
     """The cgroup limits for ``spec``; raises ResourceLimitError naming the limit."""
     if not _SANDBOX_ID.match(spec.sandbox_id):
         raise SandboxSetupError(f"invalid sandbox id {spec.sandbox_id!r}")
-    if not 1 <= spec.vcpus <= config.max_vcpus:
-        raise ResourceLimitError(f"vcpus must be 1..{config.max_vcpus}, got {spec.vcpus}")
-    if not config.min_memory_mb <= spec.memory_mb <= config.max_memory_mb:
-        raise ResourceLimitError(f"memory_mb must be {config.min_memory_mb}.."
-                                 f"{config.max_memory_mb}, got {spec.memory_mb}")
+    check_resources(config, spec.vcpus, spec.memory_mb)
     if not MIN_PIDS <= spec.pids_max <= config.max_pids:
         raise ResourceLimitError(f"pids_max must be {MIN_PIDS}..{config.max_pids}, "
                                  f"got {spec.pids_max}")

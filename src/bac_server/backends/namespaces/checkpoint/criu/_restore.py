@@ -25,7 +25,16 @@ from typing import Any
 from bac_server.backends.base import CheckpointFailed
 
 from ...network import tcp_hold
-from ...slots import LOCK_MARKER, Context, Limits, SlotRecord, devfs, netns_pin, to_the_end
+from ...slots import (
+    LOCK_MARKER,
+    Context,
+    Limits,
+    SlotRecord,
+    devfs,
+    limits_of,
+    netns_pin,
+    to_the_end,
+)
 from . import _confinement, _lazy_pages, _wake_ahead
 from ._args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv
 from ._cgroups import PLACEMENT_FAILED, check_placement, prepare
@@ -52,7 +61,7 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
         same_netns = os.stat(netns).st_ino == meta["netns"]
         suspended = meta.get("suspend", True)  # older images saved connections on suspend only
         tcp = TCP_ALL if suspended and same_netns else TCP_LOOPBACK
-    limits = _limits(ctx, record)
+    limits = limits_of(ctx, record)
     try:
         pid = await _attempt(ctx, criu, record, images, work, meta, log, limits, tcp=tcp)
     except CheckpointFailed as exc:
@@ -72,16 +81,11 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
     return pid
 
 
-def _limits(ctx: Context, record: SlotRecord) -> Limits:
-    return Limits(vcpus=record.vcpus, memory_mb=record.memory_mb, pids_max=record.pids_max,
-                  limit_swap=ctx.cgroups.supports_swap)
-
-
 def make_ahead(ctx: Context, record: SlotRecord, images: Path, meta: dict[str, Any]) -> None:
     """At the end of a suspend: the slot's cgroups and /dev for its wake (``_wake_ahead``;
     blocking)."""
     _wake_ahead.make(ctx.cgroups, ctx.paths(record.slot), record.slot, record.cgroup_path,
-                     images, meta, _limits(ctx, record))
+                     images, meta, limits_of(ctx, record))
 
 
 async def release_hold(slot_root: Path) -> None:

@@ -18,20 +18,11 @@ from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed
 
-from ...slots import Context, SlotRecord, netns_pin, reap_if_child, start_time
+from ...slots import Context, SlotRecord, log_tail, netns_pin, reap_if_child, start_time
 from ._run import criu_errors
 from ._tool import stdio_keys, write_runc_restore_config
 
 KEYS_FILE = "stdio-keys.json"
-
-
-def _tail(path: Path, limit: int = 600) -> str:
-    with contextlib.suppress(OSError):
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - limit))
-            return handle.read().decode(errors="replace").strip()
-    return ""
 
 
 async def _runc(ctx: Context, criu: str, record: SlotRecord, conf: Path, args: list[str], *,
@@ -87,7 +78,8 @@ async def runc_restore(ctx: Context, criu: str, record: SlotRecord, images: Path
         with contextlib.suppress(Exception):
             await ctx.runtime.delete(record.slot)
         raise CheckpointFailed(f"restore of slot {record.slot} failed: "
-                               f"{_tail(paths.envd_log)}\n{criu_errors(work / 'restore.log')}")
+                               f"{log_tail(paths.envd_log, 600)}\n"
+                               f"{criu_errors(work / 'restore.log')}")
     pid = int(pid_file.read_text().strip())
     if start_time(pid) is None:
         raise CheckpointFailed(f"restore of slot {record.slot}: init {pid} is gone")
