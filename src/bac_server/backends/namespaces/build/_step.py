@@ -30,7 +30,6 @@ import contextlib
 import logging
 import os
 import re
-import secrets
 import signal
 from pathlib import Path, PurePosixPath
 
@@ -39,9 +38,7 @@ from bac_server.backends.base import (
     OutputCallback,
     SandboxSetupError,
 )
-from bac_server.host import PARENT_CGROUP
 
-from ..network import LeaseOwner, create_netns
 from ..slots import (
     Context,
     Limits,
@@ -50,6 +47,8 @@ from ..slots import (
     attach_egress,
     check_resources,
     kill_processes,
+    lay_out_with_netns,
+    new_record,
     off_loop,
     save_record,
     start_time,
@@ -100,32 +99,19 @@ def _check(ctx: Context, step: BuildStep) -> Limits:
 
 
 def _new_record(ctx: Context, step: BuildStep, limits: Limits) -> SlotRecord:
-    slot = "b" + secrets.token_hex(8)
-    paths = ctx.paths(slot)
-    lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
-    work = step.upper.parent / f".{step.upper.name}.{slot}.work"
-    return SlotRecord(
-        slot=slot, phase=SlotPhase.CREATING, template_id="build",
-        template_rootfs=str(step.lowers[-1]), layers=[str(p) for p in step.lowers],
-        envd_bundle="", lease_index=lease.index, host_address=lease.host_address,
-        sandbox_address=lease.sandbox_address, veth=lease.veth,
-        cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner, vcpus=limits.vcpus,
-        memory_mb=limits.memory_mb, pids_max=limits.pids_max, upper_dir=str(step.upper),
-        work_dir=str(work))
+    record = new_record(ctx, kind="b", template_id="build", layers=step.lowers,
+                        envd_bundle="", limits=limits)
+    record.upper_dir = str(step.upper)
+    record.work_dir = str(step.upper.parent / f".{step.upper.name}.{record.slot}.work")
+    return record
 
 
 async def _start(ctx: Context, record: SlotRecord, step: BuildStep, limits: Limits,
                  out: StepOutput, pumps: list[asyncio.Task[None]]) -> int:
     """Make the slot and start the command; returns a pidfd of its init process."""
     paths = ctx.paths(record.slot)
-    laid, made = await asyncio.gather(
-        off_loop(lambda: lay_out(ctx, record, step, HOSTNAME)),
-        create_netns(ctx.addresses.describe(record.lease_index)), return_exceptions=True)
-    if isinstance(made, BaseException) or isinstance(laid, BaseException):
-        if isinstance(made, int):
-            os.close(made)
-        raise made if isinstance(made, BaseException) else laid  # type: ignore[misc]
-    netns_fd = made
+    netns_fd = await lay_out_with_netns(ctx, record, lambda: lay_out(ctx, record, step,
+                                                                     HOSTNAME))
     try:
         user = await off_loop(lambda: resolve_user(paths.rootfs, step.user,
                                                    ctx.config.id_range.size))

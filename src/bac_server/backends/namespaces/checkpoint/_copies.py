@@ -17,24 +17,22 @@ and started again.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
-from bac_server.host import PARENT_CGROUP, write_private
+from bac_server.host import write_private
 
-from ..network import LeaseOwner, create_netns
 from ..slots import (
     Context,
-    SlotPhase,
     SlotRecord,
     assign,
     cold_start,
     lay_out,
+    lay_out_with_netns,
+    new_record,
     off_loop,
     pin_netns,
     replace_upper,
@@ -95,25 +93,13 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
         await assign(ctx, record, spec, limits)
         return record
 
-    slot = "s" + secrets.token_hex(8)
-    paths = ctx.paths(slot)
-    lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
-    record = SlotRecord(
-        slot=slot, phase=SlotPhase.CREATING, template_id=meta.template_id,
-        template_rootfs=meta.template_rootfs,
-        layers=[str(p) for p in template.layer_stack], envd_bundle=meta.envd_bundle,
-        lease_index=lease.index, host_address=lease.host_address,
-        sandbox_address=lease.sandbox_address, veth=lease.veth,
-        cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner, vcpus=limits.vcpus,
-        memory_mb=limits.memory_mb, pids_max=limits.pids_max)
+    record = new_record(ctx, kind="s", template_id=meta.template_id,
+                        layers=template.layer_stack, envd_bundle=meta.envd_bundle,
+                        limits=limits)
+    paths = ctx.paths(record.slot)
     try:
-        laid, made = await asyncio.gather(
-            off_loop(lambda: lay_out(ctx, record, template, spec.sandbox_id)),
-            create_netns(lease), return_exceptions=True)
-        if isinstance(made, BaseException) or isinstance(laid, BaseException):
-            if isinstance(made, int):
-                os.close(made)
-            raise made if isinstance(made, BaseException) else laid  # type: ignore[misc]
+        made = await lay_out_with_netns(
+            ctx, record, lambda: lay_out(ctx, record, template, spec.sandbox_id))
         try:
             netns = pin_netns(paths, made)
         finally:

@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -72,6 +73,38 @@ def _note_init(paths: SlotPaths, record: SlotRecord) -> None:
     save_record(paths, record)
 
 
+def new_record(ctx: Context, *, kind: str, template_id: str, layers: Sequence[Path],
+               envd_bundle: str, limits: Limits) -> SlotRecord:
+    """A new slot's record (CREATING) with an address leased for it. ``kind`` starts its
+    name: "s" for a sandbox's slot, "b" for a build step's; ``layers``: topmost first, the
+    template's rootfs last."""
+    slot = kind + secrets.token_hex(8)
+    lease = ctx.addresses.lease(LeaseOwner(str(ctx.paths(slot).root), ctx.owner))
+    return SlotRecord(
+        slot=slot, phase=SlotPhase.CREATING, template_id=template_id,
+        template_rootfs=str(layers[-1]), layers=[str(p) for p in layers],
+        envd_bundle=envd_bundle, lease_index=lease.index, host_address=lease.host_address,
+        sandbox_address=lease.sandbox_address, veth=lease.veth,
+        cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner, vcpus=limits.vcpus,
+        memory_mb=limits.memory_mb, pids_max=limits.pids_max)
+
+
+async def lay_out_with_netns(ctx: Context, record: SlotRecord,
+                             lay_out_files: Callable[[], None]) -> int:
+    """Lay the new slot's files out (``lay_out_files``, blocking: in a thread) and make its
+    network namespace, both at once (they are independent); returns an fd holding the
+    namespace, which the caller closes. On failure no fd is left open; what was made is
+    the teardown's to remove."""
+    laid, made = await asyncio.gather(
+        off_loop(lay_out_files), create_netns(ctx.addresses.describe(record.lease_index)),
+        return_exceptions=True)
+    if isinstance(made, BaseException) or isinstance(laid, BaseException):
+        if isinstance(made, int):
+            os.close(made)
+        raise made if isinstance(made, BaseException) else laid  # type: ignore[misc]
+    return made
+
+
 async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, limits: Limits,
                      pooled: bool, preload: bool) -> SlotRecord:
     """Create and start a slot with envd listening; raises SandboxSetupError (fail closed).
@@ -82,27 +115,13 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
         bundle = await ctx.envd_bundle(template)
     except EnvdBundleError as exc:
         raise SandboxSetupError(str(exc)) from exc
-    slot = "s" + secrets.token_hex(8)
-    paths = ctx.paths(slot)
-    lease = ctx.addresses.lease(LeaseOwner(str(paths.root), ctx.owner))
-    record = SlotRecord(
-        slot=slot, phase=SlotPhase.CREATING, template_id=template.template_id,
-        template_rootfs=str(template.rootfs), layers=[str(p) for p in template.layer_stack],
-        envd_bundle=str(bundle), lease_index=lease.index,
-        host_address=lease.host_address, sandbox_address=lease.sandbox_address,
-        veth=lease.veth, cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner,
-        vcpus=limits.vcpus, memory_mb=limits.memory_mb, pids_max=limits.pids_max)
+    record = new_record(ctx, kind="s", template_id=template.template_id,
+                        layers=template.layer_stack, envd_bundle=str(bundle), limits=limits)
+    slot, paths = record.slot, ctx.paths(record.slot)
     started = time.perf_counter()
     try:
-        # Files and network are independent: make both at once.
-        laid, made = await asyncio.gather(
-            off_loop(lambda: lay_out(ctx, record, template, hostname)), create_netns(lease),
-            return_exceptions=True)
-        if isinstance(made, BaseException) or isinstance(laid, BaseException):
-            if isinstance(made, int):
-                os.close(made)
-            raise made if isinstance(made, BaseException) else laid  # type: ignore[misc]
-        netns_fd = made
+        netns_fd = await lay_out_with_netns(
+            ctx, record, lambda: lay_out(ctx, record, template, hostname))
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         try:
             plan = SandboxPlan(
