@@ -17,9 +17,9 @@ from host_snapshot import make_victims, snapshot
 from registry_fixture import Entry, build_image, write_layer
 
 from bac_server.host import IdRange
+from bac_server.templates import ImageError
 from bac_server.templates._idshift import ROOTLESS_XATTR, recorded_ids, shift_recorded_ownership
-from bac_server.templates._image_model import ImageError
-from bac_server.templates._oci import LAYOUT_TAG, unpack
+from bac_server.templates.images._oci import LAYOUT_TAG, unpack
 
 pytestmark = pytest.mark.root
 IDS = IdRange()

@@ -20,8 +20,6 @@ from ._engine import BuildEngine, FilesLookup
 from ._errors import TemplateBuildError, TemplateError
 from ._gc import CollectionRefused, StorageCollector
 from ._gc_report import Freed, LiveRefs, StorageReport
-from ._image_model import ImageConfig, ImageError, ImageErrorKind, ImportedImage
-from ._images import image_import_dir, materialize_image
 from ._layer_step import LogCallback, StepFailed
 from ._manifest import BuiltTemplate
 from ._recipe import BASE_PACKAGES, Recipe, base_recipe
@@ -41,6 +39,14 @@ from ._steps import (
     WorkdirStep,
 )
 from ._store import TemplateStore
+from .images import (
+    ImageConfig,
+    ImageError,
+    ImageErrorKind,
+    ImportedImage,
+    image_import_dir,
+    materialize_image,
+)
 
 __all__ = [
     "BASE_PACKAGES",

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._builder import METADATA_FILE
-from ._image_cache import METADATA as IMAGE_METADATA
 from ._manifest import manifest_dir
+from .images import METADATA as IMAGE_METADATA
 
 
 class Kind(enum.Enum):

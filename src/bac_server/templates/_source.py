@@ -62,7 +62,7 @@ async def resolve_source(source: FromTemplate | FromImage, store: TemplateStore,
     if isinstance(source, FromTemplate):
         return _from_template(await resolve_template(source.ref), f"template {source.ref}")
     # Imported on first use: only FROM-image builds need the image tools.
-    from ._images import materialize_image
+    from .images import materialize_image
 
     imported = await materialize_image(source, data_dir=store.data_dir,
                                        id_range=store.id_range, progress=progress)

@@ -23,8 +23,8 @@ import pytest
 from registry_fixture import Entry, Registry, build_image, running_registry, write_layer
 
 from bac_server.host import IdRange, remove_tree
+from bac_server.templates import ImageConfig, ImportedImage
 from bac_server.templates._idshift import ROOTLESS_XATTR
-from bac_server.templates._images import ImageConfig, ImportedImage
 
 # cap_net_raw+ep as a VFS_CAP_REVISION_2 xattr (what setcap writes).
 CAP_NET_RAW = "\x01\x00\x00\x02\x00\x20\x00\x00" + "\x00" * 12

@@ -11,10 +11,9 @@ import pytest
 from image_fixtures import run_in, session_dir
 
 from bac_server.host import IdRange
-from bac_server.templates._debian_suite import SUITE_CONFIG, suite_recipe
-from bac_server.templates._image_refs import DebianSuite
-from bac_server.templates._images import ImportedImage, materialize_image
-from bac_server.templates._steps import FromImage
+from bac_server.templates import FromImage, ImportedImage, materialize_image
+from bac_server.templates.images._debian import SUITE_CONFIG, suite_recipe
+from bac_server.templates.images._refs import DebianSuite
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

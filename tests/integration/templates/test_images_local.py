@@ -23,19 +23,19 @@ from image_fixtures import (
 from registry_fixture import Entry
 
 from bac_server.host import IdRange
-from bac_server.templates._image_refs import (
-    DebianSuite,
-    LocalImage,
-    RegistryImage,
-    parse_image_ref,
-)
-from bac_server.templates._images import (
+from bac_server.templates import (
+    FromImage,
     ImageError,
     ImageErrorKind,
     ImportedImage,
     materialize_image,
 )
-from bac_server.templates._steps import FromImage
+from bac_server.templates.images._refs import (
+    DebianSuite,
+    LocalImage,
+    RegistryImage,
+    parse_image_ref,
+)
 
 pytestmark = pytest.mark.root
 

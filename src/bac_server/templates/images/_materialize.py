@@ -13,7 +13,7 @@ How: registry and local images are copied by skopeo into a private OCI layout, u
 umoci rootless as sandbox root's host uid (layer order and whiteouts per the OCI spec;
 device nodes become empty files, file capabilities are dropped), and shifted to the
 sandbox ids the unpacking recorded; Debian suites are built by mmdebstrap. Each
-result is cached by digest (``_image_cache``); a registry is asked only for the manifest
+result is cached by digest (``_cache``); a registry is asked only for the manifest
 digest (one small request) before a cached image is reused. Failures raise
 :class:`ImageError` and leave nothing behind, also on cancellation.
 """
@@ -28,10 +28,10 @@ from pathlib import Path
 
 from bac_server.host import IdRange
 
-from ._debian_suite import SUITE_CONFIG, build_suite, suite_recipe
-from ._errors import TemplateBuildError
-from ._idshift import shift_recorded_ownership
-from ._image_cache import (
+from .._errors import TemplateBuildError
+from .._idshift import shift_recorded_ownership
+from .._steps import FromImage
+from ._cache import (
     entry_lock,
     entry_name,
     images_root,
@@ -41,15 +41,8 @@ from ._image_cache import (
     remember,
     scratch_dir,
 )
-from ._image_model import ImageConfig, ImageError, ImageErrorKind, ImportedImage
-from ._image_refs import (
-    DebianSuite,
-    RegistryImage,
-    image_import_dir,
-    parse_image_ref,
-    resolve_local_path,
-)
-from ._image_tools import Progress, off_loop
+from ._debian import SUITE_CONFIG, build_suite, suite_recipe
+from ._model import ImageConfig, ImageError, ImageErrorKind, ImportedImage
 from ._oci import (
     HOST_ARCH,
     LAYOUT_TAG,
@@ -59,11 +52,14 @@ from ._oci import (
     sanitize_rootfs,
     unpack,
 )
+from ._refs import (
+    DebianSuite,
+    RegistryImage,
+    parse_image_ref,
+    resolve_local_path,
+)
 from ._skopeo import Source, copy, inspect, registry_source
-from ._steps import FromImage
-
-__all__ = ["ImageConfig", "ImageError", "ImageErrorKind", "ImportedImage", "image_import_dir",
-           "materialize_image"]
+from ._tools import Progress, off_loop
 
 
 async def materialize_image(source: FromImage, *, data_dir: Path, id_range: IdRange,

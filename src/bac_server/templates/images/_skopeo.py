@@ -16,9 +16,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._image_model import ImageError, ImageErrorKind
-from ._image_refs import RegistryImage
-from ._image_tools import Progress, ToolResult, run_tool, tool_env, tool_error
+from ._model import ImageError, ImageErrorKind
+from ._refs import RegistryImage
+from ._tools import Progress, ToolResult, run_tool, tool_env, tool_error
 
 INSPECT_TIMEOUT = "60s"
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from ._builder import build_rootfs
-from ._errors import TemplateBuildError
-from ._image_model import ImageConfig, ImageError, ImageErrorKind
-from ._image_refs import DebianSuite
-from ._image_tools import Progress
-from ._recipe import DPKG_EXCLUDES, Recipe
+from .._builder import build_rootfs
+from .._errors import TemplateBuildError
+from .._recipe import DPKG_EXCLUDES, Recipe
+from ._model import ImageConfig, ImageError, ImageErrorKind
+from ._refs import DebianSuite
+from ._tools import Progress
 
 SUITE_PACKAGES = ("ca-certificates", "python3")
 SUITE_CONFIG = ImageConfig(

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._image_model import ImageError, ImageErrorKind
+from ._model import ImageError, ImageErrorKind
 
 HUB_HOSTS = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._errors import TemplateError
+from .._errors import TemplateError
 
 
 class ImageErrorKind(enum.Enum):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._image_model import ImageError, ImageErrorKind
+from ._model import ImageError, ImageErrorKind
 
 T = TypeVar("T")
 Progress = Callable[[str], None]

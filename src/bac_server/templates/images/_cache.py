@@ -31,9 +31,9 @@ from pathlib import Path
 
 from bac_server.host import IdRange, remove_tree
 
-from ._flock import lock_fd
-from ._image_model import ImageConfig, ImageError, ImportedImage
-from ._image_tools import off_loop
+from .._flock import lock_fd
+from ._model import ImageConfig, ImageError, ImportedImage
+from ._tools import off_loop
 
 METADATA = "image.json"
 
