@@ -8,7 +8,6 @@ re-parented to the server (the subreaper), which waits for it through a pidfd.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -29,6 +28,7 @@ from ..slots import (
     log_tail,
     remember_compiled,
     spawn,
+    to_the_end,
     wait_exit,
 )
 from ..slots import build_config as sandbox_config
@@ -82,35 +82,13 @@ async def spawn_detached(ctx: Context, record: SlotRecord, config: dict[str, Any
         pid = spawn(runtime.binary, argv, (empty, stdout, stderr))
     finally:
         os.close(empty)
-    waiting = asyncio.ensure_future(wait_exit(pid))
-    try:
-        code = await asyncio.shield(waiting)
-    except asyncio.CancelledError:
-        # The runtime is short-lived: let it finish so teardown sees all it made.
-        with contextlib.suppress(BaseException):
-            await waiting
-        raise
+    # The runtime is short-lived: let it finish so teardown sees all it made.
+    code = await to_the_end(wait_exit(pid))
     if code != 0:
         raise RuntimeFailed(f"{runtime.name} run exited {code}: "
                             f"{log_tail(paths.runtime_log) or '(no log)'}")
     if runtime.name == "crun" and "annotations" not in config:
         remember_compiled(config, runtime.binary, runtime.state_root / record.slot / "seccomp.bpf")
-
-
-async def exited(pidfd: int) -> None:
-    """Wait until the process behind ``pidfd`` has exited."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def readable() -> None:
-        if not done.done():
-            done.set_result(None)
-
-    loop.add_reader(pidfd, readable)
-    try:
-        await done
-    finally:
-        loop.remove_reader(pidfd)
 
 
 def oom_kills(ctx: Context, record: SlotRecord) -> int:

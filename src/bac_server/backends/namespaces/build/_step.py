@@ -50,13 +50,14 @@ from ..slots import (
     lay_out_with_netns,
     new_record,
     off_loop,
+    pidfd_exited,
     save_record,
     start_time,
     undo_after_failure,
 )
 from ._files import lay_out, missing_paths, remove_stubs
 from ._output import StepOutput
-from ._spawn import build_config, exited, oom_kills, spawn_detached
+from ._spawn import build_config, oom_kills, spawn_detached
 from ._user import UserLookupError, resolve_user
 
 _log = logging.getLogger(__name__)
@@ -205,7 +206,7 @@ async def _wait(ctx: Context, record: SlotRecord, pidfd: int,
     server has to say about it."""
     try:
         async with asyncio.timeout(timeout_s):
-            await exited(pidfd)
+            await pidfd_exited(pidfd)
     except TimeoutError:
         await asyncio.to_thread(kill_processes, ctx, record)
         return -signal.SIGKILL, (f"bac: the step exceeded its time limit of {timeout_s:g} s "

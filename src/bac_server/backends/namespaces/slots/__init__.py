@@ -53,7 +53,7 @@ from ._restorable import (
     pin_netns,
     restorable,
 )
-from ._runtime import OciRuntime, RuntimeFailed, empty_stdin, spawn, wait_exit
+from ._runtime import OciRuntime, RuntimeFailed, empty_stdin, pidfd_exited, spawn, wait_exit
 from ._seccomp import attach_compiled, remember_compiled
 from ._table import SlotTable
 from ._teardown import kill_processes, stop_processes, undo_after_failure
@@ -99,6 +99,7 @@ __all__ = [
     "new_record",
     "off_loop",
     "owner_token",
+    "pidfd_exited",
     "pin_netns",
     "prepare_data_dirs",
     "reap_if_child",

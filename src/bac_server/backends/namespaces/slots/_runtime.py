@@ -22,19 +22,28 @@ class RuntimeFailed(Exception):
     """A runtime command failed; the message carries its error output."""
 
 
-async def _wait_pid(pid: int) -> int:
-    pidfd = os.pidfd_open(pid)
+async def pidfd_exited(pidfd: int) -> None:
+    """Wait until the process behind ``pidfd`` has exited (its pidfd polls readable then)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
-    def exited() -> None:
+
+    def readable() -> None:
         if not done.done():
             done.set_result(None)
 
-    loop.add_reader(pidfd, exited)
+    loop.add_reader(pidfd, readable)
     try:
         await done
     finally:
         loop.remove_reader(pidfd)
+
+
+async def wait_exit(pid: int) -> int:
+    """The exit code of our child ``pid``, awaited through a pidfd."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        await pidfd_exited(pidfd)
+    finally:
         os.close(pidfd)
     # The pidfd is readable: the child has exited, so this wait returns at once.
     _, status = os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222
@@ -68,11 +77,6 @@ def spawn(binary: str, argv: list[str], fds: Sequence[int]) -> int:
     refuse_devices(fds[:3])
     return os.posix_spawn(binary, argv, dict(os.environ), file_actions=[
         (os.POSIX_SPAWN_DUP2, fd, index) for index, fd in enumerate(fds)])
-
-
-async def wait_exit(pid: int) -> int:
-    """The exit code of our child ``pid``, awaited through a pidfd."""
-    return await _wait_pid(pid)
 
 
 class OciRuntime:
@@ -119,7 +123,7 @@ class OciRuntime:
         finally:
             os.close(out)
             os.close(empty)
-        code = await _wait_pid(pid)
+        code = await wait_exit(pid)
         if code != 0:
             raise RuntimeFailed(f"{self.name} run exited {code}: "
                                 f"{log_tail(log, 2000) or '(no log)'}")
