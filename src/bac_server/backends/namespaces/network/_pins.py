@@ -19,11 +19,17 @@ class PinError(RuntimeError):
     """The set is gone (the policy changed meanwhile) or netlink refused."""
 
 
-class Pins(SetElements):
+class Pins:
+    def __init__(self) -> None:
+        self._elements = SetElements()
+
     def add(self, set_name: str, addresses: Sequence[str], ttl_s: int) -> None:
         """Blocking; call from a worker thread."""
         elements = [{"value": a, "timeout": ttl_s * 1000} for a in addresses]
         try:
-            self.change("add", set_name, elements)
+            self._elements.change("add", set_name, elements)
         except (NetlinkError, OSError) as exc:
             raise PinError(f"pinning into {set_name} failed: {exc}") from exc
+
+    def close(self) -> None:
+        self._elements.close()
