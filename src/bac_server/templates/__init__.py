@@ -21,7 +21,6 @@ from ._errors import TemplateBuildError, TemplateError
 from ._gc import CollectionRefused, StorageCollector
 from ._gc_report import Freed, LiveRefs, StorageReport
 from ._layer_step import LogCallback, StepFailed
-from ._manifest import BuiltTemplate
 from ._recipe import BASE_PACKAGES, Recipe, base_recipe
 from ._source import ResolveTemplate
 from ._steps import (
@@ -47,6 +46,7 @@ from .images import (
     image_import_dir,
     materialize_image,
 )
+from .layers import BuiltTemplate
 
 __all__ = [
     "BASE_PACKAGES",

@@ -14,13 +14,11 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ._build_state import BuildState, describe, digest, step_key
+from ._build_state import BuildState, describe, step_key
 from ._copy_step import CONTEXT_MOUNT, copy_argv, destination, match, unpack
 from ._errors import TemplateBuildError
 from ._finalize import ensure_user_argv, finalize_argv, needs_account
 from ._layer_step import StepRunner
-from ._layer_store import LayerInfo, LayerStore, LayerWork
-from ._manifest import BuiltTemplate, config_json, make_built, write_manifest
 from ._source import ResolveTemplate, resolve_source
 from ._squash import squash
 from ._steps import (
@@ -34,6 +32,16 @@ from ._steps import (
     WorkdirStep,
 )
 from ._store import TemplateStore
+from .layers import (
+    BuiltTemplate,
+    LayerInfo,
+    LayerStore,
+    LayerWork,
+    config_json,
+    digest,
+    make_built,
+    write_manifest,
+)
 
 FINALIZE_VERSION = 1
 FilesLookup = Callable[[str], Path]

@@ -11,23 +11,14 @@ result: the same key is the same layer, whichever template asked for it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import posixpath
 from dataclasses import dataclass, replace
 
 from ._env_expand import expand
 from ._steps import CopyStep, EnvStep, RunStep, Step, UserStep, WorkdirStep
+from .layers import digest
 
-# Bump when the engine changes what a step produces from the same inputs.
-KEY_VERSION = 1
-KEY_LENGTH = 32  # hex digits: 128 bits name a layer; keeps overlay option strings short
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-def digest(*parts: object) -> str:
-    blob = json.dumps([KEY_VERSION, *parts], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,12 @@ from ._copy_step import DiskFullError
 from ._errors import TemplateError
 from ._gc_guard import build_guard
 from ._layer_step import LogCallback, StepRunner
-from ._layer_store import LayerStore
-from ._manifest import BuiltTemplate
 from ._source import ResolveTemplate
 from ._squash import KEEP, MAX_DEPTH
 from ._steps import BuildRecipe, LogLevel
 from ._store import TemplateStore
 from ._validate import validate
+from .layers import BuiltTemplate, LayerStore
 
 DEFAULT_HOST_CA = Path("/etc/ssl/certs")
 __all__ = ["DEFAULT_HOST_CA", "BuildEngine", "FilesLookup"]

@@ -49,9 +49,8 @@ from ._gc_scan import (
 )
 from ._gc_trash import TRASH, empty, move_to_trash
 from ._gc_users import other_users, register_user, user_dir_of
-from ._layer_store import LayerStore
-from ._manifest import read_manifest
 from ._store import BASE_ALIASES, LAYERS, TemplateStore
+from .layers import LayerStore, read_manifest
 
 _ORDER = {Kind.MANIFEST: 0, Kind.BUILTIN: 1, Kind.IMAGE: 2, Kind.LAYER: 3}
 

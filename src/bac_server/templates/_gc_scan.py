@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._builder import METADATA_FILE
-from ._manifest import manifest_dir
 from .images import METADATA as IMAGE_METADATA
+from .layers import manifest_dir
 
 
 class Kind(enum.Enum):

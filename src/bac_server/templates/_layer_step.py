@@ -24,8 +24,8 @@ from bac_server.backends.base import BackendError, Builder, BuildStep
 from ._copy_step import DiskFullError
 from ._errors import TemplateBuildError
 from ._finalize import split_facts
-from ._layer_store import LayerInfo, LayerStore, LayerWork
 from ._steps import LogEntry, LogLevel
+from .layers import LayerInfo, LayerStore, LayerWork
 
 LogCallback = Callable[[LogEntry], None]
 TAIL_LINES = 20

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from bac_server.backends.base import TemplateImage
 
-from ._build_state import BuildState, digest
+from ._build_state import BuildState
 from ._builder import ProgressCallback
 from ._steps import FromImage, FromTemplate
 from ._store import BASE_ALIASES, TemplateStore
+from .layers import digest
 
 ResolveTemplate = Callable[[str], Awaitable[TemplateImage]]
 _E2B_BASE = re.compile(r"(?:(?:docker\.io|index\.docker\.io)/)?e2bdev/base(?::[\w.-]+)?")

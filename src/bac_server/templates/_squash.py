@@ -16,10 +16,9 @@ import asyncio
 import os
 from pathlib import Path
 
-from ._build_state import digest
 from ._errors import TemplateBuildError
 from ._layer_step import StepRunner
-from ._layer_store import LayerWork
+from .layers import LayerWork, digest
 
 MAX_DEPTH = 60
 KEEP = 30

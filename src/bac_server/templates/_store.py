@@ -7,7 +7,7 @@ by the sandbox id range, which no host user should be able to run)::
     base/<digest>/template.json, rootfs/
     code-interpreter/<digest>/...     a layer on base (digest covers base's digest too)
     manifests/<digest>.json  templates built from recipes (``BuildEngine``, ``built``)
-    ../layers/<key>/         their layers, shared (``_layer_store``)
+    ../layers/<key>/         their layers, shared (``layers.LayerStore``)
     ../cache/{apt,pip,npm}   downloads kept for rebuilds of layers
 """
 
@@ -27,8 +27,8 @@ from bac_server.host import IdRange, default_data_dir
 
 from ._builder import METADATA_FILE, ProgressCallback, build_rootfs
 from ._layer_builder import build_layer
-from ._manifest import read_manifest, template_image
 from ._recipe import Recipe, base_recipe
+from .layers import read_manifest, template_image
 from .recipes.code_interpreter import CODE_INTERPRETER, LayerRecipe
 
 _log = logging.getLogger(__name__)

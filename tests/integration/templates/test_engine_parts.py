@@ -18,9 +18,14 @@ from bac_server.host import IdRange
 from bac_server.templates import TemplateBuildError, TemplateConfig
 from bac_server.templates._build_state import BuildState, step_key
 from bac_server.templates._copy_step import destination, match, unpack
-from bac_server.templates._layer_store import LayerStore
-from bac_server.templates._manifest import make_built, read_manifest, template_image, write_manifest
 from bac_server.templates._steps import CopyStep, RunStep
+from bac_server.templates.layers import (
+    LayerStore,
+    make_built,
+    read_manifest,
+    template_image,
+    write_manifest,
+)
 
 SANDBOX_ROOT = IdRange().root
 

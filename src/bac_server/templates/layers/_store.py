@@ -13,6 +13,10 @@ again, and build only if it is still missing; a second builder (another process 
 not take the lock) that finds the key published discards its own copy. Temp directories
 of a failed or cancelled step are removed by the step; those of a killed process by
 ``sweep`` (whose key lock nobody holds any more).
+
+A key is ``digest`` of what made the layer (the build's state module says which parts):
+the same key is the same layer, whichever template asked for it. Built templates are
+named the same way, by the digest of their manifest.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -30,9 +35,19 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
-from ._flock import lock_fd
+from .._flock import lock_fd
 
 LAYER_FILE = "layer.json"
+# Bump when the engine changes what a step produces from the same inputs.
+KEY_VERSION = 1
+KEY_LENGTH = 32  # hex digits: 128 bits name a layer; keeps overlay option strings short
+
+
+def digest(*parts: object) -> str:
+    """The key of what ``parts`` describe (a layer: its parent's key, the step, the state
+    it ran in; a built template: its manifest), the same for the same parts anywhere."""
+    blob = json.dumps([KEY_VERSION, *parts], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:KEY_LENGTH]
 
 
 @dataclass(frozen=True)

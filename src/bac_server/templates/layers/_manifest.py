@@ -26,8 +26,8 @@ from pathlib import Path
 
 from bac_server.backends.base import TemplateImage, TemplateNotFound
 
-from ._build_state import digest as key_digest
-from ._steps import TemplateConfig
+from .._steps import TemplateConfig
+from ._store import digest as key_digest
 
 
 @dataclass(frozen=True)
