@@ -18,8 +18,6 @@ from ._builder import ProgressCallback
 from ._copy_step import DiskFullError
 from ._engine import BuildEngine, FilesLookup
 from ._errors import TemplateBuildError, TemplateError
-from ._gc import CollectionRefused, StorageCollector
-from ._gc_report import Freed, LiveRefs, StorageReport
 from ._layer_step import LogCallback, StepFailed
 from ._recipe import BASE_PACKAGES, Recipe, base_recipe
 from ._source import ResolveTemplate
@@ -38,6 +36,7 @@ from ._steps import (
     WorkdirStep,
 )
 from ._store import TemplateStore
+from .gc import CollectionRefused, Freed, LiveRefs, StorageCollector, StorageReport
 from .images import (
     ImageConfig,
     ImageError,

@@ -33,13 +33,13 @@ from bac_server.backends.base import BackendError, Builder
 from ._build_run import BuildRun, FilesLookup
 from ._copy_step import DiskFullError
 from ._errors import TemplateError
-from ._gc_guard import build_guard
 from ._layer_step import LogCallback, StepRunner
 from ._source import ResolveTemplate
 from ._squash import KEEP, MAX_DEPTH
 from ._steps import BuildRecipe, LogLevel
 from ._store import TemplateStore
 from ._validate import validate
+from .gc import build_guard
 from .layers import BuiltTemplate, LayerStore
 
 DEFAULT_HOST_CA = Path("/etc/ssl/certs")

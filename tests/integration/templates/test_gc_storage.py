@@ -38,8 +38,8 @@ from bac_server.templates import (
     TemplateStore,
 )
 from bac_server.templates._builder import METADATA_FILE
-from bac_server.templates._gc_guard import build_guard
 from bac_server.templates._store import find_layer, layer_digest
+from bac_server.templates.gc import build_guard
 from bac_server.templates.layers import LayerStore, make_built, write_manifest
 
 CONFIG = TemplateConfig(user="user", workdir="/home/user", env=(), start_cmd=None,

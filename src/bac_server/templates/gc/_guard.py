@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-from ._flock import lock_fd
+from .._flock import lock_fd
 
 GUARD = ".gc.lock"
 

@@ -1,20 +1,20 @@
 """Collecting template storage: delete the layers, images, built-in builds and manifests
-that nothing can start from any more.
+that nothing can start from any more, and report what was found, deleted and kept.
 
     collector = StorageCollector(store, data_dir=data_dir, grace_s=900)
     collector.register()                                  # at start-up: this data dir uses it
     report = await collector.collect(LiveRefs(digests, paths), dry_run=False)
 
 What stays: every manifest whose digest the caller names (tagged or pinned builds), and
-every entry (``_gc_scan``) that a kept manifest stacks or that a path the caller names
+every entry (``_scan``) that a kept manifest stacks or that a path the caller names
 (the backend's slots and checkpoints) lies in, plus the current build of each built-in.
 Everything else is *unreferenced*; it is deleted once collections have seen it so for
-``grace_s`` (``_gc_marks``). A manifest still in quarantine keeps its layers, so a
+``grace_s`` (``_marks``). A manifest still in quarantine keeps its layers, so a
 template's layers go one grace period after its manifest. Deleting is a rename into a
-trash directory under the entry's build lock, then a removal (``_gc_trash``); the moves
-happen under the collection guard (``_gc_guard``), so never while a build runs. Only the
+trash directory under the entry's build lock, then a removal (``_trash``); the moves
+happen under the collection guard (``_guard``), so never while a build runs. Only the
 server whose data directory the template root is collects it, and only while no other
-existing data directory uses it too (``_gc_users``). A collection never follows a
+existing data directory uses it too (``_users``). A collection never follows a
 symbolic link out of the root.
 
 Error tree (template layer, collection)::
@@ -28,15 +28,17 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bac_server.backends.base import TemplateNotFound
 
-from ._errors import TemplateError
-from ._gc_guard import collection_guard, try_lock
-from ._gc_marks import load_marks, save_marks
-from ._gc_report import Freed, LiveRefs, StorageReport
-from ._gc_scan import (
+from .._errors import TemplateError
+from .._store import BASE_ALIASES, LAYERS, TemplateStore
+from ..layers import LayerStore, read_manifest
+from ._guard import collection_guard, try_lock
+from ._marks import load_marks, save_marks
+from ._scan import (
     Entry,
     Kind,
     Roots,
@@ -47,16 +49,57 @@ from ._gc_scan import (
     manifest_entries,
     owner,
 )
-from ._gc_trash import TRASH, empty, move_to_trash
-from ._gc_users import other_users, register_user, user_dir_of
-from ._store import BASE_ALIASES, LAYERS, TemplateStore
-from .layers import LayerStore, read_manifest
+from ._trash import TRASH, empty, move_to_trash
+from ._users import other_users, register_user, user_dir_of
 
 _ORDER = {Kind.MANIFEST: 0, Kind.BUILTIN: 1, Kind.IMAGE: 2, Kind.LAYER: 3}
 
 
 class CollectionRefused(TemplateError):
     """What must stay cannot be known, so nothing is deleted."""
+
+
+@dataclass(frozen=True)
+class LiveRefs:
+    """What must stay, as the caller knows it: the digests of built templates something
+    can still start from (tagged ready builds, builds sandboxes are pinned to), and every
+    layer or rootfs path a backend's sandboxes, build steps or checkpoints mount."""
+
+    digests: frozenset[str] = frozenset()
+    paths: frozenset[Path] = frozenset()
+
+
+@dataclass(frozen=True)
+class Freed:
+    kind: str  # layer | image | builtin | manifest
+    name: str
+    size: int  # bytes on disk
+    unreferenced_s: float = 0.0  # how long collections have seen it unreferenced
+
+
+@dataclass
+class StorageReport:
+    root: Path
+    dry_run: bool
+    # Why nothing was collected (another data dir uses the root, a build is running);
+    # None when the collection ran.
+    skipped: str | None = None
+    deleted: list[Freed] = field(default_factory=list)  # or, in a dry run, would be
+    waiting: list[Freed] = field(default_factory=list)  # unreferenced, in quarantine
+    busy: list[str] = field(default_factory=list)  # due, but being built right now
+    kept: dict[str, int] = field(default_factory=dict)  # referenced entries, by kind
+    stale_locks: int = 0
+    scanned: int = 0
+    took_s: float = 0.0
+    next_due_s: float | None = None  # seconds until the next waiting entry is due
+
+    @property
+    def freed_bytes(self) -> int:
+        return sum(f.size for f in self.deleted)
+
+    @property
+    def waiting_bytes(self) -> int:
+        return sum(f.size for f in self.waiting)
 
 
 def builtin_names() -> tuple[str, ...]:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bac_server.host import HostSetupError, remove_tree
 
-from ._gc_guard import try_lock
-from ._gc_scan import Entry, Kind
+from ._guard import try_lock
+from ._scan import Entry, Kind
 
 TRASH = ".trash"
 _log = logging.getLogger(__name__)

@@ -42,9 +42,3 @@ def save_marks(root: Path, marks: dict[str, float]) -> None:
         os.rename(temp, target)
     finally:
         temp.unlink(missing_ok=True)
-
-
-def update_marks(old: dict[str, float], dead: list[str], now: float) -> dict[str, float]:
-    """The marks after a collection found ``dead`` unreferenced at ``now``: the first
-    sighting is kept, the entries found referenced lose theirs."""
-    return {label: old.get(label, now) for label in dead}
