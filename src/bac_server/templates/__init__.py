@@ -14,12 +14,10 @@ Public API::
     report = await collector.collect(LiveRefs(digests, paths), dry_run=True)
 """
 
-from ._builder import ProgressCallback
 from ._copy_step import DiskFullError
 from ._engine import BuildEngine, FilesLookup
 from ._errors import TemplateBuildError, TemplateError
 from ._layer_step import LogCallback, StepFailed
-from ._recipe import BASE_PACKAGES, Recipe, base_recipe
 from ._source import ResolveTemplate
 from ._steps import (
     BuildRecipe,
@@ -36,6 +34,7 @@ from ._steps import (
     WorkdirStep,
 )
 from ._store import TemplateStore
+from .builtin import BASE_PACKAGES, ProgressCallback, Recipe, base_recipe
 from .gc import CollectionRefused, Freed, LiveRefs, StorageCollector, StorageReport
 from .images import (
     ImageConfig,

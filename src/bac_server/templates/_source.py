@@ -20,9 +20,9 @@ from pathlib import Path
 from bac_server.backends.base import TemplateImage
 
 from ._build_state import BuildState
-from ._builder import ProgressCallback
 from ._steps import FromImage, FromTemplate
-from ._store import BASE_ALIASES, TemplateStore
+from ._store import TemplateStore
+from .builtin import BASE_ALIASES, ProgressCallback
 from .layers import digest
 
 ResolveTemplate = Callable[[str], Awaitable[TemplateImage]]

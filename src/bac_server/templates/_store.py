@@ -14,9 +14,7 @@ by the sandbox id range, which no host user should be able to run)::
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -25,29 +23,21 @@ from pathlib import Path
 from bac_server.backends.base import TemplateImage, TemplateNotFound
 from bac_server.host import IdRange, default_data_dir
 
-from ._builder import METADATA_FILE, ProgressCallback, build_rootfs
-from ._layer_builder import build_layer
-from ._recipe import Recipe, base_recipe
+from .builtin import (
+    BASE_ALIASES,
+    METADATA_FILE,
+    LayerRecipe,
+    ProgressCallback,
+    Recipe,
+    base_recipe,
+    build_layer,
+    build_rootfs,
+    find_layer,
+    layer_digest,
+)
 from .layers import read_manifest, template_image
-from .recipes.code_interpreter import CODE_INTERPRETER, LayerRecipe
 
 _log = logging.getLogger(__name__)
-
-BASE_ALIASES = frozenset({"base"})
-LAYERS: tuple[LayerRecipe, ...] = (CODE_INTERPRETER,)
-# Bump when the layer builder changes what it produces from the same recipe.
-LAYER_BUILDER_VERSION = 1
-
-
-def find_layer(ref: str) -> LayerRecipe | None:
-    """The layer recipe named ``ref`` or aliased so, if any."""
-    return next((r for r in LAYERS if ref == r.name or ref in r.aliases), None)
-
-
-def layer_digest(recipe: LayerRecipe, parent_digest: str, id_base: int) -> str:
-    blob = json.dumps([dataclasses.asdict(recipe), parent_digest, id_base,
-                       LAYER_BUILDER_VERSION], sort_keys=True, default=bytes.hex).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def _log_progress(line: str) -> None:

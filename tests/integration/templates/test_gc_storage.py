@@ -37,8 +37,7 @@ from bac_server.templates import (
     TemplateConfig,
     TemplateStore,
 )
-from bac_server.templates._builder import METADATA_FILE
-from bac_server.templates._store import find_layer, layer_digest
+from bac_server.templates.builtin import METADATA_FILE, find_layer, layer_digest
 from bac_server.templates.gc import build_guard
 from bac_server.templates.layers import LayerStore, make_built, write_manifest
 

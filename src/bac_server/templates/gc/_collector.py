@@ -34,7 +34,8 @@ from pathlib import Path
 from bac_server.backends.base import TemplateNotFound
 
 from .._errors import TemplateError
-from .._store import BASE_ALIASES, LAYERS, TemplateStore
+from .._store import TemplateStore
+from ..builtin import BASE_ALIASES, LAYERS
 from ..layers import LayerStore, read_manifest
 from ._guard import collection_guard, try_lock
 from ._marks import load_marks, save_marks

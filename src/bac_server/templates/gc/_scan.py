@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._builder import METADATA_FILE
+from ..builtin import METADATA_FILE
 from ..images import METADATA as IMAGE_METADATA
 from ..layers import manifest_dir
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from .._builder import build_rootfs
 from .._errors import TemplateBuildError
-from .._recipe import DPKG_EXCLUDES, Recipe
+from ..builtin import DPKG_EXCLUDES, Recipe, build_rootfs
 from ._model import ImageConfig, ImageError, ImageErrorKind
 from ._refs import DebianSuite
 from ._tools import Progress

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
-from ._errors import TemplateBuildError
-from ._idshift import shift_ownership
+from .._errors import TemplateBuildError
+from .._idshift import shift_ownership
 from ._recipe import Recipe
 
 ProgressCallback = Callable[[str], None]

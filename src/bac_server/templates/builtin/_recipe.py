@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 # Bump when the builder changes what it produces from the same recipe.
 BUILDER_VERSION = 1
+BASE_ALIASES = frozenset({"base"})
 
 BASE_PACKAGES = (
     "bash", "bzip2", "ca-certificates", "coreutils", "curl", "file", "findutils", "git",

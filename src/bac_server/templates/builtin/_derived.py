@@ -1,4 +1,5 @@
-"""Build a template derived from another one (a :class:`LayerRecipe`), atomically.
+"""The built-in templates derived from another one (``LAYERS``: a :class:`LayerRecipe`
+each), found by name or alias, and built atomically.
 
 The parent's published rootfs is copied (``cp -a --reflink=auto``: a clone on filesystems
 that share extents, a plain copy on ext4; ~1 s for ``base``), brought back to container
@@ -18,6 +19,8 @@ it at boot and hands it to its supervisor (``bac_envd._supervisor``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import json
 import os
 import shlex
@@ -28,13 +31,27 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
-from ._builder import METADATA_FILE, ProgressCallback, run_step
-from ._errors import TemplateBuildError
-from ._idshift import shift_ownership
-from .recipes.code_interpreter import LayerRecipe
+from .._errors import TemplateBuildError
+from .._idshift import shift_ownership
+from ._code_interpreter import CODE_INTERPRETER, LayerRecipe
+from ._rootfs import METADATA_FILE, ProgressCallback, run_step
 
+LAYERS: tuple[LayerRecipe, ...] = (CODE_INTERPRETER,)
+# Bump when the layer builder changes what it produces from the same recipe.
+LAYER_BUILDER_VERSION = 1
 START_FILE = "etc/bac/start.json"
 _SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def find_layer(ref: str) -> LayerRecipe | None:
+    """The layer recipe named ``ref`` or aliased so, if any."""
+    return next((r for r in LAYERS if ref == r.name or ref in r.aliases), None)
+
+
+def layer_digest(recipe: LayerRecipe, parent_digest: str, id_base: int) -> str:
+    blob = json.dumps([dataclasses.asdict(recipe), parent_digest, id_base,
+                       LAYER_BUILDER_VERSION], sort_keys=True, default=bytes.hex).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 def start_config(recipe: LayerRecipe) -> dict[str, object]:

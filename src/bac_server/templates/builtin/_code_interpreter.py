@@ -1,9 +1,9 @@
 """The `code-interpreter` template: base plus Jupyter kernels and the data-science stack.
 
-A plain data description for the template builder to consume (the builder has no layered
-recipes yet): what goes on top of `base` (Debian packages, PyPI packages into the
-template's system Python, npm packages installed globally), which Bac guest packages must
-be importable in the sandbox, and how the kernel server is started and known to be ready.
+A plain data description for the derived-template builder (``_derived``) to consume:
+what goes on top of `base` (Debian packages, PyPI packages into the template's system
+Python, npm packages installed globally), which Bac guest packages must be importable in
+the sandbox, and how the kernel server is started and known to be ready.
 
 The kernel server (`python3 -m bac_kernel`) listens on 49999, the port the official
 `e2b-code-interpreter` SDK talks to, and writes `ready` to `--ready-fd` once it listens.
