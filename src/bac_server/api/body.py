@@ -1,17 +1,34 @@
 """Reading request bodies: size limit, JSON syntax, then a strict pydantic model.
 
 Each failure becomes a 400/413 whose message names the field or the limit, never a 500.
+
+Every body model derives from :class:`Strict`: no coercion (``"60"`` is not a timeout,
+``true`` is not a count), and an unknown key is rejected, because the models list every key
+an official SDK sends, so an unknown one is a client bug worth reporting. Keys are exactly
+as on the wire.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from starlette.requests import Request
 
 from bac_server.api.errors import BadRequest, PayloadTooLarge
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Open(BaseModel):
+    # Nested configuration objects newer SDKs may grow keys in; kept as given.
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+Name = Annotated[StrictStr, Field(min_length=1, max_length=255)]
 
 M = TypeVar("M", bound=BaseModel)
 

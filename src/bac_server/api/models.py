@@ -1,39 +1,27 @@
-"""Request bodies as strict pydantic models, keys exactly as on the wire.
+"""Request bodies of the sandbox routes (strict: see :mod:`bac_server.api.body`).
 
-Strict: no coercion (``"60"`` is not a timeout, ``true`` is not a count). Unknown keys are
-rejected: these models list every key an official SDK sends, so an unknown one is a client
-bug worth reporting. ``cpuCount`` and ``memoryMB`` on create are Bac extensions.
+``cpuCount`` and ``memoryMB`` on create are Bac extensions.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import StrictBool, StrictInt, StrictStr
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+from bac_server.api.body import Name, Open, Strict
 
 
-class _Open(BaseModel):
-    # Nested configuration objects newer SDKs may grow keys in; kept as given.
-    model_config = ConfigDict(extra="allow", strict=True)
-
-
-Name = Annotated[StrictStr, Field(min_length=1, max_length=255)]
-
-
-class AutoResume(_Strict):
+class AutoResume(Strict):
     enabled: StrictBool
 
 
-class VolumeMount(_Strict):
+class VolumeMount(Strict):
     name: StrictStr
     path: StrictStr
 
 
-class NetworkConfig(_Strict):
+class NetworkConfig(Strict):
     allowPublicTraffic: StrictBool | None = None
     allowOut: list[StrictStr] | None = None
     denyOut: list[StrictStr] | None = None
@@ -44,7 +32,7 @@ class NetworkConfig(_Strict):
     rules: dict[str, Any] | None = None
 
 
-class NetworkUpdateBody(_Strict):
+class NetworkUpdateBody(Strict):
     """``PUT /sandboxes/{id}/network``: replaces the egress configuration."""
 
     allowOut: list[StrictStr] | None = None
@@ -55,7 +43,7 @@ class NetworkUpdateBody(_Strict):
     allow_internet_access: StrictBool | None = None
 
 
-class NewSandbox(_Strict):
+class NewSandbox(Strict):
     templateID: Name
     timeout: StrictInt | None = None
     autoPause: StrictBool | None = None
@@ -67,63 +55,63 @@ class NewSandbox(_Strict):
     metadata: dict[StrictStr, StrictStr] | None = None
     envVars: dict[StrictStr, StrictStr] | None = None
     mcp: dict[str, Any] | None = None
-    iam: _Open | None = None
+    iam: Open | None = None
     volumeMounts: list[VolumeMount] | None = None
     cpuCount: StrictInt | None = None
     memoryMB: StrictInt | None = None
 
 
-class ConnectSandbox(_Strict):
+class ConnectSandbox(Strict):
     timeout: StrictInt | None = None
     memory: StrictBool | None = None
 
 
-class ConnectSandboxV1(_Strict):
+class ConnectSandboxV1(Strict):
     timeout: StrictInt
     memory: StrictBool | None = None
 
 
-class TimeoutRequest(_Strict):
+class TimeoutRequest(Strict):
     timeout: StrictInt
 
 
-class RefreshRequest(_Strict):
+class RefreshRequest(Strict):
     duration: StrictInt | None = None
 
 
-class PauseRequest(_Strict):
+class PauseRequest(Strict):
     memory: StrictBool | None = None
     requireHealthyGuest: StrictBool | None = None
 
 
-class ResumeRequest(_Strict):
+class ResumeRequest(Strict):
     timeout: StrictInt | None = None
     autoPause: StrictBool | None = None
     memory: StrictBool | None = None
 
 
-class SnapshotRequest(_Strict):
+class SnapshotRequest(Strict):
     """``POST /sandboxes/{id}/snapshots`` (E2B)."""
 
     name: Name | None = None
     memory: StrictBool | None = None
 
 
-class ForkRequest(_Strict):
+class ForkRequest(Strict):
     """``POST /sandboxes/{id}/fork`` (E2B)."""
 
     timeout: StrictInt | None = None
     count: StrictInt | None = None
 
 
-class CheckpointRequest(_Strict):
+class CheckpointRequest(Strict):
     """``POST /sandboxes/{id}/checkpoints`` (Bac)."""
 
     name: Name | None = None
     memory: StrictBool | None = None
 
 
-class ScheduleRequest(_Strict):
+class ScheduleRequest(Strict):
     """``PUT /sandboxes/{id}/checkpoints/schedule`` (Bac): null interval stops it."""
 
     intervalSeconds: StrictInt | None = None

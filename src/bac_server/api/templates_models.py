@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import StrictBool, StrictInt, StrictStr
 
-from bac_server.api.models import Name, _Strict
+from bac_server.api.body import Name, Strict
 
 
-class TemplateBuildRequest(_Strict):
+class TemplateBuildRequest(Strict):
     """``POST /v3/templates``."""
 
     name: Name | None = None
@@ -26,7 +26,7 @@ class TemplateBuildRequest(_Strict):
     minFreeDiskMb: StrictInt | None = None
 
 
-class BuildStepBody(_Strict):
+class BuildStepBody(Strict):
     type: StrictStr
     args: list[StrictStr] | None = None
     filesHash: StrictStr | None = None
@@ -36,7 +36,7 @@ class BuildStepBody(_Strict):
     gzip: StrictBool | None = None
 
 
-class TemplateBuildStart(_Strict):
+class TemplateBuildStart(Strict):
     """``POST /v2/templates/{templateID}/builds/{buildID}``."""
 
     fromImage: StrictStr | None = None
@@ -48,21 +48,21 @@ class TemplateBuildStart(_Strict):
     readyCmd: StrictStr | None = None
 
 
-class AssignTags(_Strict):
+class AssignTags(Strict):
     """``POST /templates/tags``: point ``tags`` at the build ``target`` (``name:tag``) is."""
 
     target: Name
     tags: list[StrictStr]
 
 
-class DeleteTags(_Strict):
+class DeleteTags(Strict):
     """``DELETE /templates/tags``."""
 
     name: Name
     tags: list[StrictStr]
 
 
-class TemplateUpdate(_Strict):
+class TemplateUpdate(Strict):
     """``PATCH /templates/{templateID}`` and ``PATCH /v2/templates/{templateID}``."""
 
     public: StrictBool | None = None
