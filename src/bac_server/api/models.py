@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import StrictBool, StrictInt, StrictStr
 
 from bac_server.api.body import Name, Open, Strict
+from bac_server.api.network import NetworkConfig
 
 
 class AutoResume(Strict):
@@ -19,28 +20,6 @@ class AutoResume(Strict):
 class VolumeMount(Strict):
     name: StrictStr
     path: StrictStr
-
-
-class NetworkConfig(Strict):
-    allowPublicTraffic: StrictBool | None = None
-    allowOut: list[StrictStr] | None = None
-    denyOut: list[StrictStr] | None = None
-    dnsServers: list[StrictStr] | None = None
-    egressProxy: dict[str, Any] | None = None
-    maskRequestHost: StrictStr | None = None
-    httpsPorts: list[StrictInt] | None = None
-    rules: dict[str, Any] | None = None
-
-
-class NetworkUpdateBody(Strict):
-    """``PUT /sandboxes/{id}/network``: replaces the egress configuration."""
-
-    allowOut: list[StrictStr] | None = None
-    denyOut: list[StrictStr] | None = None
-    dnsServers: list[StrictStr] | None = None
-    egressProxy: dict[str, Any] | None = None
-    rules: dict[str, Any] | None = None
-    allow_internet_access: StrictBool | None = None
 
 
 class NewSandbox(Strict):

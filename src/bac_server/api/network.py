@@ -1,18 +1,44 @@
-"""``PUT /sandboxes/{id}/network`` (replace the egress policy, 204) and the Bac extension
-``GET /sandboxes/{id}/network`` (policy, traffic counters, recent destinations)."""
+"""A sandbox's network: its configuration on create (``NetworkConfig``), ``PUT
+/sandboxes/{id}/network`` (replace the egress policy, 204) and the Bac extension ``GET
+/sandboxes/{id}/network`` (policy, traffic counters, recent destinations)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import StrictBool, StrictInt, StrictStr
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bac_server.api.body import read_model
+from bac_server.api.body import Strict, read_model
 from bac_server.api.context import plane, sandbox_id, settings, team
-from bac_server.api.models import NetworkUpdateBody
 from bac_server.api.views import rfc3339_unix
 from bac_server.control import InvalidRequest, NetworkUpdate
+
+
+class NetworkConfig(Strict):
+    """``network`` of a create body."""
+
+    allowPublicTraffic: StrictBool | None = None
+    allowOut: list[StrictStr] | None = None
+    denyOut: list[StrictStr] | None = None
+    dnsServers: list[StrictStr] | None = None
+    egressProxy: dict[str, Any] | None = None
+    maskRequestHost: StrictStr | None = None
+    httpsPorts: list[StrictInt] | None = None
+    rules: dict[str, Any] | None = None
+
+
+class NetworkUpdateBody(Strict):
+    """``PUT /sandboxes/{id}/network``: replaces the egress configuration."""
+
+    allowOut: list[StrictStr] | None = None
+    denyOut: list[StrictStr] | None = None
+    dnsServers: list[StrictStr] | None = None
+    egressProxy: dict[str, Any] | None = None
+    rules: dict[str, Any] | None = None
+    allow_internet_access: StrictBool | None = None
+
 
 # Accepted on the wire but not implemented: refusing them beats silently not applying them.
 _UNSUPPORTED = {
