@@ -35,7 +35,7 @@ from template_api_client import TPL, request_build, start, wait
 
 from bac_server.host import IdRange
 from bac_server.templates import DiskFullError, TemplateBuildError
-from bac_server.templates._copy_step import unpack
+from bac_server.templates.build._copy import unpack
 
 pytestmark = pytest.mark.root
 SANDBOX_ROOT = IdRange().root
@@ -137,7 +137,7 @@ def test_no_archive_is_extracted_by_python_anywhere_in_the_code() -> None:
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if calls.search(line)]
     assert found == []
-    assert any(source.rglob("_context_unpack.py")), "the scan looked in the wrong place"
+    assert any(source.rglob("context/_unpack.py")), "the scan looked in the wrong place"
 
 
 # -- fuzz ------------------------------------------------------------------------------

@@ -14,11 +14,7 @@ Public API::
     report = await collector.collect(LiveRefs(digests, paths), dry_run=True)
 """
 
-from ._copy_step import DiskFullError
-from ._engine import BuildEngine, FilesLookup
-from ._errors import TemplateBuildError, TemplateError
-from ._layer_step import LogCallback, StepFailed
-from ._source import ResolveTemplate
+from ._errors import DiskFullError, StepFailed, TemplateBuildError, TemplateError
 from ._steps import (
     BuildRecipe,
     CopyStep,
@@ -34,6 +30,7 @@ from ._steps import (
     WorkdirStep,
 )
 from ._store import TemplateStore
+from .build import BuildEngine, FilesLookup, LogCallback, ResolveTemplate
 from .builtin import BASE_PACKAGES, ProgressCallback, Recipe, base_recipe
 from .gc import CollectionRefused, Freed, LiveRefs, StorageCollector, StorageReport
 from .images import (

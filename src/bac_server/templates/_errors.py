@@ -3,7 +3,12 @@
 Error tree (server side, template layer)::
 
     TemplateError
-    └── TemplateBuildError     building a template failed (the message says which step)
+    ├── TemplateBuildError     building a template failed (the message says which step)
+    │   ├── StepFailed         a RUN (or USER/finalize) command exited non-zero: its exit
+    │   │                      code and last output lines
+    │   └── DiskFullError      the disk holding the data directory is full
+    ├── ImageError             a FROM image could not be imported (``images``)
+    └── CollectionRefused      what must stay cannot be known (``gc``)
 
 A template that is unknown or not built yet is ``backends.base.TemplateNotFound``.
 """
@@ -17,3 +22,11 @@ class TemplateError(Exception):
 
 class TemplateBuildError(TemplateError):
     """Building a template failed; no partial build is ever used."""
+
+
+class StepFailed(TemplateBuildError):
+    """A step's command exited non-zero (the message has its exit code and last lines)."""
+
+
+class DiskFullError(TemplateBuildError):
+    """The disk holding the data directory filled up during the build."""

@@ -15,10 +15,9 @@ import pytest
 
 from bac_server.backends.base import TemplateNotFound
 from bac_server.host import IdRange
-from bac_server.templates import TemplateBuildError, TemplateConfig
-from bac_server.templates._build_state import BuildState, step_key
-from bac_server.templates._copy_step import destination, match, unpack
-from bac_server.templates._steps import CopyStep, RunStep
+from bac_server.templates import CopyStep, RunStep, TemplateBuildError, TemplateConfig
+from bac_server.templates.build._copy import destination, match, unpack
+from bac_server.templates.build._state import BuildState, step_key
 from bac_server.templates.layers import (
     LayerStore,
     make_built,

@@ -14,9 +14,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, replace
 
-from ._env_expand import expand
-from ._steps import CopyStep, EnvStep, RunStep, Step, UserStep, WorkdirStep
-from .layers import digest
+from .._steps import CopyStep, EnvStep, RunStep, Step, UserStep, WorkdirStep
+from ..layers import digest
+from ._env import expand
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

@@ -14,14 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ._build_state import BuildState, describe, step_key
-from ._copy_step import CONTEXT_MOUNT, copy_argv, destination, match, unpack
-from ._errors import TemplateBuildError
-from ._finalize import ensure_user_argv, finalize_argv, needs_account
-from ._layer_step import StepRunner
-from ._source import ResolveTemplate, resolve_source
-from ._squash import squash
-from ._steps import (
+from .._errors import TemplateBuildError
+from .._steps import (
     BuildRecipe,
     CopyStep,
     EnvStep,
@@ -31,8 +25,8 @@ from ._steps import (
     UserStep,
     WorkdirStep,
 )
-from ._store import TemplateStore
-from .layers import (
+from .._store import TemplateStore
+from ..layers import (
     BuiltTemplate,
     LayerInfo,
     LayerStore,
@@ -42,6 +36,12 @@ from .layers import (
     make_built,
     write_manifest,
 )
+from ._copy import CONTEXT_MOUNT, copy_argv, destination, match, unpack
+from ._finalize import ensure_user_argv, finalize_argv, needs_account
+from ._runner import StepRunner
+from ._source import ResolveTemplate, resolve_source
+from ._squash import squash
+from ._state import BuildState, describe, step_key
 
 FINALIZE_VERSION = 1
 FilesLookup = Callable[[str], Path]

@@ -23,6 +23,10 @@ in the tree. A link is made, never traversed: a later entry whose path goes thro
 is refused. A later file or link replaces an earlier file or link of the same name;
 nothing replaces a directory and no directory replaces anything else. No hard links,
 devices, FIFOs, absolute names or ``..``. Every entry is owned by the child's uid.
+
+One module past 400 lines: the child runs this very file as a script, so the server's
+half (the job it hands over, the outcome it reads back) and the child's half, which
+speak only to each other, stay together.
 """
 
 from __future__ import annotations

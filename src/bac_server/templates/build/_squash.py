@@ -16,9 +16,9 @@ import asyncio
 import os
 from pathlib import Path
 
-from ._errors import TemplateBuildError
-from ._layer_step import StepRunner
-from .layers import LayerWork, digest
+from .._errors import TemplateBuildError
+from ..layers import LayerWork, digest
+from ._runner import StepRunner
 
 MAX_DEPTH = 60
 KEEP = 30
@@ -29,10 +29,6 @@ mkdir "$2" "$3"
 mount -t overlay overlay -o "ro,lowerdir=$4" "$2"
 cp -a --reflink=auto "$2/." "$3/"
 """
-
-
-def needs_squash(layers: list[Path], max_depth: int) -> bool:
-    return len(layers) > max_depth
 
 
 async def squash(runner: StepRunner, step: str, rootfs: Path, layers: list[Path],

@@ -19,11 +19,12 @@ from pathlib import Path
 
 from bac_server.backends.base import TemplateImage
 
-from ._build_state import BuildState
-from ._steps import FromImage, FromTemplate
-from ._store import TemplateStore
-from .builtin import BASE_ALIASES, ProgressCallback
-from .layers import digest
+from .._steps import FromImage, FromTemplate
+from .._store import TemplateStore
+from ..builtin import BASE_ALIASES, ProgressCallback
+from ..images import materialize_image
+from ..layers import digest
+from ._state import BuildState
 
 ResolveTemplate = Callable[[str], Awaitable[TemplateImage]]
 _E2B_BASE = re.compile(r"(?:(?:docker\.io|index\.docker\.io)/)?e2bdev/base(?::[\w.-]+)?")
@@ -62,9 +63,6 @@ async def resolve_source(source: FromTemplate | FromImage, store: TemplateStore,
         return _from_template(image, "template base")
     if isinstance(source, FromTemplate):
         return _from_template(await resolve_template(source.ref), f"template {source.ref}")
-    # Imported on first use: only FROM-image builds need the image tools.
-    from .images import materialize_image
-
     imported = await materialize_image(source, data_dir=store.data_dir,
                                        id_range=store.id_range, progress=progress)
     config = imported.config

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import re
 
-from ._errors import TemplateBuildError
-from ._steps import TemplateConfig
+from .._errors import TemplateBuildError
+from .._steps import TemplateConfig
 
 FACT_PREFIX = "bac-fact: "
 MIN_PYTHON = (3, 9)

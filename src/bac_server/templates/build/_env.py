@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ._errors import TemplateBuildError
+from .._errors import TemplateBuildError
 
 _NAME = re.compile(r"[A-Za-z0-9_]+")
 _OPERATORS = (":-", ":+", ":?", "-", "+", "?")

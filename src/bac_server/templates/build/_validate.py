@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 
-from ._build_state import describe
-from ._errors import TemplateBuildError
+from .._errors import TemplateBuildError
+from .._steps import BuildRecipe, CopyStep, EnvStep, RunStep, UserStep, WorkdirStep
 from ._finalize import check_user
-from ._steps import BuildRecipe, CopyStep, EnvStep, RunStep, UserStep, WorkdirStep
+from ._state import describe
 
 _ENV_NAME = re.compile(r"[^=\0]+")
 

@@ -3,10 +3,10 @@
 The upload for a COPY is a tar (or tar.gz) of the files matching ``src``, named relative to
 the build context, as E2B's SDK makes it (``tar_file_stream``). It is unpacked by a child
 running as sandbox root's host uid, every entry made under the target's fd with
-``openat2`` confined to the tree (``_context_unpack``: no absolute names, no ``..``, no
+``openat2`` confined to the tree (``context._unpack``: no absolute names, no ``..``, no
 hard links, devices or FIFOs, links only to inside the tree and never passed through, no
 setuid bits). Which entries ``src`` matches is decided on that tree from its fd, no link
-of it followed (``_context_glob``); everything about the image (its symlinks, an existing
+of it followed (``context._glob``); everything about the image (its symlinks, an existing
 directory at ``dest``, the owner's uid) is resolved by ``cp``/``chown`` in the build
 sandbox, where the tree is bound read-only: a link in the upload or the image can never
 make the host read or write outside the tree or the layer.
@@ -22,16 +22,11 @@ import os
 import posixpath
 from pathlib import Path
 
-from ._context_glob import ThroughLink, entry_exists, glob_context
-from ._context_unpack import DEFAULT_LIMITS, Limits, unpack_upload
-from ._errors import TemplateBuildError
+from .._errors import DiskFullError, TemplateBuildError
+from .context import DEFAULT_LIMITS, Limits, ThroughLink, entry_exists, glob_context, unpack_upload
 
 CONTEXT_MOUNT = "/.bac-copy"  # where the unpacked files appear in the build sandbox
 _GLOB_CHARS = frozenset("*?[")
-
-
-class DiskFullError(TemplateBuildError):
-    """The disk holding the data directory filled up during the build."""
 
 
 async def unpack(archive: Path, into: Path, owner: int, src: str,

@@ -21,11 +21,10 @@ from pathlib import Path
 
 from bac_server.backends.base import BackendError, Builder, BuildStep
 
-from ._copy_step import DiskFullError
-from ._errors import TemplateBuildError
+from .._errors import DiskFullError, StepFailed, TemplateBuildError
+from .._steps import LogEntry, LogLevel
+from ..layers import LayerInfo, LayerStore, LayerWork
 from ._finalize import split_facts
-from ._steps import LogEntry, LogLevel
-from .layers import LayerInfo, LayerStore, LayerWork
 
 LogCallback = Callable[[LogEntry], None]
 TAIL_LINES = 20
@@ -35,10 +34,6 @@ HOST_CA_MOUNT = "/.bac-host-ca"
 _CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "CURL_CA_BUNDLE",
                  "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS")
 _LOW_SPACE = 64 << 20  # below this much free space a failed step is blamed on the disk
-
-
-class StepFailed(TemplateBuildError):
-    """A step's command exited non-zero (the message has its exit code and last lines)."""
 
 
 @dataclass

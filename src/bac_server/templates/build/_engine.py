@@ -7,19 +7,14 @@
 A build resolves its FROM (log step ``base``), runs each step (log step ``"1"``, ``"2"``,
 ...) and finishes with ``finalize``. RUN, COPY, USER (when it has to make the account)
 and finalize each make a layer, found in the cache when nothing it depends on changed
-(``_build_state``); ENV and WORKDIR only change the state later steps run in. ``force``
+(``_state``); ENV and WORKDIR only change the state later steps run in. ``force``
 on a step (or the recipe) rebuilds from that step on. Nothing is recorded until the
 manifest is written, last: a failed or cancelled build leaves no template (the layers
 it finished stay in the cache, as Docker's do). When the chain of layers gets deeper
 than ``max_depth`` the oldest are squashed into one rootfs (``_squash``). The run itself
-is ``_build_run``.
-
-Error tree (template layer, builds)::
-
-    TemplateBuildError          the build failed; the message names the step and why
-    ├── StepFailed              a RUN (or USER/finalize) command exited non-zero: its exit
-    │                           code and last output lines
-    └── DiskFullError           the disk holding the data directory is full
+is ``_run``. A failure is a ``TemplateBuildError`` naming the step and why: a command
+that exited non-zero is ``StepFailed``, a full disk ``DiskFullError`` (the tree is drawn
+in ``templates._errors``).
 """
 
 from __future__ import annotations
@@ -30,17 +25,16 @@ from pathlib import Path
 
 from bac_server.backends.base import BackendError, Builder
 
-from ._build_run import BuildRun, FilesLookup
-from ._copy_step import DiskFullError
-from ._errors import TemplateError
-from ._layer_step import LogCallback, StepRunner
+from .._errors import DiskFullError, TemplateError
+from .._steps import BuildRecipe, LogLevel
+from .._store import TemplateStore
+from ..gc import build_guard
+from ..layers import BuiltTemplate, LayerStore
+from ._run import BuildRun, FilesLookup
+from ._runner import LogCallback, StepRunner
 from ._source import ResolveTemplate
 from ._squash import KEEP, MAX_DEPTH
-from ._steps import BuildRecipe, LogLevel
-from ._store import TemplateStore
 from ._validate import validate
-from .gc import build_guard
-from .layers import BuiltTemplate, LayerStore
 
 DEFAULT_HOST_CA = Path("/etc/ssl/certs")
 __all__ = ["DEFAULT_HOST_CA", "BuildEngine", "FilesLookup"]
