@@ -9,10 +9,11 @@ Public API::
     await backend.destroy(spec.sandbox_id)
 
 Inside, each part is built only on those after it (an import-linter contract):
-``_backend`` (the class, which composes the rest) and ``_config``; ``checkpoint/``
-(suspend and wake, checkpoints, copies; CRIU in ``checkpoint/criu/``) and ``build/``
-(template build steps); ``slots/`` (a sandbox's slot from start to teardown, the table of
-live ones, what the runtime is given); ``network/`` and ``envd/``; ``layers/``.
+``_backend`` (the class, which composes the rest) and ``_config``; ``pool/`` (slots made
+ahead and the create that hands them out); ``checkpoint/`` (suspend and wake,
+checkpoints, copies; CRIU in ``checkpoint/criu/``) and ``build/`` (template build steps);
+``slots/`` (a sandbox's slot from start to teardown, the table of live ones, what the
+runtime is given); ``network/`` and ``envd/``; ``layers/``.
 """
 
 from ._backend import NamespaceBackend

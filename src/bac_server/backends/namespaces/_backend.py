@@ -5,10 +5,11 @@ new backend on the same data directory re-attaches them (``list()``). See
 docs/security.md for what this isolation does and does not protect against.
 
 The backend starts on first use and is then made of collaborators it delegates to: the
-``SlotTable`` (the live sandboxes, their locks, create and destroy), the ``WarmPool``,
-the ``Suspender`` (freezer pauses, suspend and wake), the ``Checkpointer`` (checkpoints,
-roll-backs, copies) and the build steps; the protocols of ``backends.base`` are
-implemented here by handing each call to the one that owns it.
+``SlotTable`` (the live sandboxes, their locks, claims and destroy), the ``ReadyPool``
+(a create: a slot started ahead handed out, or one started cold), the ``Suspender``
+(freezer pauses, suspend and wake), the ``Checkpointer`` (checkpoints, roll-backs,
+copies) and the build steps; the protocols of ``backends.base`` are implemented here by
+handing each call to the one that owns it.
 
 Errors are those of ``backends.base``; internal failures (runtime, envd, netlink, files)
 reach callers only as ``SandboxSetupError`` after everything made was torn down::
@@ -47,8 +48,8 @@ from .build import run_build_step
 from .checkpoint import Checkpointer, Flusher, Suspender, bundles_in_use, prepare_checkpoints
 from .envd import Progress
 from .network import AddressPool, Egress
+from .pool import CLOSE_BOUND_S, ReadyPool
 from .slots import (
-    CLOSE_BOUND_S,
     NOFILE_LIMIT,
     CgroupTree,
     Context,
@@ -56,7 +57,6 @@ from .slots import (
     OciRuntime,
     RuntimeFailed,
     SlotTable,
-    WarmPool,
     become_subreaper,
     layers_in_use,
     owner_token,
@@ -74,7 +74,7 @@ class _Parts:
 
     ctx: Context
     slots: SlotTable
-    pool: WarmPool
+    pool: ReadyPool
     suspender: Suspender
     checkpointer: Checkpointer
 
@@ -125,9 +125,9 @@ class NamespaceBackend:
         records = await recover(ctx, bundles_in_use(cfg))
         await restore_egress(ctx, records.values())
         criu = await prepare_checkpoints(ctx)
-        pool = WarmPool(ctx, cfg.pool_size, self._default_limits(ctx),
-                        preload=cfg.pool_preload)
-        slots = SlotTable(ctx, records, pool, self._tasks)
+        slots = SlotTable(ctx, records, self._tasks)
+        pool = ReadyPool(slots, size=cfg.pool_size, limits=self._default_limits(ctx),
+                         preload=cfg.pool_preload)
         suspender = Suspender(slots, criu, self._flusher, self._tasks)
         await suspender.reattached(records.values())
         _log.info("namespace backend ready: %d sandbox(es) re-attached, runtime %s",
@@ -162,7 +162,7 @@ class NamespaceBackend:
     # -- Backend -----------------------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
-        return await (await self._started()).slots.create(spec)
+        return await (await self._started()).pool.create(spec)
 
     async def destroy(self, sandbox_id: str) -> None:
         parts = await self._started()

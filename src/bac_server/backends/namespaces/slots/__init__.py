@@ -5,8 +5,8 @@ recorded on disk at every step (``_record``); a sandbox id is bound to it at han
 
 * ``_table``: ``SlotTable``, the backend's live sandboxes: records, locks, claims,
   create and destroy. ``_context``: ``Context``, what every slot operation is given.
-* ``_launch``: a cold start, the hand-out (``assign``), envd started again in a stopped
-  slot; ``_pool``: the warm pool; ``_teardown``: the one idempotent teardown;
+* ``_launch``: a cold start, the hand-out (``assign``), both for one sandbox (``boot``),
+  envd started again in a stopped slot; ``_teardown``: the one idempotent teardown;
   ``_recovery``: re-attaching and sweeping after a restart.
 * What the runtime is given: ``_ocispec`` (the OCI config), ``_seccomp``, ``_runtime``
   (the runtime's command line), ``_cgroups``, ``_files`` (the slot's directories, /etc
@@ -31,6 +31,7 @@ from ._files import (
 from ._launch import (
     assign,
     attach_egress,
+    boot,
     cold_start,
     ensure_in_place,
     lay_out,
@@ -42,8 +43,7 @@ from ._launch import (
 )
 from ._layers_in_use import layers_in_use
 from ._ocispec import NOFILE_LIMIT, Limits, SandboxPlan, build_config
-from ._pool import CLOSE_BOUND_S, WarmPool
-from ._process import become_subreaper, owner_token, reap_if_child, start_time
+from ._process import become_subreaper, is_alive, owner_token, reap_if_child, start_time
 from ._record import DISK, FILESYSTEM, FREEZER, SlotPaths, SlotPhase, SlotRecord, save_record
 from ._recovery import recover, restore_egress
 from ._restorable import (
@@ -60,7 +60,6 @@ from ._teardown import kill_processes, stop_processes, undo_after_failure
 from ._validate import check_resources, validate
 
 __all__ = [
-    "CLOSE_BOUND_S",
     "DISK",
     "FILESYSTEM",
     "FREEZER",
@@ -76,11 +75,11 @@ __all__ = [
     "SlotPhase",
     "SlotRecord",
     "SlotTable",
-    "WarmPool",
     "assign",
     "attach_compiled",
     "attach_egress",
     "become_subreaper",
+    "boot",
     "build_config",
     "check_resources",
     "cold_start",
@@ -89,6 +88,7 @@ __all__ = [
     "empty_stdin",
     "ensure_flat_sysfs",
     "ensure_in_place",
+    "is_alive",
     "kill_processes",
     "lay_out",
     "lay_out_with_netns",

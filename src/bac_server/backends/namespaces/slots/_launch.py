@@ -5,9 +5,10 @@ again in a slot whose processes are gone.
 step, so a failure at any point is undone by the one idempotent ``teardown``: a
 half-isolated slot is never returned. ``assign`` turns a started slot into the requested
 sandbox: hostname, limits, its egress policy, then envd's ``/init`` with the token and
-environment. ``ensure_in_place`` puts back what a host reboot took from a stopped slot
-(its overlay mount, its pinned network namespace, an address), and ``cold_start`` starts
-envd afresh in it on its current files (a files-only wake or roll-back).
+environment; ``boot`` is the two for one sandbox. ``ensure_in_place`` puts back what a
+host reboot took from a stopped slot (its overlay mount, its pinned network namespace, an
+address), and ``cold_start`` starts envd afresh in it on its current files (a files-only
+wake or roll-back).
 """
 
 from __future__ import annotations
@@ -242,6 +243,14 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
         await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:
         await _undo_and_raise(ctx, record, paths, exc, f"sandbox {spec.sandbox_id}")
+
+
+async def boot(ctx: Context, spec: SandboxSpec, limits: Limits) -> SlotRecord:
+    """A slot started for ``spec`` and handed to it (a cold start); fails closed."""
+    record = await start_slot(ctx, spec.template, hostname=spec.sandbox_id, limits=limits,
+                              pooled=False, preload=False)
+    await assign(ctx, record, spec, limits)
+    return record
 
 
 def limits_of(ctx: Context, record: SlotRecord) -> Limits:

@@ -3,15 +3,15 @@
 The table holds the records of the sandboxes running or paused on this host (re-attached
 at start-up, added by a create), a lock per sandbox for the operations that change one,
 and the claims (one file per sandbox id, made with ``O_EXCL``) that keep two creates of
-one id apart, across processes too. A slot enters the table through ``start`` (a create
-from the warm pool or cold, a copy of a checkpoint) and leaves it through ``destroy``;
-the suspender and the checkpointer work on the records it holds, under its locks.
+one id apart, across processes too. A slot enters the table through ``start`` (a
+hand-out from the ready pool, a cold start, a copy of a checkpoint) and leaves it through
+``destroy``; the suspender and the checkpointer work on the records it holds, under its
+locks.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Awaitable, Callable
 
@@ -20,32 +20,25 @@ from bac_server.backends.base import (
     SandboxEndpoint,
     SandboxNotFound,
     SandboxSetupError,
-    SandboxSpec,
     SandboxStatus,
 )
 
 from ._cancel_safe import to_the_end
 from ._context import Context
-from ._launch import assign, start_slot
-from ._pool import WarmPool
 from ._process import is_alive
 from ._record import DISK, FILESYSTEM, SlotPhase, SlotRecord, save_record
 from ._recovery import PENDING_CLAIM
 from ._teardown import teardown
 from ._usage import UsageSampler
-from ._validate import validate
-
-_log = logging.getLogger(__name__)
 
 
 class SlotTable:
-    def __init__(self, ctx: Context, records: dict[str, SlotRecord], pool: WarmPool,
+    def __init__(self, ctx: Context, records: dict[str, SlotRecord],
                  tasks: set[asyncio.Future[None]]) -> None:
         # ``tasks``: where the backend keeps work that its close() waits for (bounded).
         self.ctx = ctx
         self._records = records
         self._locks: dict[str, asyncio.Lock] = {}
-        self._pool = pool
         self._tasks = tasks
         self._usage = UsageSampler()
 
@@ -85,31 +78,6 @@ class SlotTable:
             raise
         self._records[sandbox_id] = record
         return SandboxEndpoint(sandbox_id, record.sandbox_address)
-
-    async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
-        """A slot from the warm pool when one is ready, else a cold start."""
-        ctx = self.ctx
-        limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
-
-        async def make() -> SlotRecord:
-            try:
-                record = self._pool.take(spec.template)
-                if record is not None:
-                    try:
-                        await assign(ctx, record, spec, limits)
-                    except SandboxSetupError:
-                        _log.warning("pooled slot %s failed at hand-out; starting cold",
-                                     record.slot, exc_info=True)
-                        record = None
-                if record is None:
-                    record = await start_slot(ctx, spec.template, hostname=spec.sandbox_id,
-                                              limits=limits, pooled=False, preload=False)
-                    await assign(ctx, record, spec, limits)
-            finally:
-                self._pool.want(spec.template)  # refill (if pooling) after the hand-out
-            return record
-
-        return await self.start(spec.sandbox_id, make)
 
     async def destroy(self, sandbox_id: str) -> SlotRecord | None:
         """Tear the sandbox's slot down (idempotent); returns the record of the slot that

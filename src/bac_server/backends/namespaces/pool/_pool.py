@@ -1,11 +1,18 @@
-"""The warm pool: a few started slots per hot template, handed out on create.
+"""``ReadyPool``: slots started ahead per hot image, handed out on create.
 
 A pooled slot has envd listening (optionally with its RPC stack imported), default
-resources, a placeholder hostname, no token and no environment. Hand-out (``assign``)
-sets the requested id as hostname, applies the requested limits and then sends ``/init``
-with the token and environment, so a pooled sandbox is indistinguishable from a cold one.
-Refills run one at a time per template in the background, so they never compete with
-the creates they serve for more than one start's worth of CPU.
+resources at a low CPU weight, a placeholder hostname, no token, no environment and no
+network policy. ``create`` hands one out when one fits the request (``assign``: the
+requested id as hostname, the requested limits, its egress policy, then envd's ``/init``
+with the token and environment), so a pooled sandbox is indistinguishable from a cold
+one; otherwise, or when the hand-out fails, it starts the sandbox cold. Either way the
+image is then hot: the pool keeps ``size`` slots of it started.
+
+A slot fits a create when its ``PoolKey`` is the request's: the same layers and the same
+setuid policy (what the runtime was started with); the resources are the request's own,
+applied at hand-out. Refills run one at a time per key in the background, a few starts at
+once (one per CPU), so they never compete with the creates they serve for more than one
+start's worth of CPU.
 """
 
 from __future__ import annotations
@@ -14,16 +21,27 @@ import asyncio
 import collections
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from bac_server.backends.base import SandboxSetupError, TemplateImage
+from bac_server.backends.base import (
+    SandboxEndpoint,
+    SandboxSetupError,
+    SandboxSpec,
+    TemplateImage,
+)
 
-from ._context import Context
-from ._launch import start_slot
-from ._ocispec import Limits
-from ._process import is_alive
-from ._record import SlotRecord
-from ._teardown import undo_after_failure
+from ..slots import (
+    Limits,
+    SlotRecord,
+    SlotTable,
+    assign,
+    boot,
+    is_alive,
+    start_slot,
+    undo_after_failure,
+    validate,
+)
 
 _log = logging.getLogger(__name__)
 POOL_HOSTNAME = "sandbox"
@@ -34,62 +52,96 @@ _PARALLEL_STARTS = max(1, min(4, os.cpu_count() or 1))
 CLOSE_BOUND_S = 45.0
 
 
-class WarmPool:
-    def __init__(self, ctx: Context, size: int, limits: Limits, preload: bool) -> None:
-        self._ctx = ctx
+@dataclass(frozen=True)
+class PoolKey:
+    """What a started slot must share with a create to be handed to it."""
+
+    layers: tuple[Path, ...]
+    allow_setuid: bool
+
+    @classmethod
+    def of(cls, template: TemplateImage) -> PoolKey:
+        return cls(template.layer_stack, template.allow_setuid)
+
+
+class ReadyPool:
+    def __init__(self, slots: SlotTable, *, size: int, limits: Limits, preload: bool) -> None:
+        # ``limits``: what pooled slots start with (default resources, background weight).
+        self._slots = slots
+        self._ctx = slots.ctx
         self.size = size
         self._limits = limits
         self._preload = preload
-        self._ready: dict[tuple[Path, ...], collections.deque[SlotRecord]] = {}
-        self._refills: dict[tuple[Path, ...], asyncio.Task[None]] = {}
-        self._templates: dict[tuple[Path, ...], TemplateImage] = {}
+        self._ready: dict[PoolKey, collections.deque[SlotRecord]] = {}
+        self._refills: dict[PoolKey, asyncio.Task[None]] = {}
+        self._templates: dict[PoolKey, TemplateImage] = {}
         self._closed = False
         self._cleanups: set[asyncio.Future[None]] = set()
 
-    def take(self, template: TemplateImage) -> SlotRecord | None:
-        """A live pooled slot for ``template``, or None. The caller calls ``want`` once
-        the hand-out is done, so refilling does not compete with it."""
+    async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
+        """The sandbox ``spec`` asks for: a pooled slot handed out, else a cold start."""
+        ctx = self._ctx
+        limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
+        key = PoolKey.of(spec.template)
+
+        async def make() -> SlotRecord:
+            try:
+                record = self._take(key)
+                if record is not None:
+                    try:
+                        await assign(ctx, record, spec, limits)
+                        return record
+                    except SandboxSetupError:
+                        _log.warning("pooled slot %s failed at hand-out; starting cold",
+                                     record.slot, exc_info=True)
+                return await boot(ctx, spec, limits)
+            finally:
+                self.want(spec.template)  # refill (if pooling) after the hand-out
+
+        return await self._slots.start(spec.sandbox_id, make)
+
+    def _take(self, key: PoolKey) -> SlotRecord | None:
+        """A live pooled slot of ``key``, or None; dead ones found on the way go."""
         if self._closed:
             return None
-        queue = self._ready.setdefault(template.layer_stack, collections.deque())
-        record: SlotRecord | None = None
+        queue = self._ready.setdefault(key, collections.deque())
         while queue:
             candidate = queue.popleft()
             if is_alive(candidate.init_pid, candidate.init_start):
-                record = candidate
-                break
+                return candidate
             self._cleanups.add(task := asyncio.ensure_future(
                 undo_after_failure(self._ctx, candidate)))
             task.add_done_callback(self._cleanups.discard)
-        return record
+        return None
 
     def want(self, template: TemplateImage) -> None:
         """Mark ``template`` hot: keep ``size`` slots of it started."""
-        self._templates[template.layer_stack] = template
+        key = PoolKey.of(template)
+        self._templates[key] = template
         if self.size == 0 or self._closed:
             return
-        self._ready.setdefault(template.layer_stack, collections.deque())
-        task = self._refills.get(template.layer_stack)
+        self._ready.setdefault(key, collections.deque())
+        task = self._refills.get(key)
         if task is None or task.done():
-            self._refills[template.layer_stack] = asyncio.create_task(
-                self._refill(template), name=f"bac-pool-refill-{template.template_id}")
+            self._refills[key] = asyncio.create_task(
+                self._refill(key, template), name=f"bac-pool-refill-{template.template_id}")
 
     def resize(self, size: int) -> None:
         self.size = size
-        for queue_key in list(self._ready):
-            template = self._templates.get(queue_key)
+        for key in list(self._ready):
+            template = self._templates.get(key)
             if template is not None:
                 self.want(template)
 
     async def wait_full(self, template: TemplateImage) -> None:
         """Wait for the current refill of ``template`` (used by tests and benchmarks)."""
-        task = self._refills.get(template.layer_stack)
+        task = self._refills.get(PoolKey.of(template))
         if task is not None:
             await asyncio.shield(task)
 
-    async def _refill(self, template: TemplateImage) -> None:
+    async def _refill(self, key: PoolKey, template: TemplateImage) -> None:
         """Start slots until the pool is full, a few at a time (one per CPU)."""
-        queue = self._ready[template.layer_stack]
+        queue = self._ready[key]
         in_flight = 0
         failures = 0
 
@@ -102,7 +154,7 @@ class WarmPool:
                                               limits=self._limits, pooled=True,
                                               preload=self._preload)
                 except SandboxSetupError:
-                    failures += 1  # after 3, creates still work cold; take() retries later
+                    failures += 1  # after 3, creates still work cold; _take retries later
                     _log.exception("warm pool: starting a slot of %s failed",
                                    template.template_id)
                     continue
@@ -133,7 +185,7 @@ class WarmPool:
             task.cancel()
         records = [r for queue in self._ready.values() for r in queue]
         self._ready.clear()
-        # Tear-downs of dead candidates started by take() must finish too, or their slots
+        # Tear-downs of dead candidates started by _take must finish too, or their slots
         # outlive the server until the next start's sweep.
         work = [*refills, *self._cleanups,
                 *(asyncio.ensure_future(undo_after_failure(self._ctx, r)) for r in records)]
