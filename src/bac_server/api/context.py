@@ -1,4 +1,5 @@
-"""What every handler needs from the request: the control plane, settings, the caller's team."""
+"""What every handler needs from the request: the control plane and the template services,
+settings, the caller's team, the ids in the path."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from bac_server.control import ControlPlane, Team
+from bac_server.control.templates_services import TemplateServices
 
 
 @dataclass(frozen=True)
@@ -33,4 +35,19 @@ async def team(request: Request) -> Team:
 
 def sandbox_id(request: Request) -> str:
     value: str = request.path_params["sandbox_id"]
+    return value
+
+
+def templates(request: Request) -> TemplateServices:
+    found: TemplateServices = request.app.state.templates
+    return found
+
+
+def template_ref(request: Request) -> str:
+    value: str = request.path_params["template_id"]
+    return value
+
+
+def build_ref(request: Request) -> str:
+    value: str = request.path_params["buildID"]
     return value

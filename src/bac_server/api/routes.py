@@ -7,16 +7,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from bac_server.api import (
-    checkpoints,
-    health,
-    network,
-    sandboxes,
-    templates,
-    templates_builds,
-    templates_files,
-    templates_tags,
-)
+from bac_server.api import checkpoints, health, network, sandboxes, templates
 from bac_server.api.context import ApiSettings
 from bac_server.api.errors import HANDLERS
 from bac_server.control import ControlPlane
@@ -44,23 +35,23 @@ ROUTES = [
     Route(_ID + "/snapshots", checkpoints.take_snapshot, methods=["POST"]),
     Route("/snapshots", checkpoints.list_snapshots, methods=["GET"]),
     Route("/v3/templates", templates.request_build, methods=["POST"]),
-    Route("/templates", templates.list_v1, methods=["GET"]),
-    Route("/v2/templates", templates.list_v2, methods=["GET"]),
-    Route("/templates/aliases/{alias}", templates_tags.alias, methods=["GET"]),
-    Route("/templates/tags", templates_tags.assign, methods=["POST"]),
-    Route("/templates/tags", templates_tags.remove, methods=["DELETE"]),
+    Route("/templates", templates.list_templates_v1, methods=["GET"]),
+    Route("/v2/templates", templates.list_templates_v2, methods=["GET"]),
+    Route("/templates/aliases/{alias}", templates.get_alias, methods=["GET"]),
+    Route("/templates/tags", templates.assign_tags, methods=["POST"]),
+    Route("/templates/tags", templates.remove_tags, methods=["DELETE"]),
     Route(_TPL, templates.get_template, methods=["GET"]),
-    Route(_TPL, templates.update, methods=["PATCH"]),
-    Route("/v2" + _TPL, templates.update, methods=["PATCH"]),
-    Route(_TPL + "/tags", templates_tags.listing, methods=["GET"]),
-    Route(_TPL + "/files/{hash}", templates_files.upload_link, methods=["GET"]),
-    Route(_TPL + "/files/{hash}", templates_files.upload, methods=["PUT"]),
-    Route("/v2" + _BUILD, templates_builds.trigger, methods=["POST"]),
-    Route(_BUILD + "/status", templates_builds.status, methods=["GET"]),
-    Route(_BUILD + "/logs", templates_builds.logs, methods=["GET"]),
-    Route(_BUILD, templates_builds.cancel, methods=["DELETE"]),
+    Route(_TPL, templates.update_template, methods=["PATCH"]),
+    Route("/v2" + _TPL, templates.update_template, methods=["PATCH"]),
+    Route(_TPL + "/tags", templates.list_tags, methods=["GET"]),
+    Route(_TPL + "/files/{hash}", templates.upload_link, methods=["GET"]),
+    Route(_TPL + "/files/{hash}", templates.upload_files, methods=["PUT"]),
+    Route("/v2" + _BUILD, templates.start_build, methods=["POST"]),
+    Route(_BUILD + "/status", templates.build_status, methods=["GET"]),
+    Route(_BUILD + "/logs", templates.build_logs, methods=["GET"]),
+    Route(_BUILD, templates.cancel_build, methods=["DELETE"]),
     # Last: a snapshot's id may contain "/" (E2B's team/name:tag), so this takes the rest.
-    Route("/templates/{template_id:path}", templates.delete, methods=["DELETE"]),
+    Route("/templates/{template_id:path}", templates.delete_template, methods=["DELETE"]),
     Route(_ID + "/fork", checkpoints.fork, methods=["POST"]),
     Route(_ID + "/checkpoints", checkpoints.take_checkpoint, methods=["POST"]),
     Route(_ID + "/checkpoints", checkpoints.list_checkpoints, methods=["GET"]),

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from e2b import Template
 
-from bac_server.api.templates_models import TemplateBuildStart
-from bac_server.api.templates_recipe import to_recipe
+from bac_server.api.templates import TemplateBuildStart, to_recipe
 from bac_server.control.template_builds_log import MAX_LINES, BuildLog
 from bac_server.control.template_builds_recipe import recipe_record
 from bac_server.store import BuildLogRecord

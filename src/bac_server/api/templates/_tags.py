@@ -11,20 +11,41 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import StrictStr
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bac_server.api import templates_views as views
-from bac_server.api.body import read_model
-from bac_server.api.context import settings, team
+from bac_server.api.body import Name, Strict, read_model
+from bac_server.api.context import settings, team, template_ref, templates
 from bac_server.api.errors import error_response
-from bac_server.api.templates_context import template_ref, templates
-from bac_server.api.templates_models import AssignTags, DeleteTags
+from bac_server.api.views import rfc3339
 from bac_server.control.templates import builtin_name
 from bac_server.control.templates_refs import split_ref
+from bac_server.store import TagRecord
 
 
-async def alias(request: Request) -> Response:
+class AssignTags(Strict):
+    """``POST /templates/tags``: point ``tags`` at the build ``target`` (``name:tag``) is."""
+
+    target: Name
+    tags: list[StrictStr]
+
+
+class DeleteTags(Strict):
+    """``DELETE /templates/tags``."""
+
+    name: Name
+    tags: list[StrictStr]
+
+
+def _tag(t: TagRecord) -> dict[str, Any]:
+    """``TemplateTag``."""
+    return {"tag": t.tag, "buildID": t.build_id, "createdAt": rfc3339(t.created_at)}
+
+
+async def get_alias(request: Request) -> Response:
     caller = await team(request)
     name: str = request.path_params["alias"]
     builtin = builtin_name(name)
@@ -38,7 +59,7 @@ async def alias(request: Request) -> Response:
     return JSONResponse({"templateID": found.template_id, "public": found.public})
 
 
-async def assign(request: Request) -> Response:
+async def assign_tags(request: Request) -> Response:
     caller = await team(request)
     body = await read_model(request, AssignTags, settings(request).max_body_bytes)
     build_id, tags = await templates(request).catalog.assign_tags(caller, body.target,
@@ -46,14 +67,14 @@ async def assign(request: Request) -> Response:
     return JSONResponse({"tags": tags, "buildID": build_id}, 201)
 
 
-async def remove(request: Request) -> Response:
+async def remove_tags(request: Request) -> Response:
     caller = await team(request)
     body = await read_model(request, DeleteTags, settings(request).max_body_bytes)
     await templates(request).catalog.remove_tags(caller, body.name, body.tags)
     return Response(status_code=204)
 
 
-async def listing(request: Request) -> Response:
+async def list_tags(request: Request) -> Response:
     caller = await team(request)
     found = await templates(request).catalog.tags(caller, template_ref(request))
-    return JSONResponse([views.tag(t) for t in found])
+    return JSONResponse([_tag(t) for t in found])

@@ -11,14 +11,21 @@ Step ``args`` are as E2B's SDK builds them::
 Steps are numbered from 1 (the names the SDK maps errors back to its call sites with);
 every refusal is a 400 naming the step. (``fromImage`` ``e2bdev/base``, the SDK's default
 and ``from_base_image()``, is the built-in ``base`` template: the engine maps it.)
+
+Every key the official SDK sends is listed in the body models (``forceUpload``,
+``resolveSymlinks`` and ``gzip`` of a step are client-side upload options, accepted and
+ignored); any other key is a 400.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from pydantic import StrictBool, StrictStr
+
+from bac_server.api.body import Strict
 from bac_server.api.errors import BadRequest
-from bac_server.api.templates_models import BuildStepBody, TemplateBuildStart
 from bac_server.templates import (
     BuildRecipe,
     CopyStep,
@@ -35,6 +42,28 @@ MAX_STEPS = 500
 _HASH = re.compile(r"^[0-9a-f]{16,128}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _KINDS = "RUN, COPY, ENV, WORKDIR or USER"
+
+
+class BuildStepBody(Strict):
+    type: StrictStr
+    args: list[StrictStr] | None = None
+    filesHash: StrictStr | None = None
+    force: StrictBool | None = None
+    forceUpload: StrictBool | None = None
+    resolveSymlinks: StrictBool | None = None
+    gzip: StrictBool | None = None
+
+
+class TemplateBuildStart(Strict):
+    """``POST /v2/templates/{templateID}/builds/{buildID}`` (``TemplateBuildStartV2``)."""
+
+    fromImage: StrictStr | None = None
+    fromTemplate: StrictStr | None = None
+    fromImageRegistry: dict[str, Any] | None = None
+    force: StrictBool | None = None
+    steps: list[BuildStepBody] | None = None
+    startCmd: StrictStr | None = None
+    readyCmd: StrictStr | None = None
 
 
 def to_recipe(body: TemplateBuildStart) -> BuildRecipe:

@@ -14,9 +14,8 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from bac_server.api.context import team
+from bac_server.api.context import team, template_ref, templates
 from bac_server.api.errors import BadRequest, PayloadTooLarge
-from bac_server.api.templates_context import template_ref, templates
 from bac_server.control import NotFound
 from bac_server.control.templates_uploads import UploadTooLarge, check_hash
 
@@ -40,7 +39,7 @@ async def upload_link(request: Request) -> Response:
     return JSONResponse({"present": False, "url": url}, 201)
 
 
-async def upload(request: Request) -> Response:
+async def upload_files(request: Request) -> Response:
     files_hash = _hash(request)
     template_id = template_ref(request)
     services = templates(request)
