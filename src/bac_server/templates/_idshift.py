@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ._errors import TemplateBuildError
@@ -42,15 +43,10 @@ def _check_xattrs(path: str) -> None:
             )
 
 
-def shift_ownership(root: Path, base: int, size: int, *, from_base: int = 0) -> int:
-    """Move every owner uid/gid under ``root`` from ``from_base + N`` to ``base + N``;
-    returns the number of inodes.
-
-    ``from_base`` is non-zero when a shifted tree is brought back to container ids (to
-    build a derived template in a chroot). The tree must not be in use (it is a fresh
-    build directory)."""
-    seen: set[tuple[int, int]] = set()
-    count = 0
+def _inodes(root: Path) -> Iterator[tuple[str, os.stat_result]]:
+    """Every inode under ``root`` once (hard links share an inode: each is shifted once),
+    with a path to it; a mount inside the tree (a leftover) fails the build."""
+    seen: set[int] = set()
     root_dev = root.lstat().st_dev
     for dirpath, dirnames, filenames in os.walk(root, topdown=True, followlinks=False):
         for name in [".", *dirnames, *filenames]:
@@ -58,22 +54,38 @@ def shift_ownership(root: Path, base: int, size: int, *, from_base: int = 0) -> 
             info = os.lstat(path)
             if info.st_dev != root_dev:
                 raise TemplateBuildError(f"{path} is on another filesystem (a leftover mount?)")
-            # Hard links share an inode: shift each inode once.
-            if (info.st_dev, info.st_ino) in seen:
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            uid, gid = info.st_uid - from_base, info.st_gid - from_base
-            if not (0 <= uid < size and 0 <= gid < size):
-                raise TemplateBuildError(
-                    f"{path} is owned by {info.st_uid}:{info.st_gid}, outside the mapped range"
-                )
-            _check_xattrs(path)
-            # SECURITY: gives the file to the sandbox id range (or, unshifting a private
-            # build copy, back to container ids); never to any other host id.
-            os.lchown(path, base + uid, base + gid)
-            if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
-                os.chmod(path, stat.S_IMODE(info.st_mode))
-            count += 1
+            if info.st_ino not in seen:
+                seen.add(info.st_ino)
+                yield path, info
+
+
+def _own(path: str, info: os.stat_result, uid: int, gid: int) -> None:
+    """Give ``path`` to host ids ``uid:gid``, keeping the setuid/setgid bits chown clears."""
+    _check_xattrs(path)
+    # SECURITY: both callers checked the ids are ``base + N`` with N in the mapped range:
+    # the sandbox id range (or, unshifting a private build copy, container ids); never
+    # any other host id.
+    os.lchown(path, uid, gid)
+    if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+        os.chmod(path, stat.S_IMODE(info.st_mode))
+
+
+def shift_ownership(root: Path, base: int, size: int, *, from_base: int = 0) -> int:
+    """Move every owner uid/gid under ``root`` from ``from_base + N`` to ``base + N``;
+    returns the number of inodes.
+
+    ``from_base`` is non-zero when a shifted tree is brought back to container ids (to
+    build a derived template in a chroot). The tree must not be in use (it is a fresh
+    build directory)."""
+    count = 0
+    for path, info in _inodes(root):
+        uid, gid = info.st_uid - from_base, info.st_gid - from_base
+        if not (0 <= uid < size and 0 <= gid < size):
+            raise TemplateBuildError(
+                f"{path} is owned by {info.st_uid}:{info.st_gid}, outside the mapped range"
+            )
+        _own(path, info, base + uid, base + gid)
+        count += 1
     return count
 
 
@@ -107,39 +119,26 @@ def shift_recorded_ownership(root: Path, unpacker: int, base: int, size: int) ->
     """Give every inode under ``root`` (each owned by ``unpacker``, the uid that unpacked
     it rootless) the ids its ``user.rootlesscontainers`` record names, as ``base + N``;
     returns the number of inodes. Anything not owned by ``unpacker`` fails the import."""
-    seen: set[tuple[int, int]] = set()
-    root_dev = root.lstat().st_dev
-    for dirpath, dirnames, filenames in os.walk(root, topdown=True, followlinks=False):
-        for name in [".", *dirnames, *filenames]:
-            path = dirpath if name == "." else os.path.join(dirpath, name)
-            info = os.lstat(path)
-            if info.st_dev != root_dev:
-                raise TemplateBuildError(f"{path} is on another filesystem (a leftover mount?)")
-            if (info.st_dev, info.st_ino) in seen:
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            if (info.st_uid, info.st_gid) != (unpacker, unpacker):
-                raise TemplateBuildError(f"{path} is owned by {info.st_uid}:{info.st_gid}, "
-                                         f"not by the unpacking uid {unpacker}")
-            link = stat.S_ISLNK(info.st_mode)
-            try:
-                raw = b"" if link else os.getxattr(path, ROOTLESS_XATTR, follow_symlinks=False)
-            except OSError as exc:
-                if exc.errno != errno.ENODATA:
-                    raise
-                raw = b""
-            try:
-                uid, gid = recorded_ids(raw)
-            except ValueError as exc:
-                raise TemplateBuildError(f"{path}: unreadable ownership record: {exc}") from exc
-            if not (0 <= uid < size and 0 <= gid < size):
-                raise TemplateBuildError(
-                    f"{path} is owned by {uid}:{gid}, outside the mapped range")
-            _check_xattrs(path)
-            # SECURITY: from the unpacking uid to the sandbox id range, never any other id.
-            os.lchown(path, base + uid, base + gid)
-            if raw:
-                os.removexattr(path, ROOTLESS_XATTR, follow_symlinks=False)
-            if not link and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
-                os.chmod(path, stat.S_IMODE(info.st_mode))  # chown cleared them
-    return len(seen)
+    count = 0
+    for path, info in _inodes(root):
+        if (info.st_uid, info.st_gid) != (unpacker, unpacker):
+            raise TemplateBuildError(f"{path} is owned by {info.st_uid}:{info.st_gid}, "
+                                     f"not by the unpacking uid {unpacker}")
+        try:
+            raw = (b"" if stat.S_ISLNK(info.st_mode)
+                   else os.getxattr(path, ROOTLESS_XATTR, follow_symlinks=False))
+        except OSError as exc:
+            if exc.errno != errno.ENODATA:
+                raise
+            raw = b""
+        try:
+            uid, gid = recorded_ids(raw)
+        except ValueError as exc:
+            raise TemplateBuildError(f"{path}: unreadable ownership record: {exc}") from exc
+        if not (0 <= uid < size and 0 <= gid < size):
+            raise TemplateBuildError(f"{path} is owned by {uid}:{gid}, outside the mapped range")
+        _own(path, info, base + uid, base + gid)
+        if raw:
+            os.removexattr(path, ROOTLESS_XATTR, follow_symlinks=False)
+        count += 1
+    return count
