@@ -12,11 +12,12 @@ when first built until the builder version changes.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 from pathlib import Path
 
 from .._errors import TemplateBuildError
-from ..builtin import DPKG_EXCLUDES, Recipe, build_rootfs
+from ..builtin import DPKG_EXCLUDES, Recipe, base_recipe, build_rootfs
 from ._model import ImageConfig, ImageError, ImageErrorKind
 from ._refs import DebianSuite
 from ._tools import Progress
@@ -29,19 +30,12 @@ SUITE_CONFIG = ImageConfig(
 
 
 def suite_recipe(suite: DebianSuite, id_base: int) -> Recipe:
-    return Recipe(
-        name=f"debian-{suite.suite}{'-slim' if suite.slim else ''}",
-        suite=suite.suite,
-        variant="minbase",
-        packages=SUITE_PACKAGES,
-        user="user",
-        uid=1000,
-        home="/home/user",
-        passwordless_sudo=False,
-        pip_break_system_packages=False,
-        id_base=id_base,
-        dpkg_options=DPKG_EXCLUDES if suite.slim else (),
-    )
+    """``base``'s recipe on ``suite`` with only what every sandbox needs: no sudo rule,
+    pip as Debian ships it, documentation left out only by ``-slim``."""
+    return dataclasses.replace(
+        base_recipe(id_base), name=f"debian-{suite.suite}{'-slim' if suite.slim else ''}",
+        suite=suite.suite, packages=SUITE_PACKAGES, passwordless_sudo=False,
+        pip_break_system_packages=False, dpkg_options=DPKG_EXCLUDES if suite.slim else ())
 
 
 async def build_suite(suite: DebianSuite, recipe: Recipe, scratch: Path, id_size: int,
