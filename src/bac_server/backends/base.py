@@ -3,8 +3,8 @@
 The control plane talks to sandboxes only through these types. A backend is
 chosen in one place (``bac_server.app``); nothing else names a concrete backend.
 
-Optional capabilities (pause, checkpoint) are separate protocols, checked with
-``isinstance(backend, Pausable)``; a backend never grows methods that raise
+Optional capabilities (pause, checkpoint, start snapshots) are separate protocols,
+checked with ``isinstance(backend, Pausable)``; a backend never grows methods that raise
 "not supported".
 
 Error tree (server side, backend layer)::
@@ -15,8 +15,9 @@ Error tree (server side, backend layer)::
     ├── ResourceLimitError    request exceeds what the backend allows
     ├── SandboxSetupError     a setup step failed; everything it made was torn down
     ├── CheckpointNotFound    no checkpoint with this id
-    └── CheckpointFailed      saving or restoring state failed; the sandbox is as it was
-                              before the call (or, for a restore, stopped: the message says)
+    ├── CheckpointFailed      saving or restoring state failed; the sandbox is as it was
+    │                         before the call (or, for a restore, stopped: the message says)
+    └── ServiceNotReady       a start snapshot's ready command never succeeded in its bound
 """
 
 from __future__ import annotations
@@ -61,10 +62,24 @@ class CheckpointFailed(BackendError):
     """Saving or restoring a sandbox's state failed (the message says what and where)."""
 
 
+class ServiceNotReady(BackendError):
+    """The template's ready command did not succeed within its bound, or could not run
+    (the message says what was seen); no start snapshot was taken."""
+
+
 class SandboxStatus(enum.Enum):
     RUNNING = "running"
     PAUSED = "paused"
     STOPPED = "stopped"  # its processes are gone (crashed, killed from outside)
+
+
+@dataclass(frozen=True)
+class StartSnapshotRef:
+    """A template's start snapshot: a checkpoint (with memory) of a sandbox started from it
+    and ready, which its sandboxes continue from (``StartSnapshotter``)."""
+
+    checkpoint_id: str
+    token: str  # envd's access token when it was taken (what a hand-out's /init presents)
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,9 @@ class TemplateImage:
     # Environment every process of the sandbox starts with (ENV of a built template);
     # the create request's env vars override these.
     env: tuple[tuple[str, str], ...] = ()
+    # Set by the control plane when the template has one: a ``StartSnapshotter`` then makes
+    # its sandboxes from it (handed out restored ahead, or restored), else boots them.
+    start_snapshot: StartSnapshotRef | None = None
 
     @property
     def layer_stack(self) -> tuple[Path, ...]:
@@ -114,6 +132,10 @@ class SandboxEndpoint:
     sandbox_id: str
     address: str  # IP address reachable from the host (any port a sandbox process listens on)
     envd_port: int = ENVD_PORT
+    # Set by ``create`` when the template's start snapshot cannot be used any more (its
+    # checkpoint is gone or its images incomplete): the sandbox was booted instead, and the
+    # snapshot's owner should drop it. A restore that failed otherwise leaves it False.
+    start_snapshot_lost: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,7 +157,8 @@ class Backend(Protocol):
     async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
         """Make the sandbox and return once envd inside it answers, initialised with
         the spec's token, env vars and default user. Fails closed: on any error every
-        resource made so far is released and ``SandboxSetupError`` is raised."""
+        resource made so far is released and ``SandboxSetupError`` is raised. (A
+        ``StartSnapshotter`` makes it from ``spec.template.start_snapshot`` when set.)"""
         ...
 
     async def destroy(self, sandbox_id: str) -> None:
@@ -280,4 +303,37 @@ class LayerHolder(Protocol):
         backend mounts or will mount again (running, paused, pooled, being created or torn
         down), or that a checkpoint needs to be restored. Raises ``BackendError`` when a
         record cannot be read: the caller cannot know what that one uses."""
+        ...
+
+
+@runtime_checkable
+class StartSnapshotter(Protocol):
+    """Backends that keep a template as a checkpoint of a started, ready sandbox (a start
+    snapshot) and create its sandboxes from it.
+
+    ``create`` of a spec whose ``template.start_snapshot`` is set hands out a sandbox
+    restored from it ahead when one fits (same snapshot, resources and disk, the default
+    egress policy), else restores one, else (the restore failed) boots; a sandbox from a
+    snapshot gets its own id, hostname, token, env vars, limits and egress policy, like
+    any. Which sandboxes are kept restored ahead, and how many, is the backend's.
+    ``takes_start_snapshots`` is False on hosts that cannot save a sandbox's memory.
+    """
+
+    @property
+    def takes_start_snapshots(self) -> bool: ...
+
+    async def take_start_snapshot(self, image: TemplateImage, checkpoint_id: str, *,
+                                  token: str, vcpus: int, memory_mb: int,
+                                  ready_cmd: str | None,
+                                  ready_bound_s: float) -> CheckpointInfo:
+        """Start an internal sandbox of ``image`` (envd token ``token``, its own id, no
+        pool), wait until ``ready_cmd`` succeeds in it (the template's user and working
+        directory; at most ``ready_bound_s``), checkpoint it with its memory as
+        ``checkpoint_id``, and destroy it. Raises ``ServiceNotReady`` (the command never
+        succeeded), another ``BackendError`` or ``OSError``; nothing is left behind but,
+        after a crash, a checkpoint named ``checkpoint_id``."""
+        ...
+
+    async def delete_start_snapshot(self, checkpoint_id: str) -> None:
+        """Destroy the sandboxes kept restored from it and delete it. Idempotent."""
         ...

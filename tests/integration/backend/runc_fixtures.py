@@ -45,13 +45,15 @@ def criu_of(backend: NamespaceBackend) -> Criu | None:
     return parts.suspender.criu
 
 
-def runc_fixtures(suffix: str, *, tcp_repair: bool = False
+def runc_fixtures(suffix: str, *, tcp_repair: bool = False, **config: object
                   ) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """``config``: more ``NamespaceConfig`` fields of the module's backend."""
+
     @pytest_asyncio.fixture(loop_scope="session", scope="module")
     async def runc_pair(template: TemplateImage, data_dir: Path) -> AsyncIterator[Pair]:
         path = data_dir.with_name(f"{data_dir.name}-{suffix}")
         async with backend_and_factory(template, data_dir=path, pool_size=0,
-                                       runtime="runc") as pair:
+                                       runtime="runc", **config) as pair:
             await pair[0].list()  # starts the backend, which looks for CRIU
             criu = criu_of(pair[0])
             if criu is None:

@@ -6,7 +6,8 @@ docs/security.md for what this isolation does and does not protect against.
 
 The backend starts on first use and is then made of collaborators it delegates to: the
 ``SlotTable`` (the live sandboxes, their locks, claims and destroy), the ``ReadyPool``
-(a create: a slot started ahead handed out, or one started cold), the ``Suspender``
+(a create: a slot booted or restored ahead handed out, else a restore of the template's
+start snapshot, else a boot; and start snapshots taken), the ``Suspender``
 (freezer pauses, suspend and wake), the ``Checkpointer`` (checkpoints, roll-backs,
 copies) and the build steps; the protocols of ``backends.base`` are implemented here by
 handing each call to the one that owns it.
@@ -48,7 +49,7 @@ from .build import run_build_step
 from .checkpoint import Checkpointer, Flusher, Suspender, bundles_in_use, prepare_checkpoints
 from .envd import Progress
 from .network import AddressPool, Egress
-from .pool import CLOSE_BOUND_S, ReadyPool
+from .pool import CLOSE_BOUND_S, ReadyPool, take_start_snapshot
 from .slots import (
     NOFILE_LIMIT,
     CgroupTree,
@@ -126,14 +127,15 @@ class NamespaceBackend:
         await restore_egress(ctx, records.values())
         criu = await prepare_checkpoints(ctx)
         slots = SlotTable(ctx, records, self._tasks)
-        pool = ReadyPool(slots, size=cfg.pool_size, limits=self._default_limits(ctx),
-                         preload=cfg.pool_preload)
         suspender = Suspender(slots, criu, self._flusher, self._tasks)
         await suspender.reattached(records.values())
+        checkpointer = Checkpointer(slots, suspender, self._flusher)
+        pool = ReadyPool(slots, checkpointer, size=cfg.pool_size,
+                         restored_size=cfg.start_snapshot_pool_size,
+                         limits=self._default_limits(ctx), preload=cfg.pool_preload)
         _log.info("namespace backend ready: %d sandbox(es) re-attached, runtime %s",
                   len(records), ctx.runtime.binary)
-        return _Parts(ctx, slots, pool, suspender,
-                      Checkpointer(slots, suspender, self._flusher))
+        return _Parts(ctx, slots, pool, suspender, checkpointer)
 
     def _default_limits(self, ctx: Context) -> Limits:
         spec_defaults = SandboxSpec.__dataclass_fields__
@@ -149,11 +151,12 @@ class NamespaceBackend:
         parts.pool.want(template)
 
     async def wait_pool_full(self, template: TemplateImage) -> None:
-        """Wait until the warm pool of ``template`` has been refilled."""
+        """Wait until the pool of ``template`` has been refilled (of sandboxes restored
+        from its start snapshot, when it names one)."""
         await (await self._started()).pool.wait_full(template)
 
     async def set_pool_size(self, size: int) -> None:
-        """Change how many slots per hot template are kept started. Slots above a lowered
+        """Change how many booted slots per hot template are kept. Slots above a lowered
         target stay until handed out; raising it starts refilling at once."""
         if size < 0:
             raise ValueError("pool size must be >= 0")
@@ -227,6 +230,26 @@ class NamespaceBackend:
         """Wait until the checkpoint is on disk (at once if it is)."""
         await (await self._started()).checkpointer.flushed(checkpoint_id)
 
+    # -- StartSnapshotter ---------------------------------------------------------------
+
+    @property
+    def takes_start_snapshots(self) -> bool:
+        return self.memory_checkpoints
+
+    async def take_start_snapshot(self, image: TemplateImage, checkpoint_id: str, *,
+                                  token: str, vcpus: int, memory_mb: int,
+                                  ready_cmd: str | None,
+                                  ready_bound_s: float) -> CheckpointInfo:
+        parts = await self._started()
+        return await take_start_snapshot(
+            parts.slots, parts.checkpointer, image, checkpoint_id, token=token, vcpus=vcpus,
+            memory_mb=memory_mb, ready_cmd=ready_cmd, ready_bound_s=ready_bound_s)
+
+    async def delete_start_snapshot(self, checkpoint_id: str) -> None:
+        parts = await self._started()
+        await parts.pool.drain(checkpoint_id)
+        await parts.checkpointer.delete(checkpoint_id)
+
     # -- Builder ------------------------------------------------------------------------
 
     async def run_build_step(self, step: BuildStep, output: OutputCallback) -> int:
@@ -251,7 +274,7 @@ class NamespaceBackend:
         return await parts.ctx.egress.usage(parts.slots.record(sandbox_id).veth)
 
     async def close(self) -> None:
-        """Stop the warm pool (its slots are destroyed) and let destroys in flight finish
+        """Stop the ready pool (its slots are destroyed) and let destroys in flight finish
         (bounded); sandboxes keep running."""
         parts = self._parts
         if parts is None:

@@ -5,8 +5,10 @@ A checkpoint is taken from a frozen sandbox (files copied and memory dumped at t
 instant) that then continues; ``restore`` rolls a sandbox back to one, ``create_from``
 starts a new sandbox from one in a slot of its own (own id, address, network namespace,
 cgroup): the copy's established connections are restored closed, since nobody is at the
-other end of them, and its hostname and envd token are set to its own. A checkpoint
-reaches the disk in the background once published (``_durable``).
+other end of them, and its hostname and envd token are set to its own. ``copy_ahead``
+restores one for the ready pool, to be handed out later, and ``intact`` tells a
+checkpoint no restore can succeed from (gone, images cut short) from one that failed
+once. A checkpoint reaches the disk in the background once published (``_durable``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ import time
 from bac_server.backends.base import (
     CheckpointFailed,
     CheckpointInfo,
+    CheckpointNotFound,
     SandboxEndpoint,
     SandboxSpec,
+    TemplateImage,
 )
 from bac_server.host import remove_tree, write_private
 
 from ..layers import copy_tree
 from ..slots import (
     FREEZER,
+    Limits,
     SlotPhase,
     SlotRecord,
     SlotTable,
@@ -33,12 +38,21 @@ from ..slots import (
     replace_upper,
     save_record,
     stop_processes,
+    undo_after_failure,
 )
 from . import _stored
-from ._copies import start_copy
+from ._copies import restore_copy, start_copy, template_of
 from ._durable import Flusher
 from ._suspender import Suspender, suspend_images
-from .criu import Images, dump, freeze, release_suspend_lock, remove_images, thaw
+from .criu import (
+    Images,
+    check_images,
+    dump,
+    freeze,
+    release_suspend_lock,
+    remove_images,
+    thaw,
+)
 
 
 def _flush_name(checkpoint_id: str) -> str:
@@ -51,6 +65,11 @@ class Checkpointer:
         self._ctx = slots.ctx
         self._suspender = suspender
         self._flusher = flusher
+
+    @property
+    def memory_checkpoints(self) -> bool:
+        """Whether this host can save and restore a sandbox's memory (CRIU found)."""
+        return self._suspender.memory_checkpoints
 
     async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
                          memory: bool) -> CheckpointInfo:
@@ -92,10 +111,6 @@ class Checkpointer:
         """Wait until the checkpoint is on disk (at once if it is)."""
         await self._flusher.flushed(_flush_name(checkpoint_id))
 
-    async def delete(self, checkpoint_id: str) -> None:
-        ctx = self._ctx
-        await off_loop(lambda: _stored.delete(ctx.config, checkpoint_id))
-
     async def restore(self, spec: SandboxSpec, checkpoint_id: str) -> SandboxEndpoint:
         ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
@@ -122,14 +137,58 @@ class Checkpointer:
 
     async def create_from(self, spec: SandboxSpec, checkpoint_id: str, *,
                           source_token: str | None) -> SandboxEndpoint:
+        return await self._slots.start(
+            spec.sandbox_id, lambda: self.copy(spec, checkpoint_id, source_token=source_token))
+
+    async def copy(self, spec: SandboxSpec, checkpoint_id: str, *,
+                   source_token: str | None) -> SlotRecord:
+        """The slot of a new sandbox ``spec`` continuing from the checkpoint, RUNNING; the
+        caller has claimed ``spec.sandbox_id`` (``SlotTable.start``)."""
         ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
         criu = self._suspender.need_criu() if meta.memory else None
+        with self._flusher.busy():
+            return await start_copy(ctx, criu, stored, meta, spec, source_token=source_token)
 
-        async def make() -> SlotRecord:
-            with self._flusher.busy():
-                return await start_copy(ctx, criu, stored, meta, spec,
-                                        source_token=source_token)
+    async def copy_ahead(self, checkpoint_id: str, image: TemplateImage, limits: Limits, *,
+                         hostname: str) -> SlotRecord:
+        """A slot restored from the memory checkpoint for no sandbox yet, POOLED: envd keeps
+        the checkpoint's token until ``assign`` hands the slot out."""
+        ctx = self._ctx
+        stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
+        meta = stored.meta()
+        if not meta.memory:
+            raise CheckpointFailed(f"checkpoint {checkpoint_id} holds no memory to restore")
+        criu = self._suspender.need_criu()
+        with self._flusher.busy():
+            record = await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
+                                        limits, hostname=hostname)
+        try:
+            record.move(SlotPhase.POOLED)
+            await off_loop(lambda: save_record(ctx.paths(record.slot), record))
+        except BaseException:
+            await undo_after_failure(ctx, record)
+            raise
+        return record
 
-        return await self._slots.start(spec.sandbox_id, make)
+    async def intact(self, checkpoint_id: str) -> bool:
+        """Whether the checkpoint is there and, as far as its files tell, restorable: no
+        restore of one that is not can succeed (a restore may still fail for other
+        reasons, such as memory)."""
+        ctx = self._ctx
+
+        def check() -> bool:
+            try:
+                stored = _stored.find(ctx.config, checkpoint_id)
+                if stored.meta().memory:
+                    check_images(stored.dump.images)
+            except (CheckpointNotFound, CheckpointFailed, OSError):
+                return False
+            return True
+
+        return await off_loop(check)
+
+    async def delete(self, checkpoint_id: str) -> None:
+        ctx = self._ctx
+        await off_loop(lambda: _stored.delete(ctx.config, checkpoint_id))

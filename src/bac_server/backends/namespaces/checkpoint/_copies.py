@@ -27,6 +27,7 @@ from bac_server.host import write_private
 
 from ..slots import (
     Context,
+    Limits,
     SlotRecord,
     assign,
     cold_start,
@@ -75,10 +76,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
     """The new slot, RUNNING and initialised for ``spec``; fails closed (everything made
     is torn down and ``SandboxSetupError`` raised)."""
     limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
-    template = TemplateImage(meta.template_id, Path(meta.template_rootfs),
-                             spec.template.default_user, spec.template.default_workdir,
-                             spec.template.allow_setuid, lowers=meta.lowers,
-                             env=spec.template.env)
+    template = template_of(meta, spec.template)
     if not meta.memory:
         record = await start_slot(ctx, template, hostname=spec.sandbox_id, limits=limits,
                                   pooled=False, preload=False)
@@ -92,14 +90,33 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
                 from exc
         await assign(ctx, record, spec, limits)
         return record
+    assert criu is not None  # a checkpoint with memory needs CRIU (create_from)
+    record = await restore_copy(ctx, criu, stored, meta, template, limits,
+                                hostname=spec.sandbox_id)
+    await assign(ctx, record, spec, limits, current_token=source_token)
+    return record
 
+
+def template_of(meta: Meta, image: TemplateImage) -> TemplateImage:
+    """The image a copy of ``meta``'s checkpoint runs: the checkpoint's layers, with the
+    user, working directory, setuid policy and environment ``image`` gives."""
+    return TemplateImage(meta.template_id, Path(meta.template_rootfs), image.default_user,
+                         image.default_workdir, image.allow_setuid, lowers=meta.lowers,
+                         env=image.env)
+
+
+async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
+                       template: TemplateImage, limits: Limits, *, hostname: str) -> SlotRecord:
+    """A new slot restored from the memory checkpoint: its processes running under
+    ``hostname``, envd still holding the checkpoint's token, the slot CREATING (for
+    ``assign``, or the pool); fails closed (``SandboxSetupError``)."""
     record = new_record(ctx, kind="s", template_id=meta.template_id,
                         layers=template.layer_stack, envd_bundle=meta.envd_bundle,
                         limits=limits)
     paths = ctx.paths(record.slot)
     try:
         made = await lay_out_with_netns(
-            ctx, record, lambda: lay_out(ctx, record, template, spec.sandbox_id))
+            ctx, record, lambda: lay_out(ctx, record, template, hostname))
         try:
             netns = pin_netns(paths, made)
         finally:
@@ -107,21 +124,19 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
         await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
         config = stored.oci_config()
         _config_for_slot(config, slot_root=paths.root, netns=netns,
-                        cgroup_path=record.cgroup_path, hostname=spec.sandbox_id,
+                        cgroup_path=record.cgroup_path, hostname=hostname,
                         resources=limits.resources())
         await off_loop(lambda: write_private(paths.config, json.dumps(config)))
-        assert criu is not None  # a checkpoint with memory needs CRIU (create_from)
         await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"))
         if ctx.cgroups.is_frozen(record.cgroup_path):
             thaw(ctx, record)
         assert record.init_pid is not None
         pid = record.init_pid
-        await off_loop(lambda: set_hostname_in(pid, spec.sandbox_id))
+        await off_loop(lambda: set_hostname_in(pid, hostname))
     except BaseException as exc:
         await undo_after_failure(ctx, record)
         if not isinstance(exc, Exception):
             raise
         raise SandboxSetupError(f"starting from checkpoint {meta.checkpoint_id}: {exc}") \
             from exc
-    await assign(ctx, record, spec, limits, current_token=source_token)
     return record

@@ -1,36 +1,59 @@
-"""``ReadyPool``: slots started ahead per hot image, handed out on create.
+"""``ReadyPool``: slots made ahead, booted or restored from a start snapshot, handed out on
+create; and the create itself, which makes the sandbox the way the pool would on a miss.
 
-A pooled slot has envd listening (optionally with its RPC stack imported), default
-resources at a low CPU weight, a placeholder hostname, no token, no environment and no
-network policy. ``create`` hands one out when one fits the request (``assign``: the
-requested id as hostname, the requested limits, its egress policy, then envd's ``/init``
-with the token and environment), so a pooled sandbox is indistinguishable from a cold
-one; otherwise, or when the hand-out fails, it starts the sandbox cold. Either way the
-image is then hot: the pool keeps ``size`` slots of it started.
+**The key** (``PoolKey``) is what a made-ahead slot shares with the creates it may serve:
+the layers and setuid policy the runtime was started with and, for a slot restored from
+a template's start snapshot, that snapshot and the resources and disk it was restored
+with (CRIU brings the memory back into cgroups of that size). A booted slot runs default
+resources at a low CPU weight, and a hand-out applies the request's own; a restored one
+serves only a create of its exact shape with the default egress policy (one asking for
+its own policy restores under it, as before the pool held both kinds).
 
-A slot fits a create when its ``PoolKey`` is the request's: the same layers and the same
-setuid policy (what the runtime was started with); the resources are the request's own,
-applied at hand-out. Refills run one at a time per key in the background, a few starts at
-once (one per CPU), so they never compete with the creates they serve for more than one
-start's worth of CPU.
+**Filling.** A key is wanted by the create that used it (and a booted one by ``want``:
+the hot templates warmed at start-up), so an image nobody creates from holds nothing.
+Each key has one refill at a time in the background: booted slots ``size`` per key
+(``BAC_POOL_SIZE``), a few starts at once (one per CPU), three failures before it waits
+for the next create; restored slots ``restored_size`` per key
+(``BAC_START_SNAPSHOT_POOL``), one restore at a time, a second after the create that
+asked (a restore takes both CPUs of a small host for a moment, and the new sandbox is
+about to run its first commands), one failure ends the refill. At most
+``MAX_RESTORED_KEYS`` keys keep restored slots, each holding a service's memory; the
+least recently used one's go to make room.
+
+**Pooled slots** have envd listening, a placeholder hostname and no sandbox id, no
+network policy (nothing of theirs reaches out before a hand-out) and, booted, no token;
+a restored one's envd still holds the token its snapshot was taken with, the one
+``assign`` presents. **A create** (``create``) under its id's claim: a pooled slot of its
+key handed out (``assign``: hostname, limits, egress policy, then envd's ``/init`` with
+the create's token and environment), else a restore of the start snapshot, else a boot;
+each step that fails has torn down what it made (fail closed) and the next is tried,
+so a pooled sandbox is indistinguishable from a cold one and no half-made one is ever
+returned. A restore that fails because the snapshot can never be restored again (its
+checkpoint gone, its images cut short) marks the endpoint ``start_snapshot_lost``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import logging
 import os
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bac_server.backends.base import (
+    BackendError,
     SandboxEndpoint,
     SandboxSetupError,
     SandboxSpec,
     TemplateImage,
 )
+from bac_server.backends.egress import EgressPolicy
 
+from ..checkpoint import Checkpointer
 from ..slots import (
     Limits,
     SlotRecord,
@@ -50,129 +73,244 @@ _PARALLEL_STARTS = max(1, min(4, os.cpu_count() or 1))
 # How long closing waits for starts in flight to unwind and pooled slots to go; what is
 # left then (a runtime that hangs) the next start's recovery removes.
 CLOSE_BOUND_S = 45.0
+REFILL_DELAY_S = 1.0  # after a create, before a restored slot's refill starts
+MAX_RESTORED_KEYS = 8
 
 
 @dataclass(frozen=True)
 class PoolKey:
-    """What a started slot must share with a create to be handed to it."""
+    """What a made-ahead slot must share with a create to be handed to it."""
 
     layers: tuple[Path, ...]
     allow_setuid: bool
+    # The start snapshot (checkpoint id) its slots are restored from; None: booted.
+    snapshot: str | None = None
+    # Restored slots only: the resources and disk they were restored with.
+    limits: Limits | None = None
+    disk_mb: int | None = None
 
     @classmethod
-    def of(cls, template: TemplateImage) -> PoolKey:
+    def booted(cls, template: TemplateImage) -> PoolKey:
         return cls(template.layer_stack, template.allow_setuid)
 
 
+@dataclass(frozen=True)
+class _Pooled:
+    record: SlotRecord
+    token: str | None  # what envd holds now (a restored slot's snapshot token), for /init
+
+
+@dataclass(frozen=True)
+class _Fill:
+    """How one kind of key is kept full."""
+
+    size: int
+    parallel: int
+    delay_s: float
+    tries: int
+
+
 class ReadyPool:
-    def __init__(self, slots: SlotTable, *, size: int, limits: Limits, preload: bool) -> None:
-        # ``limits``: what pooled slots start with (default resources, background weight).
+    def __init__(self, slots: SlotTable, checkpointer: Checkpointer, *, size: int,
+                 restored_size: int, limits: Limits, preload: bool) -> None:
+        # ``limits``: what booted slots start with (default resources, background weight).
         self._slots = slots
         self._ctx = slots.ctx
+        self._checkpointer = checkpointer
         self.size = size
+        self.restored_size = restored_size
         self._limits = limits
         self._preload = preload
-        self._ready: dict[PoolKey, collections.deque[SlotRecord]] = {}
+        self._ready: collections.OrderedDict[PoolKey, collections.deque[_Pooled]] = \
+            collections.OrderedDict()
         self._refills: dict[PoolKey, asyncio.Task[None]] = {}
         self._templates: dict[PoolKey, TemplateImage] = {}
         self._closed = False
         self._cleanups: set[asyncio.Future[None]] = set()
 
+    # -- a create ---------------------------------------------------------------------
+
     async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
-        """The sandbox ``spec`` asks for: a pooled slot handed out, else a cold start."""
+        """The sandbox ``spec`` asks for: handed out from the pool, else restored from its
+        template's start snapshot, else booted."""
         ctx = self._ctx
         limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
-        key = PoolKey.of(spec.template)
+        key = self._key_of(spec, limits)
+        lost = False
 
         async def make() -> SlotRecord:
+            nonlocal lost
+            used = key
             try:
-                record = self._take(key)
-                if record is not None:
+                pooled = self._take(key) if key.snapshot is None or \
+                    spec.network == EgressPolicy() else None
+                if pooled is not None:
                     try:
-                        await assign(ctx, record, spec, limits)
-                        return record
+                        await assign(ctx, pooled.record, spec, limits,
+                                     current_token=pooled.token)
+                        return pooled.record
                     except SandboxSetupError:
-                        _log.warning("pooled slot %s failed at hand-out; starting cold",
-                                     record.slot, exc_info=True)
+                        _log.warning("pooled slot %s failed at hand-out; making sandbox %s "
+                                     "anew", pooled.record.slot, spec.sandbox_id,
+                                     exc_info=True)
+                ref = spec.template.start_snapshot
+                if key.snapshot is not None and ref is not None:
+                    try:
+                        return await self._checkpointer.copy(spec, key.snapshot,
+                                                             source_token=ref.token)
+                    except Exception as exc:
+                        lost = not await self._checkpointer.intact(key.snapshot)
+                        _log.warning("sandbox %s: restoring the start snapshot of template "
+                                     "%s failed, booting it instead: %s", spec.sandbox_id,
+                                     spec.template.template_id, exc)
+                        used = PoolKey.booted(spec.template)
                 return await boot(ctx, spec, limits)
             finally:
-                self.want(spec.template)  # refill (if pooling) after the hand-out
+                self._want(used, spec.template)  # refill (if pooling) after the hand-out
 
-        return await self._slots.start(spec.sandbox_id, make)
+        endpoint = await self._slots.start(spec.sandbox_id, make)
+        return dataclasses.replace(endpoint, start_snapshot_lost=True) if lost else endpoint
 
-    def _take(self, key: PoolKey) -> SlotRecord | None:
+    def _key_of(self, spec: SandboxSpec, limits: Limits) -> PoolKey:
+        ref = spec.template.start_snapshot
+        if ref is None or not self._checkpointer.memory_checkpoints:
+            return PoolKey.booted(spec.template)
+        return PoolKey(spec.template.layer_stack, spec.template.allow_setuid,
+                       ref.checkpoint_id, limits, spec.disk_mb)
+
+    def _take(self, key: PoolKey) -> _Pooled | None:
         """A live pooled slot of ``key``, or None; dead ones found on the way go."""
-        if self._closed:
+        queue = self._ready.get(key)
+        if self._closed or queue is None:
             return None
-        queue = self._ready.setdefault(key, collections.deque())
+        self._ready.move_to_end(key)
         while queue:
             candidate = queue.popleft()
-            if is_alive(candidate.init_pid, candidate.init_start):
+            if is_alive(candidate.record.init_pid, candidate.record.init_start):
                 return candidate
             self._cleanups.add(task := asyncio.ensure_future(
-                undo_after_failure(self._ctx, candidate)))
+                undo_after_failure(self._ctx, candidate.record)))
             task.add_done_callback(self._cleanups.discard)
         return None
 
+    # -- filling ----------------------------------------------------------------------
+
     def want(self, template: TemplateImage) -> None:
-        """Mark ``template`` hot: keep ``size`` slots of it started."""
-        key = PoolKey.of(template)
+        """Mark ``template`` hot: keep ``size`` slots of it booted."""
+        self._want(PoolKey.booted(template), template)
+
+    def _fill_of(self, key: PoolKey) -> _Fill:
+        if key.snapshot is None:
+            return _Fill(self.size, _PARALLEL_STARTS, 0.0, 3)
+        return _Fill(self.restored_size, 1, REFILL_DELAY_S, 1)
+
+    def _want(self, key: PoolKey, template: TemplateImage) -> None:
         self._templates[key] = template
-        if self.size == 0 or self._closed:
+        if self._fill_of(key).size == 0 or self._closed:
             return
-        self._ready.setdefault(key, collections.deque())
+        if key not in self._ready:
+            self._ready[key] = collections.deque()
+            restored = [k for k in self._ready if k.snapshot is not None]
+            for oldest in restored[:max(0, len(restored) - MAX_RESTORED_KEYS)]:
+                self._spawn(self._drain([oldest]))
+        self._ready.move_to_end(key)
         task = self._refills.get(key)
         if task is None or task.done():
             self._refills[key] = asyncio.create_task(
                 self._refill(key, template), name=f"bac-pool-refill-{template.template_id}")
 
     def resize(self, size: int) -> None:
+        """Change how many booted slots per key are kept."""
         self.size = size
-        for key in list(self._ready):
+        for key in [k for k in self._ready if k.snapshot is None]:
             template = self._templates.get(key)
             if template is not None:
-                self.want(template)
+                self._want(key, template)
 
     async def wait_full(self, template: TemplateImage) -> None:
-        """Wait for the current refill of ``template`` (used by tests and benchmarks)."""
-        task = self._refills.get(PoolKey.of(template))
-        if task is not None:
-            await asyncio.shield(task)
+        """Wait for the current refills of ``template``'s keys: booted ones, or those
+        restored from its start snapshot when it has one (tests and benchmarks)."""
+        ref = template.start_snapshot
+        snapshot = None if ref is None else ref.checkpoint_id
+        refills = [task for key, task in self._refills.items()
+                   if (key.layers, key.allow_setuid, key.snapshot) ==
+                   (template.layer_stack, template.allow_setuid, snapshot)]
+        await asyncio.gather(*(asyncio.shield(task) for task in refills))
 
     async def _refill(self, key: PoolKey, template: TemplateImage) -> None:
-        """Start slots until the pool is full, a few at a time (one per CPU)."""
-        queue = self._ready[key]
+        """Make slots of ``key`` until it is full (see the module's *Filling*)."""
+        fill = self._fill_of(key)
+        if fill.delay_s:
+            # Not a synchronisation: the create that asked is about to run its first
+            # commands, and a restore takes both CPUs of a small host for a moment.
+            await asyncio.sleep(fill.delay_s)
+        queue = self._ready.get(key)
+        if queue is None:
+            return
         in_flight = 0
         failures = 0
 
         async def one() -> None:
             nonlocal in_flight, failures
-            while not self._closed and failures < 3 and len(queue) + in_flight < self.size:
+            while not self._closed and failures < fill.tries and \
+                    len(queue) + in_flight < self._fill_of(key).size:
                 in_flight += 1
                 try:
-                    record = await start_slot(self._ctx, template, hostname=POOL_HOSTNAME,
-                                              limits=self._limits, pooled=True,
-                                              preload=self._preload)
-                except SandboxSetupError:
-                    failures += 1  # after 3, creates still work cold; _take retries later
-                    _log.exception("warm pool: starting a slot of %s failed",
-                                   template.template_id)
+                    pooled = await self._make_ahead(key, template)
+                except (BackendError, OSError):
+                    failures += 1  # creates still work without; the next one retries
+                    _log.warning("ready pool: making a slot of %s ahead failed",
+                                 template.template_id, exc_info=True)
                     continue
                 finally:
                     in_flight -= 1
-                if self._closed:
-                    await undo_after_failure(self._ctx, record)
+                if self._closed or self._ready.get(key) is not queue:  # drained meanwhile
+                    await undo_after_failure(self._ctx, pooled.record)
                     return
-                queue.append(record)
+                queue.append(pooled)
 
         # return_exceptions: cancelled (by close), gather would return as soon as the first
         # start has unwound, abandoning the others' teardowns to the loop's end.
-        outcomes = await asyncio.gather(*(one() for _ in range(_PARALLEL_STARTS)),
+        outcomes = await asyncio.gather(*(one() for _ in range(fill.parallel)),
                                         return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, Exception):
-                _log.error("warm pool: refilling %s failed", template.template_id,
+                _log.error("ready pool: refilling %s failed", template.template_id,
                            exc_info=outcome)
+
+    async def _make_ahead(self, key: PoolKey, template: TemplateImage) -> _Pooled:
+        """One slot of ``key``, POOLED; fails closed."""
+        ref = template.start_snapshot
+        if key.snapshot is None or key.limits is None or ref is None:
+            record = await start_slot(self._ctx, template, hostname=POOL_HOSTNAME,
+                                      limits=self._limits, pooled=True,
+                                      preload=self._preload)
+            return _Pooled(record, None)
+        record = await self._checkpointer.copy_ahead(
+            key.snapshot, template, dataclasses.replace(key.limits, background=True),
+            hostname=POOL_HOSTNAME)
+        return _Pooled(record, ref.token)
+
+    # -- emptying ---------------------------------------------------------------------
+
+    async def drain(self, checkpoint_id: str) -> None:
+        """Destroy the slots restored ahead from the checkpoint, and stop making them."""
+        await self._drain([k for k in self._ready if k.snapshot == checkpoint_id])
+
+    async def _drain(self, keys: list[PoolKey]) -> None:
+        for key in keys:
+            task = self._refills.pop(key, None)
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            self._templates.pop(key, None)
+            for pooled in self._ready.pop(key, collections.deque()):
+                await undo_after_failure(self._ctx, pooled.record)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
 
     async def close(self) -> None:
         """Stop refilling and destroy every pooled slot (they were never handed out).
@@ -183,16 +321,16 @@ class ReadyPool:
         refills = list(self._refills.values())
         for task in refills:
             task.cancel()
-        records = [r for queue in self._ready.values() for r in queue]
+        records = [p.record for queue in self._ready.values() for p in queue]
         self._ready.clear()
-        # Tear-downs of dead candidates started by _take must finish too, or their slots
-        # outlive the server until the next start's sweep.
+        # Tear-downs of dead candidates started by _take, and drains, must finish too, or
+        # their slots outlive the server until the next start's sweep.
         work = [*refills, *self._cleanups,
                 *(asyncio.ensure_future(undo_after_failure(self._ctx, r)) for r in records)]
         if not work:
             return
         _, pending = await asyncio.wait(work, timeout=CLOSE_BOUND_S)
         if pending:
-            _log.warning("warm pool: %d slot start(s) or teardown(s) still running after "
+            _log.warning("ready pool: %d slot start(s) or teardown(s) still running after "
                          "%.0f s; the next start removes what they leave", len(pending),
                          CLOSE_BOUND_S)

@@ -20,16 +20,19 @@ from bac_server.backends.base import (
     SandboxEndpoint,
     SandboxNotFound,
     SandboxSetupError,
+    SandboxSpec,
     SandboxStatus,
 )
 
 from ._cancel_safe import to_the_end
 from ._context import Context
+from ._launch import boot
 from ._process import is_alive
 from ._record import DISK, FILESYSTEM, SlotPhase, SlotRecord, save_record
 from ._recovery import PENDING_CLAIM
 from ._teardown import teardown
 from ._usage import UsageSampler
+from ._validate import validate
 
 
 class SlotTable:
@@ -78,6 +81,11 @@ class SlotTable:
             raise
         self._records[sandbox_id] = record
         return SandboxEndpoint(sandbox_id, record.sandbox_address)
+
+    async def boot(self, spec: SandboxSpec) -> SandboxEndpoint:
+        """A sandbox started cold for ``spec``, never from the pool (a start snapshot's)."""
+        limits = validate(self.ctx.config, spec, self.ctx.cgroups.supports_swap)
+        return await self.start(spec.sandbox_id, lambda: boot(self.ctx, spec, limits))
 
     async def destroy(self, sandbox_id: str) -> SlotRecord | None:
         """Tear the sandbox's slot down (idempotent); returns the record of the slot that

@@ -11,13 +11,23 @@
 """
 
 from . import _wake_ahead as wake_ahead
-from ._dump import Images, dump, freeze, release_suspend_lock, remove_images, restore, thaw
+from ._dump import (
+    Images,
+    check_images,
+    dump,
+    freeze,
+    release_suspend_lock,
+    remove_images,
+    restore,
+    thaw,
+)
 from ._restore import make_ahead
 from ._tool import Criu, choose_runtime, ensure_kdat_dir, find_criu
 
 __all__ = [
     "Criu",
     "Images",
+    "check_images",
     "choose_runtime",
     "dump",
     "ensure_kdat_dir",

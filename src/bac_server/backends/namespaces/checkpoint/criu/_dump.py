@@ -201,7 +201,6 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
     record learns the new init pid. On failure nothing of the attempt is left running."""
     paths = ctx.paths(record.slot)
     where.work.mkdir(mode=0o700, parents=True, exist_ok=True)
-    meta_file = where.images / META_FILE
     # CRIU reopens the inherited log through /proc as the sandbox's root (an unprivileged
     # host uid): that uid must be able to open it. It gains nothing: envd already holds
     # the file open for writing, and no path to it exists inside the sandbox.
@@ -209,9 +208,8 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
     try:
         os.fchown(log, ctx.config.id_range.root, ctx.config.id_range.root)
         with _images_open(where.images, ctx.config.id_range.root):
-            if meta_file.exists():
-                meta = _read_meta(meta_file)
-                _manifest.check(where.images, int(meta.get("format", 1)))
+            meta = _checked_meta(where.images)
+            if meta is not None:
                 pid = await restore_direct(ctx, criu, record, where.images, where.work, meta,
                                            log)
             else:
@@ -221,6 +219,25 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
         os.close(log)
     record.init_pid, record.init_start = pid, start_time(pid)
     write_private(paths.pid_file, f"{pid}\n")
+
+
+def check_images(images: Path) -> None:
+    """Raise ``CheckpointFailed`` unless ``images`` is there and, when Bac's dump wrote it,
+    holds every file the dump listed (what a restore checks first, without restoring)."""
+    if not images.is_dir():
+        raise CheckpointFailed(f"{images} is missing")
+    _checked_meta(images)
+
+
+def _checked_meta(images: Path) -> dict[str, Any] | None:
+    """The metadata of images a direct dump wrote, once their list of files is checked;
+    None for images runc's checkpoint wrote (they have neither)."""
+    meta_file = images / META_FILE
+    if not meta_file.exists():
+        return None
+    meta = _read_meta(meta_file)
+    _manifest.check(images, int(meta.get("format", 1)))
+    return meta
 
 
 def _read_meta(meta_file: Path) -> dict[str, Any]:
