@@ -4,6 +4,9 @@
 ``urlencode``s the pairs, and the HTTP client encodes the result again. After the one decode
 the framework does, we unquote the whole, split on ``&`` and ``=``, and unquote each part,
 exactly as E2B's API does, so ``{"k": "v w"}`` round-trips.
+
+Apart from :mod:`bac_server.api.sandboxes`, its one user: the grammar of the listing's query
+string is a concept of its own, tested alone against what the official SDK encodes.
 """
 
 from __future__ import annotations
