@@ -148,26 +148,21 @@ def service_answers(client: httpx.Client, sandbox_id: str, service: str) -> None
         raise RuntimeError(f"service did not answer: {response.status_code} {response.text!r}")
 
 
-def pooled_ready(server: ServerProcess, client: httpx.Client, template_id: str) -> bool:
-    """Whether the backend holds a running sandbox of the template no create took yet."""
-    listed = client.get("/v2/sandboxes", headers={"X-API-KEY": server.keys[0]}).json()
-    handed = {s["sandboxID"] for s in listed}
-    for claim in (server.data_dir / "claims").iterdir():
-        state = server.data_dir / "sandboxes" / claim.read_text().strip() / "state.json"
-        if claim.name in handed or not state.is_file():
-            continue
+def pooled_ready(server: ServerProcess, template_id: str) -> bool:
+    """Whether the backend holds a slot of the template ready that no create took yet."""
+    for state in (server.data_dir / "sandboxes").glob("*/state.json"):
         record = json.loads(state.read_text())
-        if record.get("template_id") == template_id and record.get("phase") == "running":
+        if record.get("template_id") == template_id and record.get("phase") == "pooled":
             return True
     return False
 
 
-def wait_pooled(server: ServerProcess, client: httpx.Client, template_id: str) -> bool:
+def wait_pooled(server: ServerProcess, template_id: str) -> bool:
     """False when nothing was restored ahead within 30 s (a refill that failed waits for
     the next create); the server's warnings say why."""
     # The pool refills in the background and announces nothing: poll with a deadline.
     deadline = time.monotonic() + 30
-    while not pooled_ready(server, client, template_id):
+    while not pooled_ready(server, template_id):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
@@ -184,7 +179,7 @@ def measure(server: ServerProcess, name: str, service: str, n: int, failures: li
         key = {"X-API-KEY": server.keys[0]}
         for index in range(n + 1):
             if template_id is not None and index and \
-                    not wait_pooled(server, client, template_id):
+                    not wait_pooled(server, template_id):
                 warnings = [t for t in server.log_tail(200).splitlines() if "WARNING" in t]
                 failures.append(f"pool empty (create restores): {warnings[-1:]}")
             started = time.perf_counter()

@@ -21,9 +21,9 @@ from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ServerConfig
 from bac_server.control import ControlPlane, Limits
+from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.template_gc import GcSettings, TemplateGc
 from bac_server.control.template_gc_uploads import UploadQuota
-from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates_services import TemplateServices
 from bac_server.gateway import Dispatcher, Gateway
 from bac_server.host import IdRange, prepare_host, secure_data_dir
@@ -61,6 +61,7 @@ def _csv(value: str) -> tuple[str, ...]:
 def build_backend(config: ServerConfig) -> NamespaceBackend:
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size,
+        start_snapshot_pool_size=config.start_snapshot_pool,
         runtime=choose_runtime(config.runtime),
         dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt),
         favor_dynamic_cgroups=config.cgroup_favordynmods, criu=config.criu or None,
@@ -124,8 +125,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
         start_snapshots = StartSnapshots(
             backend=backend, images=templates, catalog_store=store.catalog,
             build_store=store.builds, root=config.data_dir / "start-snapshots",
-            enabled=config.start_snapshots,
-            ready_bound_s=config.start_snapshot_ready_s, pool_size=config.start_snapshot_pool)
+            enabled=config.start_snapshots, ready_bound_s=config.start_snapshot_ready_s)
         template_services = TemplateServices.create(
             catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,
             images=templates, limits=limits_of(config),

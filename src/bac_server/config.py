@@ -79,8 +79,8 @@ class ServerConfig:
     start_snapshots: bool = True
     # How long a start snapshot waits for the template's ready command to succeed, seconds.
     start_snapshot_ready_s: float = 60.0
-    # Sandboxes kept restored from a start snapshot per template in use (0: restore on
-    # each create); each holds its service's memory.
+    # Sandboxes kept restored from a start snapshot per template (and resources) in use
+    # (0: restore on each create); each holds its service's memory.
     start_snapshot_pool: int = 1
     # Largest build context (a COPY's uploaded tar) the server accepts, MiB.
     max_upload_mb: int = 2048

@@ -1,6 +1,6 @@
 """Talking to a sandbox's envd from the host over HTTP: ``/health`` and ``/init``.
 
-These calls are on the create path (and a start snapshot's hand-out), so they use a bare
+These calls are on every create's path (a boot, a restore, a hand-out), so they use a bare
 asyncio connection with h11 (the HTTP/1.1 state machine uvicorn and httpx are built on)
 rather than a full client: one request per connection, no pools, no TLS context, no
 per-request library detection.

@@ -1,9 +1,11 @@
-"""Creating sandboxes: validate the request against limits, resolve the template, reserve a
-slot, record the sandbox, ask the backend, and arm its timeout.
+"""Creating sandboxes, in one line: validate the request against limits, resolve the
+template (and its start snapshot), check the team's limit and reserve the sandbox in the
+registry, record it and ask the backend at once, and arm its timeout.
 
-The row is written while the backend works (one write, overlapped), and the answer goes out
-only once both are done, so a sandbox a client was told about survives a server restart.
-The work runs in its own task: a client that hangs up mid-create cannot cancel it half-way.
+The row and the pin are written while the backend works (overlapped), and the answer goes
+out only once all are done, so a sandbox a client was told about survives a server
+restart. The work runs in its own task: a client that hangs up mid-create cannot cancel it
+half-way.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
 from bac_server.control.registry import LiveSandbox, Registry, Team
 from bac_server.control.specs import template_image
+from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.states import SandboxState, check_transition
-from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates_resolve import Resolved, TeamTemplates
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
@@ -184,26 +186,18 @@ class Creator:
             resolved = await self._from_checkpoint(source)
             cpus = source.cpu_count if req.cpu_count is None else cpus
             memory = source.memory_mb if req.memory_mb is None else memory
-        image = resolved.image
-        # A sandbox restored ahead from the template's start snapshot, if one fits: its id.
-        claimed = None if source is not None or self._start_snapshots is None else \
-            self._start_snapshots.claim(resolved, vcpus=cpus, memory_mb=memory,
-                                        disk_mb=self._limits.default_disk_mb, network=req.egress)
-        sandbox_id = claimed or new_sandbox_id()
-        if isinstance(self._templates, TeamTemplates):
-            # Before the slot is reserved (no await may come between the count and the add);
-            # a pin left by a create refused below is dropped at the next start-up.
-            await self._templates.pin(sandbox_id, resolved)
+        # The template's start snapshot, when it has one, for the backend to start from.
+        image = resolved.image if source is not None or self._start_snapshots is None \
+            else await self._start_snapshots.image_of(resolved)
+        # From the count to the add no await: concurrent creates see each other.
         if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:
-            if claimed is not None and self._start_snapshots is not None:
-                self._start_snapshots.release(claimed)
             raise TeamLimitExceeded(
                 f"team {team.name!r} already runs {self._limits.max_sandboxes_per_team} "
                 "sandboxes, the most it may; kill one first"
             )
         now = datetime.now(UTC)
         sbx = LiveSandbox(
-            sandbox_id=sandbox_id,
+            sandbox_id=new_sandbox_id(),
             team_id=team.team_id,
             template_id=image.template_id,
             alias=req.template if req.template != image.template_id else None,
@@ -224,16 +218,12 @@ class Creator:
             auto_resume=req.auto_resume,
             timeout_s=timeout,
         )
-        # Reserve the slot before the first await so concurrent creates see it.
         self._registry.add(sbx)
-        task = asyncio.create_task(self._make(sbx, image, req.egress, source=source,
-                                              resolved=resolved))
+        task = asyncio.create_task(self._make(sbx, image, req.egress, source, resolved))
         return await asyncio.shield(task)
 
-    async def _make(self, sbx: LiveSandbox, image: TemplateImage,
-                    egress: EgressPolicy, *,
-                    source: CheckpointRecord | None = None,
-                    resolved: Resolved | None = None) -> LiveSandbox:
+    async def _make(self, sbx: LiveSandbox, image: TemplateImage, egress: EgressPolicy,
+                    source: CheckpointRecord | None, resolved: Resolved) -> LiveSandbox:
         spec = SandboxSpec(
             sandbox_id=sbx.sandbox_id,
             template=image,
@@ -244,25 +234,30 @@ class Creator:
             envd_access_token=sbx.envd_access_token,
             network=egress,
         )
-        # The one write a create needs overlaps the backend's work: the row goes in as
-        # running (with its created and started events) while the sandbox starts. A crash
-        # in between is repaired at start-up either way: a row without a sandbox becomes
-        # "died", a sandbox without a row is destroyed.
+        # The writes a create needs overlap the backend's work: the row goes in as running
+        # (with its created and started events), and the sandbox is pinned to its build,
+        # while the sandbox starts. A crash in between is repaired at start-up either way:
+        # a row without a sandbox becomes "died", a sandbox without a row is destroyed, a
+        # pin without a live sandbox is dropped.
         row = dataclasses.replace(sbx.to_record(), state=SandboxState.RUNNING.value)
         created = event(sbx.sandbox_id, sbx.team_id, EventKind.CREATED,
                         f"created from template {image.template_id}", template=image.template_id)
         started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
-        stored, made = await asyncio.gather(
+        stored, pinned, made = await asyncio.gather(
             self._sandbox_store.insert_sandbox(row, created, started),
-            self._start(spec, source, resolved),
+            self._pin(sbx.sandbox_id, resolved),
+            self._start(spec, source),
             return_exceptions=True,
         )
         if isinstance(made, BaseException):
             await self._failed(sbx, made, recorded=not isinstance(stored, BaseException))
             raise _domain_error(made, image) from made
-        if isinstance(stored, BaseException):
-            await self._failed(sbx, stored, recorded=False)
-            raise SandboxCreateFailed(f"recording the sandbox failed: {stored}") from stored
+        for failed in (stored, pinned):
+            if isinstance(failed, BaseException):
+                await self._failed(sbx, failed, recorded=not isinstance(stored, BaseException))
+                raise SandboxCreateFailed(f"recording the sandbox failed: {failed}") from failed
+        if made.start_snapshot_lost and self._start_snapshots is not None:
+            await self._start_snapshots.lost(resolved, image)
         async with sbx.lock:
             check_transition(sbx.state, SandboxState.RUNNING)
             sbx.state = SandboxState.RUNNING
@@ -271,11 +266,12 @@ class Creator:
             self._lifecycle.arm(sbx)
         return sbx
 
-    async def _start(self, spec: SandboxSpec, source: CheckpointRecord | None,
-                     resolved: Resolved | None = None) -> SandboxEndpoint:
-        if source is None and resolved is not None and self._start_snapshots is not None:
-            # Restored from the template's start snapshot when it has one, else booted.
-            return await self._start_snapshots.start(spec, resolved)
+    async def _pin(self, sandbox_id: str, resolved: Resolved) -> None:
+        if isinstance(self._templates, TeamTemplates):
+            await self._templates.pin(sandbox_id, resolved)
+
+    async def _start(self, spec: SandboxSpec, source: CheckpointRecord | None
+                     ) -> SandboxEndpoint:
         if source is None:
             return await self._backend.create(spec)
         assert isinstance(self._backend, Checkpointable)

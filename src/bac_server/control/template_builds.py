@@ -25,10 +25,10 @@ from bac_server.backends.base import TemplateImage
 from bac_server.control.errors import Conflict, NotFound, NotSupported, TeamLimitExceeded
 from bac_server.control.limits import Limits
 from bac_server.control.registry import Team
+from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.template_builds_log import BuildLog
 from bac_server.control.template_builds_recipe import recipe_record, secrets_of
 from bac_server.control.template_builds_states import BuildStatus, is_finished, sources_of
-from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates import TemplateCatalog
 from bac_server.control.templates_resolve import TemplateResolver
 from bac_server.control.templates_uploads import Uploads

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from bac_server.control.limits import Limits
 from bac_server.control.registry import Team
+from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.states import LIVE_STATES
 from bac_server.control.template_builds import TemplateBuilds
 from bac_server.control.template_builds_states import is_finished
-from bac_server.control.template_snapshots import StartSnapshots
 from bac_server.control.templates import TemplateCatalog
 from bac_server.control.templates_refs import split_ref
 from bac_server.control.templates_resolve import BuiltImages, TemplateResolver
@@ -56,8 +56,6 @@ class TemplateServices:
 
     async def close(self) -> None:
         await self.builds.close()
-        if self.start_snapshots is not None:
-            await self.start_snapshots.close()
 
     async def delete(self, team: Team, ref: str) -> TemplateRecord | None:
         """Delete the team's template (cancelling its unfinished builds first)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 from bac_process import ServerProcess, running
+
+from bac_server.control.start_snapshot_records import SnapshotRecords, StartSnapshot
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -233,7 +236,8 @@ def test_a_create_takes_a_sandbox_restored_ahead(
         server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
     """Once a template is in use the server keeps one sandbox restored ahead: the next
     create of the same shape gets it (its processes existed before the request), with its
-    own id, token and env vars and fresh-from-snapshot service state; the pool refills."""
+    own id as hostname, token and env vars and fresh-from-snapshot service state; the
+    pool refills."""
     from e2b import Sandbox
 
     info, _logs = counter
@@ -242,7 +246,7 @@ def test_a_create_takes_a_sandbox_restored_ahead(
     asked = time.time()
     pooled = Sandbox.create(info.name, envs={"SNAP_ENV": "pooled"}, timeout=120)
     try:
-        assert pooled.sandbox_id == ahead
+        assert _slot_of(server, pooled.sandbox_id) == ahead
         assert _envd_started(pooled) < asked
         assert pooled.commands.run("echo $SNAP_ENV; hostname").stdout.split() == \
             ["pooled", pooled.sandbox_id]
@@ -252,18 +256,17 @@ def test_a_create_takes_a_sandbox_restored_ahead(
         pooled.kill()
 
 
+def _slot_of(server: ServerProcess, sandbox_id: str) -> str:
+    return (server.data_dir / "claims" / sandbox_id).read_text().strip()
+
+
 def _pooled(server: ServerProcess, template_id: str) -> set[str]:
-    """Sandboxes the backend holds for the template that no create handed out yet."""
-    listed = httpx.get(server.url + "/v2/sandboxes", headers={"X-API-KEY": server.keys[0]})
-    handed = {s["sandboxID"] for s in listed.json()}
+    """Slots the backend holds ready for the template that no create handed out yet."""
     found = set()
-    for claim in (server.data_dir / "claims").iterdir():
-        state = server.data_dir / "sandboxes" / claim.read_text().strip() / "state.json"
-        if claim.name in handed or not state.is_file():
-            continue
+    for state in (server.data_dir / "sandboxes").glob("*/state.json"):
         record = json.loads(state.read_text())
-        if record.get("template_id") == template_id and record.get("phase") == "running":
-            found.add(claim.name)
+        if record.get("template_id") == template_id and record.get("phase") == "pooled":
+            found.add(state.parent.name)
     return found
 
 
@@ -277,6 +280,27 @@ def _wait_for_pooled(server: ServerProcess, template_id: str, *,
     return sorted(found)
 
 
+def test_a_broken_snapshot_boots_and_is_dropped(server: ServerProcess) -> None:
+    """A snapshot whose images were deleted cannot be restored: the create boots a working
+    sandbox instead, and the snapshot's record and checkpoint are dropped."""
+    from e2b import Sandbox
+
+    info, _logs = _build(_counter_template(), f"snap-{uuid.uuid4().hex[:8]}")
+    [record] = [r for r in _snapshot_records(server) if r["template_id"] == info.template_id]
+    checkpoint = server.data_dir / "checkpoints" / record["checkpoint_id"]
+    shutil.rmtree(checkpoint / "images")
+    asked = time.time()
+    sbx = Sandbox.create(info.name, timeout=120)
+    try:
+        state = _service(server, sbx.sandbox_id, "/count")
+        assert state["started"] > asked and state["count"] == 1  # booted: started anew
+        assert not [r for r in _snapshot_records(server)
+                    if r["template_id"] == info.template_id]
+        assert not checkpoint.exists()
+    finally:
+        sbx.kill()
+
+
 def test_snapshots_survive_a_crashed_server(
         server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
     """After a SIGKILL and a restart the sandboxes it had restored ahead are cleaned up
@@ -288,11 +312,38 @@ def test_snapshots_survive_a_crashed_server(
     [ahead] = _wait_for_pooled(server, info.template_id, exclude=set())
     server.kill9()
     server.start()
-    assert not (server.data_dir / "claims" / ahead).exists()  # destroyed as an orphan
+    assert not (server.data_dir / "sandboxes" / ahead).exists()  # torn down as an orphan
     asked = time.time()
     sbx = Sandbox.create(info.name, timeout=120)
     try:
         state = _service(server, sbx.sandbox_id, "/count")
         assert state["started"] < asked and state["count"] == 1
+    finally:
+        sbx.kill()
+
+
+def test_a_half_taken_snapshot_is_swept_after_a_restart(
+        server: ServerProcess, counter: tuple[Any, list[str]]) -> None:
+    """A record a crash left incomplete is dropped at the first use after a restart, with
+    the checkpoint it names; the complete one stays and still serves creates."""
+    from e2b import Sandbox
+
+    info, _logs = counter
+    [kept] = [r for r in _snapshot_records(server) if r["template_id"] == info.template_id]
+    half = StartSnapshot(template_id=info.template_id, digest="e" * 32,
+                         checkpoint_id=f"c{uuid.uuid4().hex[:12]}", token="t")
+    server.kill9()
+    SnapshotRecords(server.data_dir / "start-snapshots").write(half)
+    partial = server.data_dir / "checkpoints" / half.checkpoint_id
+    partial.mkdir(mode=0o700)
+    (partial / "meta.json").write_text("{}")
+    server.start()
+    asked = time.time()
+    sbx = Sandbox.create(info.name, timeout=120)
+    try:
+        assert _service(server, sbx.sandbox_id, "/count")["started"] < asked  # restored
+        assert kept in _snapshot_records(server)
+        assert [r for r in _snapshot_records(server) if r["digest"] == half.digest] == []
+        assert not partial.exists()
     finally:
         sbx.kill()

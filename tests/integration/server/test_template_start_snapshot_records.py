@@ -1,16 +1,13 @@
-"""Start snapshot records on a real filesystem, and the Connect framing of the ready check
-(no server needed)."""
+"""Start snapshot records on a real filesystem (no server needed)."""
 
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import pytest
 
-from bac_server.control.template_snapshots_envd import NotReady, _Frames
-from bac_server.control.template_snapshots_records import SnapshotRecords, StartSnapshot
+from bac_server.control.start_snapshot_records import SnapshotRecords, StartSnapshot
 
 
 def _snapshot(template_id: str = "t1", digest: str = "d" * 32) -> StartSnapshot:
@@ -59,27 +56,3 @@ def test_damaged_records_are_skipped_not_fatal(tmp_path: Path) -> None:
     moved = json.loads((tmp_path / f"t1.{'d' * 32}.json").read_text())
     (tmp_path / "t4.cccc.json").write_text(json.dumps(moved))
     assert records.load() == [_snapshot()]
-
-
-def _frame(flags: int, message: object) -> bytes:
-    body = json.dumps(message).encode()
-    return struct.pack(">BI", flags, len(body)) + body
-
-
-def test_frames_are_cut_across_any_chunk_boundary() -> None:
-    """Envelopes split at every byte still decode, in order, end-of-stream flagged."""
-    stream = (_frame(0, {"event": {"start": {"pid": 7}}}) +
-              _frame(0, {"event": {"end": {"exited": True}}}) + _frame(2, {}))
-    frames, got = _Frames(), []
-    for index in range(len(stream)):
-        got += frames.feed(stream[index:index + 1])
-    assert got == [(0, {"event": {"start": {"pid": 7}}}),
-                   (0, {"event": {"end": {"exited": True}}}), (2, {})]
-
-
-def test_an_oversized_or_undecodable_frame_is_refused() -> None:
-    """A length over 1 MiB or a body that is not JSON ends the check with NotReady."""
-    with pytest.raises(NotReady, match="byte message"):
-        _Frames().feed(struct.pack(">BI", 0, 2 << 20))
-    with pytest.raises(NotReady, match="undecodable"):
-        _Frames().feed(struct.pack(">BI", 0, 3) + b"{x}")

@@ -44,15 +44,7 @@ from . import _stored
 from ._copies import restore_copy, start_copy, template_of
 from ._durable import Flusher
 from ._suspender import Suspender, suspend_images
-from .criu import (
-    Images,
-    check_images,
-    dump,
-    freeze,
-    release_suspend_lock,
-    remove_images,
-    thaw,
-)
+from .criu import Images, check_images, dump, freeze, release_suspend_lock, remove_images, thaw
 
 
 def _flush_name(checkpoint_id: str) -> str:

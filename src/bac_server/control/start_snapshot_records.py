@@ -13,7 +13,7 @@ service it started, secrets it generated at start included.
 A record is written ``complete: false`` before its checkpoint is taken and rewritten
 complete after, so a crash in between leaves a record naming the checkpoint to delete,
 never a checkpoint nobody knows about. ``token`` is the envd token in force when the
-checkpoint was taken (what ``create_from`` needs to re-initialise a copy).
+checkpoint was taken (what the backend presents to re-initialise a copy).
 """
 
 from __future__ import annotations

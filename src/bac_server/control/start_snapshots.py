@@ -1,33 +1,36 @@
-"""Start snapshots: a built template kept as a checkpoint of a started, ready sandbox, so
-that creating a sandbox from it is a restore, not a boot.
+"""Start snapshots, the control plane's part: when a built template gets one, which one a
+create names, and when one goes. Making one, and sandboxes from one, is the backend's
+(``backends.base.StartSnapshotter``).
 
     snapshots = StartSnapshots(backend=..., images=template_store, catalog_store=...,
                                build_store=..., root=...)
     await snapshots.take(template_id, built, vcpus=2, memory_mb=512, say=...)  # after a build
-    sandbox_id = snapshots.claim(resolved, ...) or new_sandbox_id()   # a create ...
-    endpoint = await snapshots.start(spec, resolved)   # ... pooled, restored, else booted
-    await snapshots.forget(template_id)                # the template was deleted
+    image = await snapshots.image_of(resolved)   # a create: the image naming its snapshot
+    await snapshots.lost(resolved, image)        # the backend found it unusable
+    await snapshots.forget(template_id)          # the template was deleted
 
-*Taking* (the end of a build whose template has a start or ready command, when the backend
-saves memory): an internal sandbox (its own id and token, no team's quota) is created from
-the built template with the build's resources; create returns once envd's supervisor
-reports the service ready, and the ready command is then run inside until it succeeds
-(``template_snapshots_envd``: the supervisor stops waiting after its bound, a snapshot must
-not); the sandbox is checkpointed with its memory and destroyed. A failure only costs
-speed: it is logged (warn) and the template's sandboxes boot. An identical rebuild of the
-template (same manifest digest) reuses its snapshot.
+*Taking* (the end of a build whose template has a start or ready command, when the
+feature is on and the backend can save memory): the backend starts an internal sandbox
+from the built template with the build's resources and a token of its own, waits until
+the ready command succeeds (``ready_bound_s``), checkpoints it with its memory and
+destroys it. A failure only costs speed: it is logged (warn) and the template's sandboxes
+boot. An identical rebuild of the template (same manifest digest) reuses its snapshot.
 
-*Starting* (``template_snapshots_start``, ``template_snapshots_pool``): the new sandbox
-gets its own id, token, env vars, network policy and limits; envd is re-initialised, so
-env vars given at create reach every process started afterwards, while the service keeps
-the environment it was started with (the template's), as in a booted sandbox, whose start
+*Using*: a create from a template that has one gets an image naming it
+(``TemplateImage.start_snapshot``: the checkpoint and the token it was taken with); the
+backend hands out a sandbox restored from it ahead, or restores one, or boots, and says
+when the snapshot can never be restored (``start_snapshot_lost``). Each sandbox gets its
+own id, token, env vars, network policy and limits; envd is re-initialised, so env vars
+given at create reach every process started afterwards, while the service keeps the
+environment it was started with (the template's), as in a booted sandbox, whose start
 command runs before ``/init``. All sandboxes of a snapshot share the service's memory as
 it was when taken: random state drawn at start (a seeded PRNG, a generated secret) is the
 same in each.
 
-*Dropping*: a template's snapshots go with the template (``forget``); at each build, those
-of digests no tag can reach any more (no create can resolve to them); at the first use
-after a restart, half-taken ones and those of deleted templates.
+*Dropping*: a template's snapshots go with the template (``forget``); at each build,
+those of digests no tag can reach any more (no create can resolve to them); one the
+backend reported lost; at the first use after a restart, half-taken ones and those of
+deleted templates. Snapshots are the server's: no team's checkpoint quota counts them.
 """
 
 from __future__ import annotations
@@ -43,19 +46,15 @@ from typing import Any
 from bac_server.backends.base import (
     Backend,
     BackendError,
-    Checkpointable,
-    SandboxEndpoint,
-    SandboxSpec,
+    StartSnapshotRef,
+    StartSnapshotter,
     TemplateImage,
 )
-from bac_server.backends.egress import EgressPolicy
 from bac_server.control.checkpoints import new_checkpoint_id
+from bac_server.control.start_snapshot_records import SnapshotRecords, StartSnapshot
 from bac_server.control.template_builds_states import BuildStatus
-from bac_server.control.template_snapshots_envd import NotReady, wait_until_ready
-from bac_server.control.template_snapshots_records import SnapshotRecords, StartSnapshot
-from bac_server.control.template_snapshots_start import SnapshotStarts
 from bac_server.control.templates_resolve import BuiltImages, Resolved
-from bac_server.control.tokens import new_access_token, new_sandbox_id
+from bac_server.control.tokens import new_access_token
 from bac_server.store import BuildStore, CatalogStore
 from bac_server.templates import BuiltTemplate, LogLevel
 
@@ -69,7 +68,7 @@ _Key = tuple[str, str]
 class StartSnapshots:
     def __init__(self, *, backend: Backend, images: BuiltImages, catalog_store: CatalogStore,
                  build_store: BuildStore, root: Path, enabled: bool = True,
-                 ready_bound_s: float = READY_BOUND_S, pool_size: int = 0) -> None:
+                 ready_bound_s: float = READY_BOUND_S) -> None:
         self._backend = backend
         self._images = images
         self._catalog_store = catalog_store
@@ -80,14 +79,6 @@ class StartSnapshots:
         self._known: dict[_Key, StartSnapshot] | None = None
         self._loading = asyncio.Lock()
         self._locks: dict[_Key, asyncio.Lock] = {}
-        self._starts = SnapshotStarts(backend=backend, pool_size=pool_size, find=self._find,
-                                      peek=self._peek, drop=self._drop)
-
-    def _checkpointable(self) -> Checkpointable | None:
-        backend = self._backend
-        if isinstance(backend, Checkpointable) and backend.memory_checkpoints:
-            return backend
-        return None
 
     # taking -------------------------------------------------------------------------------
     async def take(self, template_id: str, built: BuiltTemplate, *, vcpus: int,
@@ -97,8 +88,9 @@ class StartSnapshots:
         config = built.config
         if config.start_cmd is None and config.ready_cmd is None:
             return None
-        backend = self._checkpointable()
-        if not self._enabled or backend is None:
+        backend = self._backend
+        if not self._enabled or not isinstance(backend, StartSnapshotter) or \
+                not backend.takes_start_snapshots:
             why = ("start snapshots are turned off on this server (BAC_START_SNAPSHOTS)"
                    if not self._enabled else "this host cannot save a sandbox's memory")
             say(LogLevel.INFO, f"no start snapshot: {why}; sandboxes boot")
@@ -112,7 +104,7 @@ class StartSnapshots:
             say(LogLevel.INFO, "taking start snapshot")
             try:
                 made = await self._take(backend, template_id, built, vcpus, memory_mb)
-            except (NotReady, BackendError, OSError) as exc:
+            except (BackendError, OSError) as exc:
                 say(LogLevel.WARN, f"start snapshot not taken, sandboxes of this template "
                                    f"boot: {exc}")
                 return None
@@ -121,68 +113,59 @@ class StartSnapshots:
         await self._prune(template_id, keep=built.digest)
         return made
 
-    async def _take(self, backend: Checkpointable, template_id: str, built: BuiltTemplate,
+    async def _take(self, backend: StartSnapshotter, template_id: str, built: BuiltTemplate,
                     vcpus: int, memory_mb: int) -> StartSnapshot:
         image = await self._images.built(built.digest, template_id)
         assert isinstance(image, TemplateImage)
-        token = new_access_token()
-        spec = SandboxSpec(sandbox_id=new_sandbox_id(), template=image, vcpus=vcpus,
-                           memory_mb=memory_mb, envd_access_token=token)
         started = time.monotonic()
         pending = StartSnapshot(template_id=template_id, digest=built.digest,
-                                checkpoint_id=new_checkpoint_id(), token=token)
+                                checkpoint_id=new_checkpoint_id(), token=new_access_token())
+        # Recorded before the checkpoint exists: a crash in between leaves a name to
+        # delete (see ``_loaded``), never an unknown checkpoint.
+        await asyncio.to_thread(self._records.write, pending)
         try:
-            endpoint = await self._backend.create(spec)
-            if built.config.ready_cmd is not None:
-                await wait_until_ready(endpoint, token=token, user=image.default_user,
-                                       cwd=image.default_workdir,
-                                       ready_cmd=built.config.ready_cmd,
-                                       bound_s=self._ready_bound_s)
-            # Recorded before the checkpoint exists: a crash in between leaves a name to
-            # delete (see ``_loaded``), never an unknown checkpoint.
-            await asyncio.to_thread(self._records.write, pending)
-            try:
-                info = await backend.checkpoint(spec.sandbox_id, pending.checkpoint_id,
-                                                memory=True)
-                made = dataclasses.replace(pending, size_bytes=info.size_bytes,
-                                           created_at=time.time(), complete=True,
-                                           took_s=time.monotonic() - started)
-                await asyncio.to_thread(self._records.write, made)
-            except BaseException:
-                await _shielded(self._drop(pending))
-                raise
-        finally:
-            await _shielded(self._backend.destroy(spec.sandbox_id))
+            info = await backend.take_start_snapshot(
+                image, pending.checkpoint_id, token=pending.token, vcpus=vcpus,
+                memory_mb=memory_mb, ready_cmd=built.config.ready_cmd,
+                ready_bound_s=self._ready_bound_s)
+            made = dataclasses.replace(pending, size_bytes=info.size_bytes,
+                                       created_at=time.time(), complete=True,
+                                       took_s=time.monotonic() - started)
+            await asyncio.to_thread(self._records.write, made)
+        except BaseException:
+            await _shielded(self._drop(pending))
+            raise
         known = await self._loaded()
         known[(template_id, built.digest)] = made
         return made
 
-    # starting (template_snapshots_start) -------------------------------------------------
-    def claim(self, resolved: Resolved, *, vcpus: int, memory_mb: int, disk_mb: int,
-              network: EgressPolicy) -> str | None:
-        """The id of a sandbox restored ahead for this create, reserved; None if none fits.
-        Synchronous, so a creator can take it before its first await."""
-        return self._starts.claim(resolved, vcpus=vcpus, memory_mb=memory_mb,
-                                  disk_mb=disk_mb, network=network)
+    # using --------------------------------------------------------------------------------
+    async def image_of(self, resolved: Resolved) -> TemplateImage:
+        """The image a create from ``resolved`` starts: naming the build's start snapshot
+        when it has one."""
+        if not self._enabled or resolved.template_id is None or resolved.digest is None:
+            return resolved.image
+        found = (await self._loaded()).get((resolved.template_id, resolved.digest))
+        if found is None:
+            return resolved.image
+        return dataclasses.replace(resolved.image, start_snapshot=StartSnapshotRef(
+            found.checkpoint_id, found.token))
 
-    def release(self, sandbox_id: str) -> None:
-        """Give back a claim whose create was refused before it started."""
-        self._starts.release(sandbox_id)
-
-    async def start(self, spec: SandboxSpec, resolved: Resolved) -> SandboxEndpoint:
-        """The new sandbox: handed out restored, else restored from the template's start
-        snapshot, else booted."""
-        return await self._starts.start(spec, resolved)
-
-    async def _find(self, template_id: str, digest: str) -> StartSnapshot | None:
-        return (await self._loaded()).get((template_id, digest))
-
-    def _peek(self, template_id: str, digest: str) -> StartSnapshot | None:
-        return (self._known or {}).get((template_id, digest))
-
-    async def close(self) -> None:
-        """Destroy the sandboxes restored ahead (snapshots stay for the next start)."""
-        await self._starts.pool.close()
+    async def lost(self, resolved: Resolved, image: TemplateImage) -> None:
+        """The backend could not restore ``image``'s start snapshot and never will: drop it
+        (unless a newer one replaced it meanwhile). Failures are logged, not raised."""
+        ref = image.start_snapshot
+        if ref is None or resolved.template_id is None or resolved.digest is None:
+            return
+        found = (await self._loaded()).get((resolved.template_id, resolved.digest))
+        if found is None or found.checkpoint_id != ref.checkpoint_id:
+            return
+        log.warning("the start snapshot of template %s cannot be restored any more; its "
+                    "sandboxes boot", resolved.template_id)
+        try:
+            await self._drop(found)
+        except (BackendError, OSError):
+            log.exception("dropping start snapshot %s", found.checkpoint_id)
 
     # dropping -----------------------------------------------------------------------------
     async def forget(self, template_id: str) -> None:
@@ -204,13 +187,13 @@ class StartSnapshots:
             await self._drop(found)
 
     async def _drop(self, found: StartSnapshot) -> None:
-        await self._starts.drain(found.template_id, found.digest)
-        backend = self._checkpointable()
-        if backend is not None:
-            await backend.delete_checkpoint(found.checkpoint_id)  # idempotent
+        if isinstance(self._backend, StartSnapshotter):
+            # Its sandboxes kept restored ahead go with it; idempotent.
+            await self._backend.delete_start_snapshot(found.checkpoint_id)
         await asyncio.to_thread(self._records.remove, found.template_id, found.digest)
-        if self._peek(found.template_id, found.digest) is found:
-            del (self._known or {})[(found.template_id, found.digest)]
+        known = self._known or {}
+        if known.get((found.template_id, found.digest)) is found:
+            del known[(found.template_id, found.digest)]
 
     async def _loaded(self) -> dict[_Key, StartSnapshot]:
         """The records, read once; what a crash or a deleted template left is dropped."""
@@ -229,10 +212,6 @@ class StartSnapshots:
                 known[(found.template_id, found.digest)] = found
             self._known = known
             return known
-
-    async def size_of(self, template_id: str, digest: str) -> int | None:
-        """Disk used by the start snapshot of this build's digest, if it has one."""
-        return getattr(await self._find(template_id, digest), "size_bytes", None)
 
 
 async def _shielded(cleanup: Coroutine[Any, Any, None]) -> None:
