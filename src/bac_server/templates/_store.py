@@ -14,7 +14,6 @@ by the sandbox id range, which no host user should be able to run)::
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from pathlib import Path
 from bac_server.backends.base import TemplateImage, TemplateNotFound
 from bac_server.host import IdRange, default_data_dir
 
+from ._flock import locked
 from .builtin import (
     BASE_ALIASES,
     METADATA_FILE,
@@ -114,15 +114,11 @@ class TemplateStore:
                 return self._image(target)
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(self.root, 0o700)
-            lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+            async with locked(self.root / ".lock"):
                 # Another process may have built it while this one waited.
                 if not (target / METADATA_FILE).is_file():
                     (self.root / "base").mkdir(mode=0o700, exist_ok=True)
                     await build_rootfs(recipe, self.root / "base", report, self.id_range.size)
-            finally:
-                os.close(lock_fd)
         return self._image(target)
 
     def _layer_image(self, recipe: LayerRecipe) -> TemplateImage:
@@ -154,15 +150,11 @@ class TemplateStore:
         async with self._build_lock:
             if (target / METADATA_FILE).is_file():
                 return self._image(target, recipe.name)
-            lock_fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+            async with locked(self.root / ".lock"):
                 if not (target / METADATA_FILE).is_file():
                     (self.root / recipe.name).mkdir(mode=0o700, exist_ok=True)
                     await build_layer(recipe, digest, base.rootfs, self.root / recipe.name,
                                       cache_root=self.data_dir / "cache",
                                       id_base=self.id_range.base, id_size=self.id_range.size,
                                       progress=report)
-            finally:
-                os.close(lock_fd)
         return self._image(target, recipe.name)

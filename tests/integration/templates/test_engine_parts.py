@@ -4,11 +4,14 @@ unpacking and matching, the layer store's publish/lock/sweep, and manifests."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import io
+import os
 import stat
 import subprocess
 import sys
 import tarfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ import pytest
 from bac_server.backends.base import TemplateNotFound
 from bac_server.host import IdRange
 from bac_server.templates import CopyStep, RunStep, TemplateBuildError, TemplateConfig
+from bac_server.templates._flock import locked
 from bac_server.templates.build._copy import destination, match, unpack
 from bac_server.templates.build._state import BuildState, step_key
 from bac_server.templates.layers import (
@@ -192,6 +196,47 @@ async def test_layer_lock_serialises_builders(tmp_path: Path) -> None:
     async with asyncio.timeout(5):
         async with store.lock("k"):
             pass
+
+
+async def test_cancelled_waiter_never_holds_a_lock_file(tmp_path: Path) -> None:
+    """A task waiting for a lock file another process holds, once cancelled, never
+    enters and never keeps it: when that process lets go, the lock is free."""
+    path = tmp_path / "k.lock"
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_RDWR|os.O_CREAT);"
+        " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()",
+        str(path), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and await holder.stdout.readline() == b"held\n"
+        entered = False
+
+        async def wait() -> None:
+            nonlocal entered
+            async with locked(path):
+                entered = True
+
+        task = asyncio.create_task(wait())
+        await asyncio.sleep(0)  # the task runs until it waits for the lock
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await holder.communicate(b"")
+    free = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def take() -> None:
+        fd = os.open(path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.close(fd)
+        loop.call_soon_threadsafe(free.set)
+
+    # A daemon thread: were the lock leaked, it would block forever without holding up
+    # the test run's exit.
+    threading.Thread(target=take, daemon=True).start()
+    async with asyncio.timeout(10):
+        await free.wait()
+    assert not entered
 
 
 def test_manifest_round_trip_and_missing_parts(tmp_path: Path) -> None:

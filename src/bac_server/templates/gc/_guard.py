@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-from .._flock import lock_fd
+from .._flock import locked
 
 GUARD = ".gc.lock"
 
@@ -26,28 +26,24 @@ def guard_path(root: Path) -> Path:
     return root / "templates" / GUARD
 
 
-def _open(root: Path) -> int:
+def _guard_file(root: Path) -> Path:
     path = guard_path(root)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return path
 
 
 @contextlib.asynccontextmanager
 async def build_guard(root: Path) -> AsyncIterator[None]:
     """Hold the guard shared (a build); waits while a collection moves entries."""
-    fd = await asyncio.to_thread(_open, root)
-    await lock_fd(fd, fcntl.LOCK_SH)
-    try:
+    async with locked(await asyncio.to_thread(_guard_file, root), fcntl.LOCK_SH):
         yield
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
 def collection_guard(root: Path) -> Iterator[bool]:
     """Try to hold the guard exclusively (a collection); yields whether it got it. Never
     waits: a build or another collection in progress means "not now"."""
-    fd = _open(root)
+    fd = os.open(_guard_file(root), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

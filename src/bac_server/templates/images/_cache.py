@@ -21,7 +21,6 @@ never used.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from bac_server.host import IdRange, remove_tree
 
-from .._flock import lock_fd
+from .._flock import locked
 from ._model import ImageConfig, ImageError, ImportedImage
 from ._tools import off_loop
 
@@ -79,14 +78,9 @@ def publish(out: Path, entry: Path, meta: dict[str, object]) -> None:
 
 @contextlib.asynccontextmanager
 async def entry_lock(root: Path, name: str) -> AsyncIterator[None]:
-    """Hold the entry's flock (across processes, and between tasks of this one: every
-    holder opens its own file description)."""
-    fd = os.open(root / ".locks" / f"{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    await lock_fd(fd, fcntl.LOCK_EX)
-    try:
+    """Hold the entry's flock (across processes, and between tasks of this one)."""
+    async with locked(root / ".locks" / f"{name}.lock"):
         yield
-    finally:
-        os.close(fd)
 
 
 def _pid_alive(pid: int) -> bool:

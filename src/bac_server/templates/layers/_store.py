@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bac_server.host import remove_tree
 
-from .._flock import lock_fd
+from .._flock import locked
 
 LAYER_FILE = "layer.json"
 # Bump when the engine changes what a step produces from the same inputs.
@@ -108,12 +108,8 @@ class LayerStore:
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
         try:
-            async with lock:
-                fd = await _flock(self.root / ".locks" / key)
-                try:
-                    yield
-                finally:
-                    os.close(fd)
+            async with lock, locked(self.root / ".locks" / key):
+                yield
         finally:
             lock, users = self._locks[key]
             if users == 1:
@@ -174,14 +170,6 @@ class LayerStore:
             remove_tree(stale)
             removed += 1
         return removed
-
-
-async def _flock(path: Path) -> int:
-    """An fd holding an exclusive flock on ``path``. Waits in a thread; if the waiting
-    task is cancelled the fd is closed once the thread gets the lock, releasing it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    await lock_fd(fd, fcntl.LOCK_EX)
-    return fd
 
 
 def _usage(root: Path) -> tuple[int, int]:
