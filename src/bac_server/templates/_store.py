@@ -26,7 +26,6 @@ from ._flock import locked
 from .builtin import (
     BASE_ALIASES,
     METADATA_FILE,
-    LayerRecipe,
     ProgressCallback,
     Recipe,
     base_recipe,
@@ -77,25 +76,36 @@ class TemplateStore:
         meta = json.loads((build / METADATA_FILE).read_text())
         return int(meta["recipe"]["id_base"]) == self.id_range.base
 
+    def _build_of(self, name: str, digest: str) -> TemplateImage | None:
+        """The build ``digest`` of the built-in ``name``, else its newest older build."""
+        current = self.root / name / digest
+        if (current / METADATA_FILE).is_file():
+            return self._image(current, name)
+        # An older recipe's build still works (same id range); prefer it to failing.
+        older = [b for b in self._complete_builds(name) if self._matching_id_range(b)]
+        if not older:
+            return None
+        _log.warning("template %s: recipe changed, using the previous build %s until "
+                     "it is rebuilt (bac setup)", name, older[-1].name)
+        return self._image(older[-1], name)
+
     async def get(self, template_id_or_alias: str) -> TemplateImage:
         """The built template; raises ``TemplateNotFound`` when unknown or not built."""
         layer = find_layer(template_id_or_alias)
         if layer is not None:
-            return self._layer_image(layer)
+            digest = layer_digest(layer, self.base_recipe.digest(), self.id_range.base)
+            found = self._build_of(layer.name, digest)
+            if found is None:
+                raise TemplateNotFound(f"template '{layer.name}' is not built yet; run "
+                                       "scripts/setup (python -m bac_server.prepare)")
+            return found
         if template_id_or_alias not in BASE_ALIASES:
             raise TemplateNotFound(f"template '{template_id_or_alias}' not found")
-        current = self.root / "base" / self.base_recipe.digest()
-        if (current / METADATA_FILE).is_file():
-            return self._image(current)
-        # An older recipe's build still works (same id range); prefer it to failing.
-        older = [b for b in self._complete_builds("base") if self._matching_id_range(b)]
-        if older:
-            _log.warning("template base: recipe changed, using the previous build %s until "
-                         "it is rebuilt (bac setup)", older[-1].name)
-            return self._image(older[-1])
-        raise TemplateNotFound(
-            "template 'base' is not built yet; run scripts/setup (or TemplateStore.ensure_base)"
-        )
+        found = self._build_of("base", self.base_recipe.digest())
+        if found is None:
+            raise TemplateNotFound("template 'base' is not built yet; run scripts/setup "
+                                   "(or TemplateStore.ensure_base)")
+        return found
 
     async def built(self, digest: str, template_id: str) -> TemplateImage:
         """A template built by ``BuildEngine``, by its digest; raises ``TemplateNotFound``
@@ -120,20 +130,6 @@ class TemplateStore:
                     (self.root / "base").mkdir(mode=0o700, exist_ok=True)
                     await build_rootfs(recipe, self.root / "base", report, self.id_range.size)
         return self._image(target)
-
-    def _layer_image(self, recipe: LayerRecipe) -> TemplateImage:
-        digest = layer_digest(recipe, self.base_recipe.digest(), self.id_range.base)
-        current = self.root / recipe.name / digest
-        if (current / METADATA_FILE).is_file():
-            return self._image(current, recipe.name)
-        older = [b for b in self._complete_builds(recipe.name) if self._matching_id_range(b)]
-        if older:
-            _log.warning("template %s: recipe changed, using the previous build %s until "
-                         "it is rebuilt (bac setup)", recipe.name, older[-1].name)
-            return self._image(older[-1], recipe.name)
-        raise TemplateNotFound(
-            f"template '{recipe.name}' is not built yet; run scripts/setup "
-            "(python -m bac_server.prepare)")
 
     async def ensure(self, template_id_or_alias: str,
                      progress: ProgressCallback | None = None) -> TemplateImage:
