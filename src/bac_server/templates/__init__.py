@@ -12,6 +12,11 @@ Public API::
 
     collector = StorageCollector(store, data_dir=data_dir, grace_s=900)
     report = await collector.collect(LiveRefs(digests, paths), dry_run=True)
+
+Parts (each built only on those after it): ``build`` (the engine), ``gc`` (collecting
+storage), ``_store`` (``TemplateStore``), ``images`` (FROM images), ``builtin`` (``base``
+and the templates derived from it), ``layers`` (the layer store and the manifests); all
+of them speak the recipe model of ``_steps`` and raise the errors of ``_errors``.
 """
 
 from ._errors import DiskFullError, StepFailed, TemplateBuildError, TemplateError
