@@ -129,10 +129,10 @@ async def test_a_ready_command_that_never_succeeds_takes_nothing(
 
 async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
         runc: NamespaceBackend, template: TemplateImage) -> None:
-    """After a first create from the snapshot, one sandbox is kept restored ahead without
-    any network; the next create of that shape gets it, with its own id as hostname, its
-    own token (the snapshot's is refused), env vars, limits and egress policy, still
-    continuing the snapshot; the pool refills."""
+    """After a first create from the snapshot, one sandbox is kept restored ahead under the
+    default egress policy; the next create of that shape gets it, with its own id as
+    hostname, its own token (the snapshot's is refused), env vars, limits and egress
+    policy, still continuing the snapshot; the pool refills."""
     image = await _take(runc, template)
     assert image.start_snapshot is not None
     first = _spec(image)
@@ -140,7 +140,7 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
     try:
         await runc.wait_pool_full(image)
         [ahead] = _pooled_slots(runc)
-        assert not (runc.config.sandboxes_dir / ahead / "network.json").exists()
+        assert _policy(runc, ahead) == EgressPolicy().to_wire()
         spec = _spec(image, env_vars={"FROM_POOL": "yes"})
         endpoint = await runc.create(spec)
         try:

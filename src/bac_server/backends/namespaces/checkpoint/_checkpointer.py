@@ -38,7 +38,6 @@ from ..slots import (
     replace_upper,
     save_record,
     stop_processes,
-    undo_after_failure,
 )
 from . import _stored
 from ._copies import restore_copy, start_copy, template_of
@@ -145,8 +144,8 @@ class Checkpointer:
 
     async def copy_ahead(self, checkpoint_id: str, image: TemplateImage, limits: Limits, *,
                          hostname: str) -> SlotRecord:
-        """A slot restored from the memory checkpoint for no sandbox yet, POOLED: envd keeps
-        the checkpoint's token until ``assign`` hands the slot out."""
+        """A slot restored from the memory checkpoint for no sandbox yet (CREATING, for the
+        ready pool to finish): envd keeps the checkpoint's token until ``assign``."""
         ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
@@ -154,15 +153,8 @@ class Checkpointer:
             raise CheckpointFailed(f"checkpoint {checkpoint_id} holds no memory to restore")
         criu = self._suspender.need_criu()
         with self._flusher.busy():
-            record = await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
-                                        limits, hostname=hostname)
-        try:
-            record.move(SlotPhase.POOLED)
-            await off_loop(lambda: save_record(ctx.paths(record.slot), record))
-        except BaseException:
-            await undo_after_failure(ctx, record)
-            raise
-        return record
+            return await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
+                                      limits, hostname=hostname)
 
     async def intact(self, checkpoint_id: str) -> bool:
         """Whether the checkpoint is there and, as far as its files tell, restorable: no

@@ -7,7 +7,8 @@ a template's start snapshot, that snapshot and the resources and disk it was res
 with (CRIU brings the memory back into cgroups of that size). A booted slot runs default
 resources at a low CPU weight, and a hand-out applies the request's own; a restored one
 serves only a create of its exact shape with the default egress policy (one asking for
-its own policy restores under it, as before the pool held both kinds).
+its own policy restores under it): it waits under that policy, so its hand-out need not
+install one.
 
 **Filling.** A key is wanted by the create that used it (and a booted one by ``want``:
 the hot templates warmed at start-up), so an image nobody creates from holds nothing.
@@ -20,12 +21,17 @@ about to run its first commands), one failure ends the refill. At most
 ``MAX_RESTORED_KEYS`` keys keep restored slots, each holding a service's memory; the
 least recently used one's go to make room.
 
-**Pooled slots** have envd listening, a placeholder hostname and no sandbox id, no
-network policy (nothing of theirs reaches out before a hand-out) and, booted, no token;
-a restored one's envd still holds the token its snapshot was taken with, the one
-``assign`` presents. **A create** (``create``) under its id's claim: a pooled slot of its
-key handed out (``assign``: hostname, limits, egress policy, then envd's ``/init`` with
-the create's token and environment), else a restore of the start snapshot, else a boot;
+**Pooled slots** have envd listening, a placeholder hostname and no sandbox id. A booted
+one has no token and no network policy (nothing of it reaches out before a hand-out); a
+restored one's service continues under the default policy, as when its snapshot was
+taken and as in the sandbox it becomes, and its envd still holds the token the snapshot
+was taken with, the one ``assign`` presents. Both have answered envd's ``/health`` once,
+so a hand-out pays neither for envd's imports nor for faulting a restored envd's pages
+back in.
+
+**A create** (``create``), under its id's claim: a pooled slot of its key handed out
+(``assign``: hostname, limits, egress policy, then envd's ``/init`` with the create's
+token and environment), else a restore of the start snapshot, else a boot;
 each step that fails has torn down what it made (fail closed) and the next is tried,
 so a pooled sandbox is indistinguishable from a cold one and no half-made one is ever
 returned. A restore that fails because the snapshot can never be restored again (its
@@ -52,15 +58,20 @@ from bac_server.backends.base import (
     TemplateImage,
 )
 from bac_server.backends.egress import EgressPolicy
+from bac_server.backends.envd_http import probe_health
 
 from ..checkpoint import Checkpointer
 from ..slots import (
     Limits,
+    SlotPhase,
     SlotRecord,
     SlotTable,
     assign,
+    attach_egress,
     boot,
     is_alive,
+    off_loop,
+    save_record,
     start_slot,
     undo_after_failure,
     validate,
@@ -98,6 +109,7 @@ class PoolKey:
 class _Pooled:
     record: SlotRecord
     token: str | None  # what envd holds now (a restored slot's snapshot token), for /init
+    egress_attached: bool  # already under the default policy (restored ones)
 
 
 @dataclass(frozen=True)
@@ -147,7 +159,8 @@ class ReadyPool:
                 if pooled is not None:
                     try:
                         await assign(ctx, pooled.record, spec, limits,
-                                     current_token=pooled.token)
+                                     current_token=pooled.token,
+                                     egress_attached=pooled.egress_attached)
                         return pooled.record
                     except SandboxSetupError:
                         _log.warning("pooled slot %s failed at hand-out; making sandbox %s "
@@ -285,11 +298,21 @@ class ReadyPool:
             record = await start_slot(self._ctx, template, hostname=POOL_HOSTNAME,
                                       limits=self._limits, pooled=True,
                                       preload=self._preload)
-            return _Pooled(record, None)
+            return _Pooled(record, None, egress_attached=False)
         record = await self._checkpointer.copy_ahead(
             key.snapshot, template, dataclasses.replace(key.limits, background=True),
             hostname=POOL_HOSTNAME)
-        return _Pooled(record, ref.token)
+        try:
+            await attach_egress(self._ctx, record, EgressPolicy())
+            await probe_health(record.sandbox_address, self._ctx.config.envd_init_timeout_s)
+            record.move(SlotPhase.POOLED)  # on disk only once it can be handed out
+            await off_loop(lambda: save_record(self._ctx.paths(record.slot), record))
+        except BaseException as exc:
+            await undo_after_failure(self._ctx, record)
+            if not isinstance(exc, Exception):
+                raise
+            raise SandboxSetupError(f"slot {record.slot} restored ahead: {exc}") from exc
+        return _Pooled(record, ref.token, egress_attached=True)
 
     # -- emptying ---------------------------------------------------------------------
 

@@ -215,30 +215,41 @@ async def attach_egress(ctx: Context, record: SlotRecord, policy: EgressPolicy) 
 
 
 async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limits, *,
-                 current_token: str | None = None) -> None:
+                 current_token: str | None = None, egress_attached: bool = False) -> None:
     """Bind a started slot to ``spec``; on failure the slot is torn down.
-    ``current_token``: the token envd already has (a slot restored from a checkpoint).
+    ``current_token``: the token envd already has (a slot restored from a checkpoint);
+    ``egress_attached``: the slot already runs under ``spec.network`` (restored ahead).
 
-    The record is saved once, as RUNNING, at the end: a crash before that leaves a slot
-    that recovery tears down (pooled or creating, owner gone) and a claim it sweeps."""
+    The slot's own files, limits and hostname are set while its egress policy and then
+    envd's ``/init`` go in (independent; nobody can run code in it before the create
+    returns its token). The record is saved once, as RUNNING, at the end: a crash before
+    that leaves a slot that recovery tears down (pooled or creating, owner gone) and a
+    claim it sweeps."""
     paths = ctx.paths(record.slot)
     pooled = record.phase is SlotPhase.POOLED
-    try:
-        record.move(SlotPhase.ASSIGNING)
-        record.sandbox_id = spec.sandbox_id
-        record.disk_mb = spec.disk_mb
-        if pooled:
-            await off_loop(lambda: _retarget(ctx, record, spec, limits))
-            record.vcpus, record.memory_mb, record.pids_max = \
-                limits.vcpus, limits.memory_mb, limits.pids_max
-        else:
-            await off_loop(lambda: ctx.claim_path(spec.sandbox_id).write_text(record.slot))
-        # Before /init: no code of the user's runs without its egress policy.
-        await attach_egress(ctx, record, spec.network)
+
+    async def network_then_init() -> None:
+        if not egress_attached:
+            # Before /init: no code of the user's runs without its egress policy.
+            await attach_egress(ctx, record, spec.network)
         payload = init_payload(sandbox_env(spec), spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
         await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,
                         current_token)
+
+    try:
+        record.move(SlotPhase.ASSIGNING)
+        record.sandbox_id = spec.sandbox_id
+        record.disk_mb = spec.disk_mb
+        own = off_loop(lambda: _retarget(ctx, record, spec, limits)) if pooled else \
+            off_loop(lambda: ctx.claim_path(spec.sandbox_id).write_text(record.slot))
+        # return_exceptions: the teardown below must not start while one still runs.
+        for outcome in await asyncio.gather(own, network_then_init(), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        if pooled:
+            record.vcpus, record.memory_mb, record.pids_max = \
+                limits.vcpus, limits.memory_mb, limits.pids_max
         record.move(SlotPhase.RUNNING)
         await off_loop(lambda: save_record(paths, record))
     except BaseException as exc:
