@@ -1,9 +1,10 @@
 """Creating sandboxes, in one line: validate the request against limits, resolve the
-template (and its start snapshot), check the team's limit and reserve the sandbox in the
-registry, record it and ask the backend at once, and arm its timeout.
+template (and its start snapshot) and pin the sandbox to its build, check the team's limit
+and reserve the sandbox in the registry, record it and ask the backend at once, and arm
+its timeout.
 
-The row and the pin are written while the backend works (overlapped), and the answer goes
-out only once all are done, so a sandbox a client was told about survives a server
+The row is written while the backend works (one write, overlapped), and the answer goes
+out only once both are done, so a sandbox a client was told about survives a server
 restart. The work runs in its own task: a client that hangs up mid-create cannot cancel it
 half-way.
 """
@@ -189,6 +190,12 @@ class Creator:
         # The template's start snapshot, when it has one, for the backend to start from.
         image = resolved.image if source is not None or self._start_snapshots is None \
             else await self._start_snapshots.image_of(resolved)
+        sandbox_id = new_sandbox_id()
+        if isinstance(self._templates, TeamTemplates):
+            # Before the count (SQLite writes one transaction at a time: beside the row's
+            # insert it would wait on its lock); a pin left by a create refused below is
+            # dropped at the next start-up.
+            await self._templates.pin(sandbox_id, resolved)
         # From the count to the add no await: concurrent creates see each other.
         if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:
             raise TeamLimitExceeded(
@@ -197,7 +204,7 @@ class Creator:
             )
         now = datetime.now(UTC)
         sbx = LiveSandbox(
-            sandbox_id=new_sandbox_id(),
+            sandbox_id=sandbox_id,
             team_id=team.team_id,
             template_id=image.template_id,
             alias=req.template if req.template != image.template_id else None,
@@ -234,28 +241,25 @@ class Creator:
             envd_access_token=sbx.envd_access_token,
             network=egress,
         )
-        # The writes a create needs overlap the backend's work: the row goes in as running
-        # (with its created and started events), and the sandbox is pinned to its build,
-        # while the sandbox starts. A crash in between is repaired at start-up either way:
-        # a row without a sandbox becomes "died", a sandbox without a row is destroyed, a
-        # pin without a live sandbox is dropped.
+        # The one write a create needs overlaps the backend's work: the row goes in as
+        # running (with its created and started events) while the sandbox starts. A crash
+        # in between is repaired at start-up either way: a row without a sandbox becomes
+        # "died", a sandbox without a row is destroyed.
         row = dataclasses.replace(sbx.to_record(), state=SandboxState.RUNNING.value)
         created = event(sbx.sandbox_id, sbx.team_id, EventKind.CREATED,
                         f"created from template {image.template_id}", template=image.template_id)
         started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
-        stored, pinned, made = await asyncio.gather(
+        stored, made = await asyncio.gather(
             self._sandbox_store.insert_sandbox(row, created, started),
-            self._pin(sbx.sandbox_id, resolved),
             self._start(spec, source),
             return_exceptions=True,
         )
         if isinstance(made, BaseException):
             await self._failed(sbx, made, recorded=not isinstance(stored, BaseException))
             raise _domain_error(made, image) from made
-        for failed in (stored, pinned):
-            if isinstance(failed, BaseException):
-                await self._failed(sbx, failed, recorded=not isinstance(stored, BaseException))
-                raise SandboxCreateFailed(f"recording the sandbox failed: {failed}") from failed
+        if isinstance(stored, BaseException):
+            await self._failed(sbx, stored, recorded=False)
+            raise SandboxCreateFailed(f"recording the sandbox failed: {stored}") from stored
         if made.start_snapshot_lost and self._start_snapshots is not None:
             await self._start_snapshots.lost(resolved, image)
         async with sbx.lock:
@@ -265,10 +269,6 @@ class Creator:
             self._registry.update(sbx)
             self._lifecycle.arm(sbx)
         return sbx
-
-    async def _pin(self, sandbox_id: str, resolved: Resolved) -> None:
-        if isinstance(self._templates, TeamTemplates):
-            await self._templates.pin(sandbox_id, resolved)
 
     async def _start(self, spec: SandboxSpec, source: CheckpointRecord | None
                      ) -> SandboxEndpoint:

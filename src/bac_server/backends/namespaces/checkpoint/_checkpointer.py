@@ -38,12 +38,22 @@ from ..slots import (
     replace_upper,
     save_record,
     stop_processes,
+    undo_after_failure,
 )
 from . import _stored
 from ._copies import restore_copy, start_copy, template_of
 from ._durable import Flusher
 from ._suspender import Suspender, suspend_images
-from .criu import Images, check_images, dump, freeze, release_suspend_lock, remove_images, thaw
+from .criu import (
+    Images,
+    check_images,
+    dump,
+    freeze,
+    memory_settled,
+    release_suspend_lock,
+    remove_images,
+    thaw,
+)
 
 
 def _flush_name(checkpoint_id: str) -> str:
@@ -145,7 +155,9 @@ class Checkpointer:
     async def copy_ahead(self, checkpoint_id: str, image: TemplateImage, limits: Limits, *,
                          hostname: str) -> SlotRecord:
         """A slot restored from the memory checkpoint for no sandbox yet (CREATING, for the
-        ready pool to finish): envd keeps the checkpoint's token until ``assign``."""
+        ready pool to finish): envd keeps the checkpoint's token until ``assign``. Returns
+        once all its memory is back: nobody waits for this restore, and the hand-out and
+        first commands must not share the CPUs with a lazy restore's page transfer."""
         ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
@@ -153,8 +165,14 @@ class Checkpointer:
             raise CheckpointFailed(f"checkpoint {checkpoint_id} holds no memory to restore")
         criu = self._suspender.need_criu()
         with self._flusher.busy():
-            return await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
-                                      limits, hostname=hostname)
+            record = await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
+                                        limits, hostname=hostname)
+            try:
+                await memory_settled(record.slot)
+            except BaseException:
+                await undo_after_failure(ctx, record)
+                raise
+        return record
 
     async def intact(self, checkpoint_id: str) -> bool:
         """Whether the checkpoint is there and, as far as its files tell, restorable: no

@@ -21,6 +21,7 @@ from ._dump import (
     restore,
     thaw,
 )
+from ._lazy_pages import settle as memory_settled
 from ._restore import make_ahead
 from ._tool import Criu, choose_runtime, ensure_kdat_dir, find_criu
 
@@ -34,6 +35,7 @@ __all__ = [
     "find_criu",
     "freeze",
     "make_ahead",
+    "memory_settled",
     "release_suspend_lock",
     "remove_images",
     "restore",
