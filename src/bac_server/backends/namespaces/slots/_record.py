@@ -25,7 +25,7 @@ FREEZER, DISK, FILESYSTEM = "freezer", "disk", "filesystem"
 
 class SlotPhase(enum.Enum):
     CREATING = "creating"  # resources being made; not usable
-    POOLED = "pooled"  # envd listening, no sandbox id, waiting in the warm pool
+    POOLED = "pooled"  # envd listening, no sandbox id, waiting in the ready pool
     ASSIGNING = "assigning"  # being bound to a sandbox id (hostname, limits, /init)
     RUNNING = "running"
     PAUSED = "paused"
