@@ -22,14 +22,14 @@ from bac_server.control.errors import (
 )
 from bac_server.control.events import EventKind
 from bac_server.control.history import History
-from bac_server.control.keys import KeyInfo, KeyService
+from bac_server.control.keys import KeyInfo, KeyService, Team
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
 from bac_server.control.listing import MAX_LIMIT, Cursor, ListQuery, page
 from bac_server.control.network import NetworkService, NetworkUpdate, egress_policy, policy_of
 from bac_server.control.plane import ControlPlane
 from bac_server.control.reconcile import ReconcileReport, reconcile
-from bac_server.control.registry import LiveSandbox, Registry, Route, Team
+from bac_server.control.registry import LiveSandbox, Registry, Route
 from bac_server.control.sampler import MetricsSampler
 from bac_server.control.states import SandboxState
 

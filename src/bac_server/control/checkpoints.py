@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from datetime import UTC, datetime
 
 from bac_server.backends.base import (
@@ -29,20 +28,18 @@ from bac_server.control.errors import (
     QuotaExceeded,
 )
 from bac_server.control.events import EventKind, event
+from bac_server.control.keys import Team
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
 from bac_server.control.pausing import FREEZER
-from bac_server.control.registry import LiveSandbox, Registry, Team
+from bac_server.control.registry import LiveSandbox, Registry
 from bac_server.control.specs import Templates, spec_of
 from bac_server.control.states import SandboxState
+from bac_server.control.tokens import new_checkpoint_id
 from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
 
 log = logging.getLogger(__name__)
 TIMELINE, SNAPSHOT, FORK = "checkpoint", "snapshot", "fork"
-
-
-def new_checkpoint_id() -> str:
-    return "c" + secrets.token_hex(8)
 
 
 class Checkpoints:

@@ -36,9 +36,10 @@ from bac_server.control.errors import (
     TemplateNotFoundError,
 )
 from bac_server.control.events import EventKind, event
+from bac_server.control.keys import Team
 from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
-from bac_server.control.registry import LiveSandbox, Registry, Team
+from bac_server.control.registry import LiveSandbox, Registry
 from bac_server.control.specs import template_image
 from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.states import SandboxState, check_transition

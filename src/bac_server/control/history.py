@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from bac_server.control.errors import SandboxNotFoundError
-from bac_server.control.registry import Registry, Team
+from bac_server.control.keys import Team
+from bac_server.control.registry import Registry
 from bac_server.store import (
     EventRecord,
     MetricRecord,

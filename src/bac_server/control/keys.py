@@ -1,4 +1,5 @@
-"""API keys: issue, check, list and revoke. Keys are stored only as sha256 hashes."""
+"""API keys: issue, check, list and revoke, and the team a key names. Keys are stored only
+as sha256 hashes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bac_server.control.errors import InvalidRequest, Unauthenticated
-from bac_server.control.registry import Team
 from bac_server.control.tokens import (
     KEY_DISPLAY_LENGTH,
     hash_api_key,
@@ -19,6 +19,14 @@ from bac_server.store import ApiKeyRecord, KeyStore
 # A revocation made by another process (the CLI) takes effect within this many seconds.
 _CACHE_SECONDS = 2.0
 _MAX_NAME = 255
+
+
+@dataclass(frozen=True)
+class Team:
+    """The tenant an API key belongs to: what it may see and how much it may run."""
+
+    team_id: str
+    name: str
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from datetime import UTC, datetime, timedelta
 from bac_server.backends.base import Backend, BackendError
 from bac_server.control.errors import Conflict, InvalidRequest
 from bac_server.control.events import EventKind, event
+from bac_server.control.keys import Team
 from bac_server.control.limits import Limits
 from bac_server.control.pausing import Pausing
-from bac_server.control.registry import LiveSandbox, Registry, Team
+from bac_server.control.registry import LiveSandbox, Registry
 from bac_server.control.specs import Templates
 from bac_server.control.states import SandboxState, check_transition
 from bac_server.store import SandboxStore

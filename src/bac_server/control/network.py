@@ -22,7 +22,8 @@ from bac_server.backends.egress import (
 )
 from bac_server.control.errors import Conflict, InvalidRequest, NotSupported
 from bac_server.control.events import EventKind, event
-from bac_server.control.registry import LiveSandbox, Registry, Team
+from bac_server.control.keys import Team
+from bac_server.control.registry import LiveSandbox, Registry
 from bac_server.control.states import SandboxState
 from bac_server.store import SandboxStore
 

@@ -14,14 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from bac_server.control.errors import SandboxNotFoundError
+from bac_server.control.keys import Team
 from bac_server.control.states import LIVE_STATES, VISIBLE_STATES, SandboxState
 from bac_server.store import SandboxRecord
-
-
-@dataclass(frozen=True)
-class Team:
-    team_id: str
-    name: str
 
 
 @dataclass(frozen=True)

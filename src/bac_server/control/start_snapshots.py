@@ -50,11 +50,10 @@ from bac_server.backends.base import (
     StartSnapshotter,
     TemplateImage,
 )
-from bac_server.control.checkpoints import new_checkpoint_id
 from bac_server.control.start_snapshot_records import SnapshotRecords, StartSnapshot
 from bac_server.control.template_builds_states import BuildStatus
 from bac_server.control.templates_resolve import BuiltImages, Resolved
-from bac_server.control.tokens import new_access_token
+from bac_server.control.tokens import new_access_token, new_checkpoint_id
 from bac_server.store import BuildStore, CatalogStore
 from bac_server.templates import BuiltTemplate, LogLevel
 

@@ -23,8 +23,8 @@ from typing import Any
 
 from bac_server.backends.base import TemplateImage
 from bac_server.control.errors import Conflict, NotFound, NotSupported, TeamLimitExceeded
+from bac_server.control.keys import Team
 from bac_server.control.limits import Limits
-from bac_server.control.registry import Team
 from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.template_builds_log import BuildLog
 from bac_server.control.template_builds_recipe import recipe_record, secrets_of

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bac_server.control.errors import Conflict, InvalidRequest, NotFound, TemplateNotFoundError
+from bac_server.control.keys import Team
 from bac_server.control.limits import Limits
-from bac_server.control.registry import Team
 from bac_server.control.template_builds_states import BuildStatus
 from bac_server.control.templates_refs import (
     DEFAULT_TAG,

@@ -1,4 +1,4 @@
-"""Identifiers and secrets: sandbox ids, envd and traffic tokens, API keys.
+"""Identifiers and secrets: sandbox and checkpoint ids, envd and traffic tokens, API keys.
 
 All come from :mod:`secrets`. Sandbox ids are ``[a-z0-9]{20}`` like E2B's (the gateway splits
 host names on ``-``, so ids must not contain one).
@@ -18,6 +18,10 @@ KEY_DISPLAY_LENGTH = 12
 
 def new_sandbox_id() -> str:
     return "".join(secrets.choice(_ID_ALPHABET) for _ in range(SANDBOX_ID_LENGTH))
+
+
+def new_checkpoint_id() -> str:
+    return "c" + secrets.token_hex(8)
 
 
 def new_access_token() -> str:
