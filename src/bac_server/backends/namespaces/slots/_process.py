@@ -28,7 +28,8 @@ def become_subreaper() -> None:
 
 def _stat_fields(pid: int) -> list[str] | None:
     try:
-        raw = open(f"/proc/{pid}/stat", "rb").read().decode()
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            raw = stat.read().decode()
     except (FileNotFoundError, ProcessLookupError):
         return None
     # comm may contain spaces and parentheses: split after the last ')'.
