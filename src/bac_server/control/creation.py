@@ -41,9 +41,8 @@ from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
 from bac_server.control.registry import LiveSandbox, Registry
 from bac_server.control.specs import template_image
-from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.states import SandboxState, check_transition
-from bac_server.control.templates_resolve import Resolved, TeamTemplates
+from bac_server.control.templates import Resolved, StartSnapshots, TeamTemplates
 from bac_server.control.tokens import new_access_token, new_sandbox_id
 from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
 

@@ -17,7 +17,7 @@ from bac_server.control.reconcile import ReconcileReport, reconcile
 from bac_server.control.registry import Registry
 from bac_server.control.sampler import MetricsSampler
 from bac_server.control.snapshots import Snapshots
-from bac_server.control.start_snapshots import StartSnapshots
+from bac_server.control.templates import StartSnapshots
 from bac_server.store import CheckpointStore, KeyStore, MetricStore, SandboxStore
 
 

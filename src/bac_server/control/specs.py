@@ -12,7 +12,7 @@ from bac_server.backends.base import SandboxSpec, TemplateImage, TemplateNotFoun
 from bac_server.control.errors import TemplateNotFoundError
 from bac_server.control.network import policy_of
 from bac_server.control.registry import LiveSandbox
-from bac_server.control.templates_resolve import TeamTemplates
+from bac_server.control.templates import TeamTemplates
 
 
 class Templates(Protocol):

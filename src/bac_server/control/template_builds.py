@@ -25,13 +25,17 @@ from bac_server.backends.base import TemplateImage
 from bac_server.control.errors import Conflict, NotFound, NotSupported, TeamLimitExceeded
 from bac_server.control.keys import Team
 from bac_server.control.limits import Limits
-from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.template_builds_log import BuildLog
 from bac_server.control.template_builds_recipe import recipe_record, secrets_of
-from bac_server.control.template_builds_states import BuildStatus, is_finished, sources_of
-from bac_server.control.templates import TemplateCatalog
-from bac_server.control.templates_resolve import TemplateResolver
-from bac_server.control.templates_uploads import Uploads
+from bac_server.control.templates import (
+    BuildStatus,
+    StartSnapshots,
+    TemplateCatalog,
+    TemplateResolver,
+    Uploads,
+    is_finished,
+    sources_of,
+)
 from bac_server.store import BuildLogRecord, BuildRecord, BuildStore, TemplateRecord
 from bac_server.templates import (
     BuildEngine,

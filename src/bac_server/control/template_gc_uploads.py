@@ -1,4 +1,4 @@
-"""Uploaded build contexts: expiry of unused ones, and each team's quota.
+"""Uploaded build contexts: expiry of unused ones.
 
 An upload is *used* when the API answers that it is cached and when a build copies from
 it (``Uploads.path`` touches its file), so its last use is the later of its row's time
@@ -6,10 +6,6 @@ and its file's modification time. One unused for ``ttl_s`` is deleted, row and f
 unless a build that has not finished names it in a COPY step. Files no row names (a
 crash between the file and its row) go once they are older than ``orphan_s``; unfinished
 ``.partial`` files of interrupted uploads once they are a day old.
-
-The quota: a team's uploads together may use ``limit_bytes``; an upload that would go
-beyond fails with ``UploadQuotaExceeded`` (507), naming the limit and what is in use. A
-new upload of a hash the team has already replaces the old one, which does not count.
 """
 
 from __future__ import annotations
@@ -20,15 +16,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bac_server.control.errors import QuotaExceeded
-from bac_server.control.template_builds_states import UNFINISHED
+from bac_server.control.templates import UNFINISHED
 from bac_server.store import BuildStore, UploadRecord, UploadStore
 
 PARTIAL_MAX_AGE_S = 86_400.0
-
-
-class UploadQuotaExceeded(QuotaExceeded):
-    """The team's uploaded build contexts would use more than its quota (507)."""
 
 
 @dataclass(frozen=True)
@@ -37,31 +28,6 @@ class ExpiredUpload:
     files_hash: str
     size: int
     unused_s: float
-
-
-class UploadQuota:
-    def __init__(self, upload_store: UploadStore, limit_bytes: int) -> None:
-        self._upload_store = upload_store
-        self.limit_bytes = limit_bytes
-
-    async def allowance(self, team_id: str, files_hash: str) -> int:
-        """Bytes the team may still upload under ``files_hash``."""
-        used = await self._upload_store.upload_bytes(team_id)
-        replaced = await self._upload_store.get_upload(team_id, files_hash)
-        if replaced is not None:
-            used -= replaced.size_bytes
-        return max(0, self.limit_bytes - used)
-
-    def refuse(self, team_id: str, allowance: int) -> UploadQuotaExceeded:
-        used = self.limit_bytes - allowance
-        return UploadQuotaExceeded(
-            f"the build contexts uploaded by team {team_id!r} would exceed its quota of "
-            f"{_mib(self.limit_bytes)} ({_mib(used)} in use): unused ones are deleted "
-            "after a while, or ask the server's operator for more (BAC_UPLOAD_QUOTA_MB)")
-
-
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.0f} MiB"
 
 
 def _last_use(upload: UploadRecord) -> float:

@@ -12,14 +12,17 @@ from pathlib import Path
 
 from bac_server.control.keys import Team
 from bac_server.control.limits import Limits
-from bac_server.control.start_snapshots import StartSnapshots
 from bac_server.control.states import LIVE_STATES
 from bac_server.control.template_builds import TemplateBuilds
-from bac_server.control.template_builds_states import is_finished
-from bac_server.control.templates import TemplateCatalog
-from bac_server.control.templates_refs import split_ref
-from bac_server.control.templates_resolve import BuiltImages, TemplateResolver
-from bac_server.control.templates_uploads import Uploads
+from bac_server.control.templates import (
+    BuiltImages,
+    StartSnapshots,
+    TemplateCatalog,
+    TemplateResolver,
+    Uploads,
+    is_finished,
+    split_ref,
+)
 from bac_server.store import BuildStore, CatalogStore, GcStore, TemplateRecord, UploadStore
 from bac_server.templates import BuildEngine
 

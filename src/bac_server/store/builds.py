@@ -21,7 +21,7 @@ class BuildRecord:
     build_id: str
     template_id: str
     team_id: str
-    status: str  # waiting | building | ready | error (control.template_builds_states)
+    status: str  # waiting | building | ready | error (control.templates.BuildStatus)
     created_at: datetime
     updated_at: datetime
     # What the build request asked for (None: the server's default); they become the

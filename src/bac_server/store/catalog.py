@@ -1,7 +1,6 @@
 """The template catalog: templates (a name unique in the team, aliases, visibility), their
 tags, and the build each sandbox was created from. :class:`CatalogStore` serves the catalog
-and the resolution of a template for a create or a resume (``control.templates``,
-``control.templates_resolve``)."""
+and the resolution of a template for a create or a resume (``control.templates``)."""
 
 from __future__ import annotations
 

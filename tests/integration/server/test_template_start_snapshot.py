@@ -17,7 +17,7 @@ import httpx
 import pytest
 from bac_process import ServerProcess, running
 
-from bac_server.control.start_snapshot_records import SnapshotRecords, StartSnapshot
+from bac_server.control.templates import SnapshotRecords, StartSnapshot
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bac_server.control.start_snapshot_records import SnapshotRecords, StartSnapshot
+from bac_server.control.templates import SnapshotRecords, StartSnapshot
 
 
 def _snapshot(template_id: str = "t1", digest: str = "d" * 32) -> StartSnapshot:

@@ -27,8 +27,7 @@ from bac_server.api.errors import BadRequest, error_response
 from bac_server.api.query import int_param, page_after
 from bac_server.api.views import rfc3339
 from bac_server.control import InvalidRequest, Limits
-from bac_server.control.templates import TemplateSummary, builtin_name
-from bac_server.control.templates_resolve import Builtin
+from bac_server.control.templates import Builtin, TemplateSummary, builtin_name
 from bac_server.store import BuildRecord, TemplateRecord
 
 from ._builds import build_body

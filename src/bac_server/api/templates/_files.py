@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from bac_server.api.context import team, template_ref, templates
 from bac_server.api.errors import BadRequest, PayloadTooLarge
 from bac_server.control import NotFound
-from bac_server.control.templates_uploads import UploadTooLarge, check_hash
+from bac_server.control.templates import UploadTooLarge, check_hash
 
 
 def _hash(request: Request) -> str:

@@ -21,8 +21,7 @@ from bac_server.api.body import Name, Strict, read_model
 from bac_server.api.context import settings, team, template_ref, templates
 from bac_server.api.errors import error_response
 from bac_server.api.views import rfc3339
-from bac_server.control.templates import builtin_name
-from bac_server.control.templates_refs import split_ref
+from bac_server.control.templates import builtin_name, split_ref
 from bac_server.store import TagRecord
 
 

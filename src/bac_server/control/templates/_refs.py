@@ -12,7 +12,7 @@ import secrets
 import string
 import uuid
 
-from bac_server.control.errors import InvalidRequest
+from ..errors import InvalidRequest
 
 DEFAULT_TAG = "default"
 MAX_TAGS = 20

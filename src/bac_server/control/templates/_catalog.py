@@ -15,18 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bac_server.control.errors import Conflict, InvalidRequest, NotFound, TemplateNotFoundError
-from bac_server.control.keys import Team
-from bac_server.control.limits import Limits
-from bac_server.control.template_builds_states import BuildStatus
-from bac_server.control.templates_refs import (
-    DEFAULT_TAG,
-    check_tags,
-    new_build_id,
-    new_template_id,
-    parse_build_name,
-    split_ref,
-)
 from bac_server.store import (
     BuildLogRecord,
     BuildRecord,
@@ -35,6 +23,19 @@ from bac_server.store import (
     StoreConflict,
     TagRecord,
     TemplateRecord,
+)
+
+from ..errors import Conflict, InvalidRequest, NotFound, TemplateNotFoundError
+from ..keys import Team
+from ..limits import Limits
+from ._build_states import BuildStatus
+from ._refs import (
+    DEFAULT_TAG,
+    check_tags,
+    new_build_id,
+    new_template_id,
+    parse_build_name,
+    split_ref,
 )
 
 # Built-in templates: name → aliases (what bac_server.templates builds at set-up).

@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from bac_server.backends.base import TemplateImage, TemplateNotFound
-from bac_server.control.errors import TemplateNotFoundError
-from bac_server.control.keys import Team
-from bac_server.control.templates import BUILTINS, TemplateCatalog, builtin_name
-from bac_server.control.templates_refs import split_ref
 from bac_server.store import BuildRecord, CatalogStore, SandboxPin
+
+from ..errors import TemplateNotFoundError
+from ..keys import Team
+from ._catalog import BUILTINS, TemplateCatalog, builtin_name
+from ._refs import split_ref
 
 log = logging.getLogger(__name__)
 

@@ -50,12 +50,13 @@ from bac_server.backends.base import (
     StartSnapshotter,
     TemplateImage,
 )
-from bac_server.control.start_snapshot_records import SnapshotRecords, StartSnapshot
-from bac_server.control.template_builds_states import BuildStatus
-from bac_server.control.templates_resolve import BuiltImages, Resolved
-from bac_server.control.tokens import new_access_token, new_checkpoint_id
 from bac_server.store import BuildStore, CatalogStore
 from bac_server.templates import BuiltTemplate, LogLevel
+
+from ..tokens import new_access_token, new_checkpoint_id
+from ._build_states import BuildStatus
+from ._resolve import BuiltImages, Resolved
+from ._snapshot_records import SnapshotRecords, StartSnapshot
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,11 @@ modes and contents): any of the team's templates reuses them. Each is streamed t
 file beside its final place (never held in memory), size-limited, fsynced, then renamed in:
 a reader never sees half a file, and an interrupted upload leaves nothing behind.
 
+The quota: a team's uploads together may use ``limit_bytes`` (``UploadQuota``); an upload
+that would go beyond fails with ``UploadQuotaExceeded`` (507), naming the limit and what
+is in use. A new upload of a hash the team has already replaces the old one, which does
+not count. Unused uploads expire (``control.gc``).
+
 Layout::
 
     <data_dir>/template-uploads/       0700 root
@@ -30,9 +35,9 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bac_server.control.errors import InvalidRequest, QuotaExceeded, Unauthenticated
-from bac_server.control.template_gc_uploads import UploadQuota
 from bac_server.store import UploadRecord, UploadStore
+
+from ..errors import InvalidRequest, QuotaExceeded, Unauthenticated
 
 TOKEN_TTL_S = 3600  # the SDK uploads right after asking; an hour covers a slow link
 _HASH = re.compile(r"^[0-9a-f]{16,128}$")
@@ -42,10 +47,39 @@ class UploadTooLarge(InvalidRequest):
     """The upload is larger than the server accepts (the message names the limit)."""
 
 
+class UploadQuotaExceeded(QuotaExceeded):
+    """The team's uploaded build contexts would use more than its quota (507)."""
+
+
 def check_hash(files_hash: str) -> str:
     if not _HASH.match(files_hash):
         raise InvalidRequest(f"files hash {files_hash[:80]!r} is not a lowercase hex digest")
     return files_hash
+
+
+class UploadQuota:
+    def __init__(self, upload_store: UploadStore, limit_bytes: int) -> None:
+        self._upload_store = upload_store
+        self.limit_bytes = limit_bytes
+
+    async def allowance(self, team_id: str, files_hash: str) -> int:
+        """Bytes the team may still upload under ``files_hash``."""
+        used = await self._upload_store.upload_bytes(team_id)
+        replaced = await self._upload_store.get_upload(team_id, files_hash)
+        if replaced is not None:
+            used -= replaced.size_bytes
+        return max(0, self.limit_bytes - used)
+
+    def refuse(self, team_id: str, allowance: int) -> UploadQuotaExceeded:
+        used = self.limit_bytes - allowance
+        return UploadQuotaExceeded(
+            f"the build contexts uploaded by team {team_id!r} would exceed its quota of "
+            f"{_mib(self.limit_bytes)} ({_mib(used)} in use): unused ones are deleted "
+            "after a while, or ask the server's operator for more (BAC_UPLOAD_QUOTA_MB)")
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.0f} MiB"
 
 
 class Uploads:
@@ -55,7 +89,7 @@ class Uploads:
         self._upload_store = upload_store
         self.max_bytes = max_bytes
         self._key = key or secrets.token_bytes(32)
-        self.quota: UploadQuota | None = None  # per team (template_gc_uploads)
+        self.quota: UploadQuota | None = None  # per team
 
     def _team_dir(self, team_id: str) -> Path:
         return self.root / hashlib.sha256(team_id.encode()).hexdigest()[:32]
