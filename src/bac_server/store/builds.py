@@ -1,5 +1,5 @@
 """Template builds and their logs: what :class:`BuildStore` keeps for the build queue
-(``control.template_builds``, its log writer, the catalog's build listings).
+(``control.builds``: the queue and its log writer; the catalog's build listings).
 
 Status changes are compare-and-set (``from_states``): a cancel racing the build's own end,
 or a restart sweep racing a late writer, changes the row once and the loser learns it lost.

@@ -13,8 +13,7 @@ import pytest
 from e2b import Template
 
 from bac_server.api.templates import TemplateBuildStart, to_recipe
-from bac_server.control.template_builds_log import MAX_LINES, BuildLog
-from bac_server.control.template_builds_recipe import recipe_record
+from bac_server.control.builds import MAX_LINES, BuildLog, recipe_record
 from bac_server.store import BuildLogRecord
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore

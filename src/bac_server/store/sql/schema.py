@@ -145,7 +145,7 @@ template_builds = sa.Table(
     sa.Column("reason_step", sa.String(32), nullable=True),
 )
 
-# Bounded per build by the writer (control.template_builds_log.MAX_LINES).
+# Bounded per build by the writer (control.builds.MAX_LINES).
 template_build_logs = sa.Table(
     "template_build_logs",
     metadata,

@@ -2,7 +2,7 @@
 
 At most ``concurrency`` builds run at once (each step is a sandbox using CPUs and memory);
 the others stay ``waiting`` in arrival order. Each build runs in its own task, owned here:
-its log lines go to the store as they come (:mod:`.template_builds_log`), and it ends
+its log lines go to the store as they come (:mod:`._log`), and it ends
 ``ready`` (its tags move to it, see ``BuildStore.finish_build``) or ``error`` with the reason and
 the step that failed. A cancel ends it in error, reason "cancelled"; a server stop ends
 running builds with "server stopped"; builds a crash interrupted are ended with "server
@@ -19,15 +19,22 @@ import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from bac_server.backends.base import TemplateImage
-from bac_server.control.errors import Conflict, NotFound, NotSupported, TeamLimitExceeded
-from bac_server.control.keys import Team
-from bac_server.control.limits import Limits
-from bac_server.control.template_builds_log import BuildLog
-from bac_server.control.template_builds_recipe import recipe_record, secrets_of
-from bac_server.control.templates import (
+from bac_server.store import BuildLogRecord, BuildRecord, BuildStore, TemplateRecord
+from bac_server.templates import (
+    BuildEngine,
+    BuildRecipe,
+    BuiltTemplate,
+    CopyStep,
+    LogLevel,
+    TemplateError,
+)
+
+from ..errors import Conflict, NotFound, NotSupported, TeamLimitExceeded
+from ..keys import Team
+from ..limits import Limits
+from ..templates import (
     BuildStatus,
     StartSnapshots,
     TemplateCatalog,
@@ -36,16 +43,8 @@ from bac_server.control.templates import (
     is_finished,
     sources_of,
 )
-from bac_server.store import BuildLogRecord, BuildRecord, BuildStore, TemplateRecord
-from bac_server.templates import (
-    BuildEngine,
-    BuildRecipe,
-    BuiltTemplate,
-    CopyStep,
-    LogLevel,
-    TemplateConfig,
-    TemplateError,
-)
+from ._log import BuildLog
+from ._recipe import config_record, recipe_record, secrets_of
 
 log = logging.getLogger(__name__)
 
@@ -238,9 +237,3 @@ class TemplateBuilds:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), _FOLLOW_RECHECK_S)
-
-
-def config_record(config: TemplateConfig) -> dict[str, Any]:
-    return {"user": config.user, "workdir": config.workdir,
-            "env": [list(pair) for pair in config.env], "startCmd": config.start_cmd,
-            "readyCmd": config.ready_cmd}

@@ -1,11 +1,12 @@
-"""A build recipe as the store keeps it: what was asked, minus the registry password."""
+"""A build as the store keeps it: the recipe asked for, minus the registry password, and the
+config it ended with."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from bac_server.templates import BuildRecipe, FromImage, FromTemplate
+from bac_server.templates import BuildRecipe, FromImage, FromTemplate, TemplateConfig
 
 
 def secrets_of(recipe: BuildRecipe) -> tuple[str, ...]:
@@ -35,3 +36,7 @@ def recipe_record(recipe: BuildRecipe) -> dict[str, Any]:
     }
 
 
+def config_record(config: TemplateConfig) -> dict[str, Any]:
+    return {"user": config.user, "workdir": config.workdir,
+            "env": [list(pair) for pair in config.env], "startCmd": config.start_cmd,
+            "readyCmd": config.ready_cmd}
