@@ -21,7 +21,7 @@ from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ServerConfig
 from bac_server.control import ControlPlane, Limits
-from bac_server.control.template_gc import GcSettings, TemplateGc
+from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.templates import StartSnapshots, UploadQuota
 from bac_server.control.templates_services import TemplateServices
 from bac_server.gateway import Dispatcher, Gateway

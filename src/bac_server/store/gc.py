@@ -1,5 +1,5 @@
 """What the collection of template storage asks the store: which built templates something
-can still start from, and forgetting the pins nothing needs any more (``control.template_gc``,
+can still start from, and forgetting the pins nothing needs any more (``control.gc``,
 the template services' start-up). Both questions span the sandbox, checkpoint, build, tag
 and pin tables, which is why they are the store's and not any one record's."""
 

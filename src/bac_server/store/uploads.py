@@ -1,6 +1,6 @@
 """Uploaded build contexts: what :class:`UploadStore` keeps of each team's uploads (a tar,
 gzipped or not, keyed by the SDK's hash) for the upload cache, its quota and its expiry
-(``control.templates``, ``control.template_gc_uploads``)."""
+(``control.templates``, ``control.gc``)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ flight), then the backend which layers its sandboxes, build steps and checkpoint
 (``LayerHolder``), and hands both to the template layer's ``StorageCollector``, which
 deletes the rest after a quarantine of ``grace_s``. It fails closed: a backend that cannot
 say what it mounts, or a record it cannot read, means no template storage is collected in
-that pass. Uploads expire after ``upload_ttl_s`` unused (``template_gc_uploads``).
+that pass. Uploads expire after ``upload_ttl_s`` unused (:mod:`._uploads`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import Backend, BackendError, LayerHolder
-from bac_server.control.states import LIVE_STATES
-from bac_server.control.template_gc_uploads import ExpiredUpload, expire_uploads
 from bac_server.store import BuildStore, GcStore, UploadStore
 from bac_server.templates import (
     CollectionRefused,
@@ -36,6 +34,9 @@ from bac_server.templates import (
     StorageCollector,
     StorageReport,
 )
+
+from ..states import LIVE_STATES
+from ._uploads import ExpiredUpload, expire_uploads
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bac_server.control.templates import UNFINISHED
 from bac_server.store import BuildStore, UploadRecord, UploadStore
+
+from ..templates import UNFINISHED
 
 PARTIAL_MAX_AGE_S = 86_400.0
 
