@@ -10,8 +10,10 @@ private space, as a real uplink would be. Nothing leaves this machine.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,15 @@ WEB_UPLINK = "10.203.255.2"  # the web namespace's own (private) uplink address
 @dataclass(frozen=True)
 class FakeInternet:
     dns_server: str = DNS_SERVER
+
+
+def requests_seen() -> list[dict[str, object]]:
+    """Every request the fake web server parsed so far (method, path, Host headers),
+    asked from the host, which routes to it directly."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://{SITE_A}/_seen", timeout=5) as reply:
+        seen: list[dict[str, object]] = json.loads(reply.read())
+    return seen
 
 
 def _ip(*args: str) -> None:

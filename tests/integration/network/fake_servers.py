@@ -1,9 +1,10 @@
 """The servers of the fake internet, each run inside its own network namespace.
 
-``python3 fake_servers.py web``: HTTP on ports 80 and 8080 of every address, answering
-with the address it was reached at and the Host header, plus a byte sink on port 9000
-(for throughput). ``python3 fake_servers.py dns``: an authoritative server for the
-``.test`` names in ZONE. Each prints ``ready`` once it listens.
+``python3 fake_servers.py web``: HTTP/1.1 on ports 80 and 8080 of every address,
+answering with the address it was reached at and the Host header and keeping the
+requests it saw (``GET /_seen``), plus a byte sink on port 9000 (for throughput).
+``python3 fake_servers.py dns``: an authoritative server for the ``.test`` names in
+ZONE. Each prints ``ready`` once it listens.
 """
 
 from __future__ import annotations
@@ -28,17 +29,43 @@ ZONE = {
     "rebind.test": "10.203.255.2",  # an allowed name answering with a private address
     "metadata.test": "169.254.169.254",
 }
+_SEEN: list[dict[str, object]] = []
+_SEEN_LOCK = threading.Lock()
 
 
 class _Echo(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = json.dumps({"local": self.connection.getsockname()[0],
-                           "host": self.headers.get("Host"), "path": self.path}).encode()
+    """Answers with the address it was reached at, the Host, the path and the client's
+    port (one per connection, so keep-alive shows), keeping connections alive; every
+    request it parsed is kept, read back at ``/_seen``."""
+
+    protocol_version = "HTTP/1.1"
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        if parsed and self.path != "/_seen":
+            with _SEEN_LOCK:
+                _SEEN.append({"method": self.command, "path": self.path,
+                              "hosts": self.headers.get_all("Host") or []})
+        return parsed
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        if self.path == "/_seen":
+            with _SEEN_LOCK:
+                body = json.dumps(_SEEN).encode()
+        else:
+            body = json.dumps({"local": self.connection.getsockname()[0],
+                               "host": self.headers.get("Host"), "path": self.path,
+                               "peer": self.client_address[1]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    do_GET = do_POST = _answer
 
     def log_message(self, *_args: object) -> None:
         pass

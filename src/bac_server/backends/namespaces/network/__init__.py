@@ -4,7 +4,8 @@
 * ``_netns``: a sandbox's network namespace and veth pair, made over netlink.
 * ``_egress``: ``Egress``, each sandbox's policy in ``table inet bac`` (``_rules``), its
   resolver (``_dns``, ``_dns_answers``), the relay that checks the host name a connection
-  opens with (``_proxy``, ``_sni``), what both decide (``_name_checks``), the answered
+  opens with and each HTTP request names (``_proxy``, ``_opening``, ``_http_relay``),
+  what both decide (``_name_checks``), the answered
   addresses pinned in constant time (``_pins``) and the counters read back (``_usage``).
 * ``_tcp_hold``: a suspended sandbox's TCP connections held on the host (``tcp_hold``).
 * ``_set_elements``: nftables set elements over raw netlink (pins and holds).

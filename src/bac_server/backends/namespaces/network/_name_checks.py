@@ -73,7 +73,10 @@ class NameChecks:
 
     # -- the host-name checking relay ---------------------------------------------------
 
-    def decide(self, client: str, host: str | None, address: str, port: int) -> bool:
+    def decide(self, client: str, host: str | None, address: str, port: int,
+               log: bool = True) -> bool:
+        """Whether the relay lets a connection (or one of its HTTP requests) naming
+        ``host`` through to ``address:port``; refusals are always logged."""
         entry = self.by_address.get(client)
         # SECURITY: the relay connects from the host, so it re-checks what the firewall
         # would have: never the infrastructure, whatever a resolver answered.
@@ -88,9 +91,10 @@ class NameChecks:
             allowed = any(domain_matches(r.value, host)
                           and (r.ports is None or r.ports[0] <= port <= r.ports[1])
                           for r in entry.policy.allow_domains())
-        entry.dns_log.appendleft(Destination(address=address, port=port, protocol="tcp",
-                                             allowed=allowed, count=1, name=host,
-                                             last_seen=time.time()))
+        if log or not allowed:
+            entry.dns_log.appendleft(Destination(address=address, port=port, protocol="tcp",
+                                                 allowed=allowed, count=1, name=host,
+                                                 last_seen=time.time()))
         return allowed
 
     def account(self, client: str, sent: int, received: int) -> None:
