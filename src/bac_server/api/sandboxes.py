@@ -16,7 +16,7 @@
   ``autoPause`` sets what the next timeout does
 * ``POST   /sandboxes/{id}/pause``              204; 409 when already paused. ``{"memory":
   false}`` (E2B ``mode="filesystem"``) keeps the files only; otherwise the whole state is
-  saved (``control.pausing`` says which pause that is on this host)
+  saved (``control.sandboxes._pausing`` says which pause that is on this host)
 * ``GET    /sandboxes/{id}/logs``, ``/v2/...``  the event log (created, started, timeout
   changes, connect, kill, timeout, ...), also after the sandbox ended
 * ``GET    /sandboxes/{id}/metrics``            samples in ``[start, end]`` (unix seconds);

@@ -4,7 +4,6 @@
 (``bac_server.backends.base``), templates and the store protocol.
 """
 
-from bac_server.control.creation import CreateRequest, Creator, TemplateSource
 from bac_server.control.errors import (
     Conflict,
     ControlError,
@@ -20,18 +19,32 @@ from bac_server.control.errors import (
     TemplateNotFoundError,
     Unauthenticated,
 )
-from bac_server.control.events import EventKind
-from bac_server.control.history import History
 from bac_server.control.keys import KeyInfo, KeyService, Team
-from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
-from bac_server.control.listing import MAX_LIMIT, Cursor, ListQuery, page
-from bac_server.control.network import NetworkService, NetworkUpdate, egress_policy, policy_of
 from bac_server.control.plane import ControlPlane
-from bac_server.control.reconcile import ReconcileReport, reconcile
-from bac_server.control.registry import LiveSandbox, Registry, Route
-from bac_server.control.sampler import MetricsSampler
-from bac_server.control.states import SandboxState
+from bac_server.control.sandboxes import (
+    MAX_LIMIT,
+    CreateRequest,
+    Creator,
+    Cursor,
+    EventKind,
+    History,
+    Lifecycle,
+    ListQuery,
+    LiveSandbox,
+    MetricsSampler,
+    NetworkService,
+    NetworkUpdate,
+    ReconcileReport,
+    Registry,
+    Route,
+    SandboxState,
+    TemplateSource,
+    egress_policy,
+    page,
+    policy_of,
+    reconcile,
+)
 
 __all__ = [
     "MAX_LIMIT",

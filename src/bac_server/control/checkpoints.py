@@ -27,14 +27,19 @@ from bac_server.control.errors import (
     NotSupported,
     QuotaExceeded,
 )
-from bac_server.control.events import EventKind, event
 from bac_server.control.keys import Team
-from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
-from bac_server.control.pausing import FREEZER
-from bac_server.control.registry import LiveSandbox, Registry
-from bac_server.control.specs import Templates, spec_of
-from bac_server.control.states import SandboxState
+from bac_server.control.sandboxes import (
+    FREEZER,
+    EventKind,
+    Lifecycle,
+    LiveSandbox,
+    Registry,
+    SandboxState,
+    Templates,
+    event,
+    spec_of,
+)
 from bac_server.control.tokens import new_checkpoint_id
 from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
 

@@ -7,15 +7,19 @@ import contextlib
 
 from bac_server.backends.base import Backend
 from bac_server.control.checkpoints import Checkpoints
-from bac_server.control.creation import Creator, TemplateSource
-from bac_server.control.history import History
 from bac_server.control.keys import KeyService, Team
-from bac_server.control.lifecycle import Lifecycle
 from bac_server.control.limits import Limits
-from bac_server.control.network import NetworkService
-from bac_server.control.reconcile import ReconcileReport, reconcile
-from bac_server.control.registry import Registry
-from bac_server.control.sampler import MetricsSampler
+from bac_server.control.sandboxes import (
+    Creator,
+    History,
+    Lifecycle,
+    MetricsSampler,
+    NetworkService,
+    ReconcileReport,
+    Registry,
+    TemplateSource,
+    reconcile,
+)
 from bac_server.control.snapshots import Snapshots
 from bac_server.control.templates import StartSnapshots
 from bac_server.store import CheckpointStore, KeyStore, MetricStore, SandboxStore

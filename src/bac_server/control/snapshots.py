@@ -15,12 +15,17 @@ import asyncio
 import re
 
 from bac_server.control.checkpoints import FORK, SNAPSHOT, Checkpoints
-from bac_server.control.creation import CreateRequest, Creator
 from bac_server.control.errors import ControlError, InvalidRequest
-from bac_server.control.events import EventKind, event
 from bac_server.control.keys import Team
-from bac_server.control.network import policy_of
-from bac_server.control.registry import LiveSandbox, Registry
+from bac_server.control.sandboxes import (
+    CreateRequest,
+    Creator,
+    EventKind,
+    LiveSandbox,
+    Registry,
+    event,
+    policy_of,
+)
 from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
 
 MAX_FORKS = 20

@@ -13,7 +13,7 @@ from pathlib import Path
 from bac_server.control.builds import TemplateBuilds
 from bac_server.control.keys import Team
 from bac_server.control.limits import Limits
-from bac_server.control.states import LIVE_STATES
+from bac_server.control.sandboxes import LIVE_STATES
 from bac_server.control.templates import (
     BuiltImages,
     StartSnapshots,

@@ -1,5 +1,5 @@
 """Sandbox rows and their event log: what :class:`SandboxStore` keeps for every sandbox,
-live or ended, so a restart re-attaches the live ones (``control.reconcile``) and
+live or ended, so a restart re-attaches the live ones (``control.sandboxes.reconcile``) and
 ``GET /sandboxes/{id}/logs`` answers after the end."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class SandboxRecord:
     network: dict[str, Any] | None = None
     allow_internet_access: bool | None = None
     ended_at: datetime | None = None
-    # What happens at the timeout, auto-resume, how it is paused (see control.lifecycle).
+    # What happens at the timeout, auto-resume, how it is paused (see control.sandboxes.Lifecycle).
     lifecycle: dict[str, Any] | None = None
 
 

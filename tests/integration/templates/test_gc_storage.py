@@ -17,8 +17,7 @@ import pytest_asyncio
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
 from bac_server.control import Limits
 from bac_server.control.gc import GcSettings, TemplateGc
-from bac_server.control.registry import Team
-from bac_server.control.states import LIVE_STATES
+from bac_server.control.sandboxes import LIVE_STATES, Team
 from bac_server.control.templates import TemplateCatalog
 from bac_server.store import (
     BuildRecord,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bac_server.control.states import (
+from bac_server.control.sandboxes import (
     LIVE_STATES,
     InvalidTransition,
     SandboxState,

@@ -35,7 +35,7 @@ from bac_server.templates import (
     StorageReport,
 )
 
-from ..states import LIVE_STATES
+from ..sandboxes import LIVE_STATES
 from ._uploads import ExpiredUpload, expire_uploads
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bac_server.control.errors import InvalidRequest
-from bac_server.control.registry import LiveSandbox
-from bac_server.control.states import VISIBLE_STATES, SandboxState
+from ..errors import InvalidRequest
+from ._registry import LiveSandbox
+from ._states import VISIBLE_STATES, SandboxState
 
 MAX_LIMIT = 100
 

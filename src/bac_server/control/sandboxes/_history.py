@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bac_server.control.errors import SandboxNotFoundError
-from bac_server.control.keys import Team
-from bac_server.control.registry import Registry
 from bac_server.store import (
     EventRecord,
     MetricRecord,
@@ -14,6 +11,10 @@ from bac_server.store import (
     SandboxRecord,
     SandboxStore,
 )
+
+from ..errors import SandboxNotFoundError
+from ..keys import Team
+from ._registry import Registry
 
 
 class History:

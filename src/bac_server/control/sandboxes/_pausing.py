@@ -21,12 +21,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from bac_server.backends.base import Backend, Checkpointable, CheckpointFailed, Pausable
-from bac_server.control.errors import NotSupported, PauseFailed, ResumeFailed
-from bac_server.control.events import EventKind, event
-from bac_server.control.registry import LiveSandbox, Registry, Route
-from bac_server.control.specs import Templates, spec_of
-from bac_server.control.states import SandboxState, check_transition
 from bac_server.store import SandboxStore
+
+from ..errors import NotSupported, PauseFailed, ResumeFailed
+from ._events import EventKind, event
+from ._registry import LiveSandbox, Registry, Route
+from ._specs import Templates, spec_of
+from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,11 @@ import inspect
 from typing import Any, Protocol
 
 from bac_server.backends.base import SandboxSpec, TemplateImage, TemplateNotFound
-from bac_server.control.errors import TemplateNotFoundError
-from bac_server.control.network import policy_of
-from bac_server.control.registry import LiveSandbox
-from bac_server.control.templates import TeamTemplates
+
+from ..errors import TemplateNotFoundError
+from ..templates import TeamTemplates
+from ._network import policy_of
+from ._registry import LiveSandbox
 
 
 class Templates(Protocol):

@@ -28,23 +28,24 @@ from bac_server.backends.base import (
     TemplateNotFound,
 )
 from bac_server.backends.egress import EgressPolicy
-from bac_server.control.errors import (
+from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+
+from ..errors import (
     InvalidRequest,
     NotSupported,
     SandboxCreateFailed,
     TeamLimitExceeded,
     TemplateNotFoundError,
 )
-from bac_server.control.events import EventKind, event
-from bac_server.control.keys import Team
-from bac_server.control.lifecycle import Lifecycle
-from bac_server.control.limits import Limits
-from bac_server.control.registry import LiveSandbox, Registry
-from bac_server.control.specs import template_image
-from bac_server.control.states import SandboxState, check_transition
-from bac_server.control.templates import Resolved, StartSnapshots, TeamTemplates
-from bac_server.control.tokens import new_access_token, new_sandbox_id
-from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+from ..keys import Team
+from ..limits import Limits
+from ..templates import Resolved, StartSnapshots, TeamTemplates
+from ..tokens import new_access_token, new_sandbox_id
+from ._events import EventKind, event
+from ._lifecycle import Lifecycle
+from ._registry import LiveSandbox, Registry
+from ._specs import template_image
+from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
 

@@ -20,12 +20,13 @@ from bac_server.backends.egress import (
     WirePolicy,
     parse_policy,
 )
-from bac_server.control.errors import Conflict, InvalidRequest, NotSupported
-from bac_server.control.events import EventKind, event
-from bac_server.control.keys import Team
-from bac_server.control.registry import LiveSandbox, Registry
-from bac_server.control.states import SandboxState
 from bac_server.store import SandboxStore
+
+from ..errors import Conflict, InvalidRequest, NotSupported
+from ..keys import Team
+from ._events import EventKind, event
+from ._registry import LiveSandbox, Registry
+from ._states import SandboxState
 
 _EGRESS_KEYS = ("allowOut", "denyOut", "dnsServers")
 

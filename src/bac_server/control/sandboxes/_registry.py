@@ -2,7 +2,7 @@
 
 The store is the durable copy; this registry is the fast one (the gateway looks a sandbox up
 on every request, so that lookup is a dict read). It is rebuilt from the store and the backend
-at start-up by :mod:`.reconcile`.
+at start-up by :mod:`._reconcile`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bac_server.control.errors import SandboxNotFoundError
-from bac_server.control.keys import Team
-from bac_server.control.states import LIVE_STATES, VISIBLE_STATES, SandboxState
 from bac_server.store import SandboxRecord
+
+from ..errors import SandboxNotFoundError
+from ..keys import Team
+from ._states import LIVE_STATES, VISIBLE_STATES, SandboxState
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Every step takes the sandbox's lock, checks the transition table, updates the re
 (so the gateway stops or starts routing at once), then the store, then the backend. Expiry is
 one ``loop.call_later`` timer per running sandbox, re-armed whenever the end time moves; at
 the end a sandbox is killed, or paused when it was created with ``autoPause``
-(:mod:`.pausing`). Paused sandboxes never expire: there is no cap on a sandbox's lifetime.
+(:mod:`._pausing`). Paused sandboxes never expire: there is no cap on a sandbox's lifetime.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from bac_server.backends.base import Backend, BackendError
-from bac_server.control.errors import Conflict, InvalidRequest
-from bac_server.control.events import EventKind, event
-from bac_server.control.keys import Team
-from bac_server.control.limits import Limits
-from bac_server.control.pausing import Pausing
-from bac_server.control.registry import LiveSandbox, Registry
-from bac_server.control.specs import Templates
-from bac_server.control.states import SandboxState, check_transition
 from bac_server.store import SandboxStore
+
+from ..errors import Conflict, InvalidRequest
+from ..keys import Team
+from ..limits import Limits
+from ._events import EventKind, event
+from ._pausing import Pausing
+from ._registry import LiveSandbox, Registry
+from ._specs import Templates
+from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
 

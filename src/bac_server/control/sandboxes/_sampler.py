@@ -8,9 +8,10 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from bac_server.backends.base import Backend, BackendError
-from bac_server.control.registry import Registry
-from bac_server.control.states import SandboxState
 from bac_server.store import MetricRecord, MetricStore
+
+from ._registry import Registry
+from ._states import SandboxState
 
 log = logging.getLogger(__name__)
 

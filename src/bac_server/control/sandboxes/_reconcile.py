@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bac_server.backends.base import Backend, BackendError, SandboxNotFound, SandboxStatus
-from bac_server.control.events import EventKind, event
-from bac_server.control.lifecycle import Lifecycle
-from bac_server.control.registry import LiveSandbox, Registry
-from bac_server.control.states import LIVE_STATES, SandboxState
 from bac_server.store import SandboxRecord, SandboxStore
+
+from ._events import EventKind, event
+from ._lifecycle import Lifecycle
+from ._registry import LiveSandbox, Registry
+from ._states import LIVE_STATES, SandboxState
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,71 @@
+"""Sandboxes in the control plane: their lifecycle from create to end, what the API and
+the gateway read of them, and what they leave in the store.
+
+* ``_states``: ``SandboxState`` and its transition table.
+* ``_registry``: ``Registry``, every live sandbox in memory (``LiveSandbox``) and the
+  gateway's routes.
+* ``_creation``: ``Creator``, a create in one line (validate, resolve, count and reserve,
+  record and start at once, arm its timeout).
+* ``_lifecycle``: ``Lifecycle``, timeouts, kill, connect and refresh, pause and resume.
+* ``_pausing``: which pause this backend gives, and automatic resume on traffic.
+* ``_specs``: the backend's view of an existing sandbox, for the steps that start it again.
+* ``_reconcile``: the store against what the backend holds, at start-up.
+* ``_network``: egress policies from the wire, their change at runtime, traffic usage.
+* ``_listing``: filters, order and cursor pagination of a listing.
+* ``_events``: the event log's kinds (``EventKind``) and entries.
+* ``_history``: the event log and resource samples of a sandbox, also after its end.
+* ``_sampler``: ``MetricsSampler``, resource samples taken periodically.
+"""
+
+from ._creation import CreateRequest, Creator, TemplateSource
+from ._events import EventKind, event
+from ._history import History
+from ._lifecycle import Lifecycle
+from ._listing import MAX_LIMIT, Cursor, ListQuery, page
+from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
+from ._pausing import FREEZER
+from ._reconcile import ReconcileReport, reconcile
+from ._registry import LiveSandbox, Registry, Route
+from ._sampler import MetricsSampler
+from ._specs import Templates, spec_of
+from ._states import (
+    LIVE_STATES,
+    VISIBLE_STATES,
+    InvalidTransition,
+    SandboxState,
+    can_transition,
+    check_transition,
+)
+
+__all__ = [
+    "FREEZER",
+    "LIVE_STATES",
+    "MAX_LIMIT",
+    "VISIBLE_STATES",
+    "CreateRequest",
+    "Creator",
+    "Cursor",
+    "EventKind",
+    "History",
+    "InvalidTransition",
+    "Lifecycle",
+    "ListQuery",
+    "LiveSandbox",
+    "MetricsSampler",
+    "NetworkService",
+    "NetworkUpdate",
+    "ReconcileReport",
+    "Registry",
+    "Route",
+    "SandboxState",
+    "TemplateSource",
+    "Templates",
+    "can_transition",
+    "check_transition",
+    "egress_policy",
+    "event",
+    "page",
+    "policy_of",
+    "reconcile",
+    "spec_of",
+]
