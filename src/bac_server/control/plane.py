@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 
 from bac_server.backends.base import Backend
-from bac_server.control.checkpoints import Checkpoints
+from bac_server.control.checkpoints import Checkpoints, Snapshots
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
 from bac_server.control.sandboxes import (
@@ -20,7 +20,6 @@ from bac_server.control.sandboxes import (
     TemplateSource,
     reconcile,
 )
-from bac_server.control.snapshots import Snapshots
 from bac_server.control.templates import StartSnapshots
 from bac_server.store import CheckpointStore, KeyStore, MetricStore, SandboxStore
 

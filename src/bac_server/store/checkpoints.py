@@ -1,6 +1,5 @@
 """Checkpoints (points of a sandbox's timeline) and snapshots (saved states that outlive
-their sandbox): what :class:`CheckpointStore` keeps (``control.checkpoints``,
-``control.snapshots``)."""
+their sandbox): what :class:`CheckpointStore` keeps (``control.checkpoints``)."""
 
 from __future__ import annotations
 

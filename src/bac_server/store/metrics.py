@@ -1,5 +1,6 @@
 """Resource usage samples: what :class:`MetricStore` keeps for ``GET
-/sandboxes/{id}/metrics``, written by the sampler (``control.sandboxes.MetricsSampler``) and pruned by age."""
+/sandboxes/{id}/metrics``, written by the sampler (``control.sandboxes.MetricsSampler``)
+and pruned by age."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A checkpoint is the sandbox's state at one moment (files, and processes with their memory
 when ``memory``), kept on disk by the backend and recorded in the store with its size. A
-sandbox's checkpoints form its timeline and end with it; snapshots (:mod:`.snapshots`) are
+sandbox's checkpoints form its timeline and end with it; snapshots (:mod:`._snapshots`) are
 the same thing kept beyond it. All of a team's checkpoints count against its disk quota:
 one that would exceed it is refused (or deleted right after it was taken, when only then
 its size is known) with ``QuotaExceeded``, and the sandbox keeps running either way.
@@ -20,16 +20,18 @@ from bac_server.backends.base import (
     CheckpointFailed,
     CheckpointNotFound,
 )
-from bac_server.control.errors import (
+from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+
+from ..errors import (
     Conflict,
     InvalidRequest,
     NotFound,
     NotSupported,
     QuotaExceeded,
 )
-from bac_server.control.keys import Team
-from bac_server.control.limits import Limits
-from bac_server.control.sandboxes import (
+from ..keys import Team
+from ..limits import Limits
+from ..sandboxes import (
     FREEZER,
     EventKind,
     Lifecycle,
@@ -40,8 +42,7 @@ from bac_server.control.sandboxes import (
     event,
     spec_of,
 )
-from bac_server.control.tokens import new_checkpoint_id
-from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+from ..tokens import new_checkpoint_id
 
 log = logging.getLogger(__name__)
 TIMELINE, SNAPSHOT, FORK = "checkpoint", "snapshot", "fork"

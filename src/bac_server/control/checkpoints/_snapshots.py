@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import re
 
-from bac_server.control.checkpoints import FORK, SNAPSHOT, Checkpoints
-from bac_server.control.errors import ControlError, InvalidRequest
-from bac_server.control.keys import Team
-from bac_server.control.sandboxes import (
+from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+
+from ..errors import ControlError, InvalidRequest
+from ..keys import Team
+from ..sandboxes import (
     CreateRequest,
     Creator,
     EventKind,
@@ -26,7 +27,7 @@ from bac_server.control.sandboxes import (
     event,
     policy_of,
 )
-from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+from ._timeline import FORK, SNAPSHOT, Checkpoints
 
 MAX_FORKS = 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}(:[A-Za-z0-9._-]{1,64})?$")
