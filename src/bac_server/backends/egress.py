@@ -62,8 +62,8 @@ class EgressPolicy:
     internet: bool = True
     allow: tuple[EgressRule, ...] = ()
     deny: tuple[EgressRule, ...] = ()
-    # Addresses opened like allow CIDRs (E2B's ``dnsServers``), for sandboxes that use
-    # their own resolvers.
+    # Resolvers opened on port 53, UDP and TCP (E2B's ``dnsServers``), for sandboxes
+    # that use their own; only with domain rules, as E2B does.
     dns_servers: tuple[str, ...] = ()
 
     @property

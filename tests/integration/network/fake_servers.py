@@ -2,7 +2,8 @@
 
 ``python3 fake_servers.py web``: HTTP/1.1 on ports 80 and 8080 of every address,
 answering with the address it was reached at and the Host header and keeping the
-requests it saw (``GET /_seen``), plus a byte sink on port 9000 (for throughput).
+requests it saw (``GET /_seen``), plus a byte sink on port 9000 (for throughput) and a
+one-line answer on port 53, UDP and TCP.
 ``python3 fake_servers.py dns``: an authoritative server for the ``.test`` names in
 ZONE. Each prints ``ready`` once it listens.
 """
@@ -19,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import dns.message
 import dns.rcode
 import dns.rrset
+from fake_internet import SITE_A, SITE_B, SITE_C
 
 ZONE = {
     "allowed.test": "198.51.100.10",
@@ -79,11 +81,28 @@ class _Sink(socketserver.BaseRequestHandler):
         self.request.sendall(str(total).encode())
 
 
+class _Port53Tcp(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.sendall(b"tcp 53\n")
+
+
+class _Port53Udp(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        _data, sock = self.request
+        sock.sendto(b"udp 53\n", self.client_address)
+
+
 def web() -> None:
     servers: list[socketserver.BaseServer] = [
         ThreadingHTTPServer(("0.0.0.0", port), _Echo) for port in (80, 8080)]
     socketserver.ThreadingTCPServer.allow_reuse_address = True
     servers.append(socketserver.ThreadingTCPServer(("0.0.0.0", 9000), _Sink))
+    # Port 53 of every web address answers too (a resolver a sandbox names in
+    # dnsServers, next to a web server on the same address).
+    servers.append(socketserver.ThreadingTCPServer(("0.0.0.0", 53), _Port53Tcp))
+    # UDP answers must come from the address asked (NAT matches them to the query).
+    servers += [socketserver.ThreadingUDPServer((site, 53), _Port53Udp)
+                for site in (SITE_A, SITE_B, SITE_C)]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     print("ready", flush=True)

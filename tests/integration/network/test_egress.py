@@ -184,3 +184,27 @@ async def test_host_name_is_checked_where_a_domain_rule_applies(
         f"get('{SITE_C}', 'evil.test'))\n")
     result = await sbx.python(script, user="user")
     assert result.stdout.split() == ["ok", "cut", "ok", "ok"], result.stderr
+
+
+async def test_dns_servers_are_opened_on_port_53_only(make_sandbox: SandboxFactory) -> None:
+    """An address given in dnsServers answers on port 53, UDP and TCP, and nothing else
+    of it is reachable: not its web server on 80 or 8080."""
+    sbx = await make_sandbox(network=parse_policy(WirePolicy(
+        ["allowed.test"], ["0.0.0.0/0"], [SITE_C], None)))
+    script = (
+        "import errno, socket\n"
+        "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "u.settimeout(3)\n"
+        f"u.sendto(b'?', ('{SITE_C}', 53))\n"
+        "out = [u.recv(100).decode().strip()]\n"
+        "for port in (53, 80, 8080):\n"
+        "    s = socket.socket()\n"
+        "    s.settimeout(3)\n"
+        "    try:\n"
+        f"        s.connect(('{SITE_C}', port))\n"
+        "        out.append(s.recv(100).decode().strip() if port == 53 else 'open')\n"
+        "    except OSError as exc:\n"
+        "        out.append(errno.errorcode.get(exc.errno or 0, type(exc).__name__))\n"
+        "print(out)\n")
+    result = await sbx.python(script, user="user")
+    assert result.stdout.strip() == str(["udp 53", "tcp 53", BLOCKED, BLOCKED]), result

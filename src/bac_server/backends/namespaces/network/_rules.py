@@ -98,6 +98,9 @@ def _policy_rules(n: SandboxNames, policy: EgressPolicy, exempt: Sequence[str]) 
         ports = "" if spec is None else _ports(EgressRule(RuleKind.DOMAIN, "", spec)) + " "
         rules.append(f"{ports}ip daddr @{n.dyn(index)} {ok}")
     rules.append(f"ip daddr @{n.set('a')} {ok}")
+    if policy.dns_servers and policy.allow_domains():
+        # E2B opens them only with domain rules; a resolver is DNS, nothing else of it.
+        rules.append(f"{_L4} th dport 53 ip daddr {{ {_elements(policy.dns_servers)} }} {ok}")
     for rule in policy.allow:
         if rule.kind is RuleKind.CIDR and rule.ports is not None:
             rules.append(f"{_ports(rule)} ip daddr {rule.value} {ok}")
@@ -125,8 +128,6 @@ def _policy_rules(n: SandboxNames, policy: EgressPolicy, exempt: Sequence[str]) 
 
 def _cidr_sets(n: SandboxNames, policy: EgressPolicy) -> list[str]:
     allow = [r.value for r in policy.allow if r.kind is RuleKind.CIDR and r.ports is None]
-    if policy.allow_domains():
-        allow += list(policy.dns_servers)  # E2B opens them only with domain rules
     deny = [r.value for r in policy.deny if r.kind is RuleKind.CIDR and r.ports is None
             and r.value != ALL_TRAFFIC]  # deny-all is the chain's default instead
     lines = []
