@@ -20,10 +20,9 @@ from bac_server.api import ApiSettings, build_api
 from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ServerConfig
-from bac_server.control import ControlPlane, Limits
+from bac_server.control import ControlPlane, Limits, TemplateServices
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.templates import StartSnapshots, UploadQuota
-from bac_server.control.templates_services import TemplateServices
 from bac_server.gateway import Dispatcher, Gateway
 from bac_server.host import IdRange, prepare_host, secure_data_dir
 from bac_server.store import Store
@@ -127,7 +126,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
             enabled=config.start_snapshots, ready_bound_s=config.start_snapshot_ready_s)
         template_services = TemplateServices.create(
             catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,
-            images=templates, limits=limits_of(config),
+            gc_store=store.gc, images=templates, limits=limits_of(config),
             engine=BuildEngine(templates, backend) if isinstance(backend, Builder) else None,
             uploads_dir=config.data_dir / "template-uploads",
             max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds,
@@ -137,12 +136,9 @@ def create_app(config: ServerConfig) -> ASGIApp:
                 store.uploads, config.upload_quota_mb << 20)
         gc = await build_gc(config, store, backend, templates)
         template_services.catalog.on_delete = gc.soon
-        ended = await template_services.start(store.gc)
-        if ended:
-            log.warning("%d template builds were interrupted by the restart", len(ended))
         plane = ControlPlane(
             backend=backend,
-            templates=template_services.resolver,
+            templates=template_services,
             key_store=store.keys,
             sandbox_store=store.sandboxes,
             metric_store=store.metrics,
@@ -150,13 +146,11 @@ def create_app(config: ServerConfig) -> ASGIApp:
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,
-            start_snapshots=start_snapshots,
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))
         gc.start()
         app.state.plane = plane
-        app.state.templates = template_services
         app.state.template_gc = gc
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic)
         dispatcher.gateway = gateway
@@ -173,7 +167,6 @@ def create_app(config: ServerConfig) -> ASGIApp:
             dispatcher.gateway = None
             try:
                 await gc.close()
-                await template_services.close()
                 await plane.stop()
                 gateway.close()
             finally:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from bac_server.control import ControlPlane, Team
-from bac_server.control.templates_services import TemplateServices
+from bac_server.control import ControlPlane, Team, TemplateServices
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,7 @@ def sandbox_id(request: Request) -> str:
 
 
 def templates(request: Request) -> TemplateServices:
-    found: TemplateServices = request.app.state.templates
-    return found
+    return plane(request).templates
 
 
 def template_ref(request: Request) -> str:

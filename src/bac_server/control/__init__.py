@@ -21,7 +21,7 @@ from bac_server.control.errors import (
 )
 from bac_server.control.keys import KeyInfo, KeyService, Team
 from bac_server.control.limits import Limits
-from bac_server.control.plane import ControlPlane
+from bac_server.control.plane import ControlPlane, TemplateServices
 from bac_server.control.sandboxes import (
     MAX_LIMIT,
     CreateRequest,
@@ -80,6 +80,7 @@ __all__ = [
     "Team",
     "TeamLimitExceeded",
     "TemplateNotFoundError",
+    "TemplateServices",
     "TemplateSource",
     "Unauthenticated",
     "egress_policy",

@@ -1,15 +1,27 @@
-"""The control plane as one object: its services, wired, plus start-up and shut-down."""
+"""The control plane as one object: its services, wired, plus start-up and shut-down.
+
+``bac_server.app`` makes the template services (:class:`TemplateServices`: catalog,
+resolver, uploads, builds, start snapshots) and hands them to :class:`ControlPlane`, which
+makes the sandboxes' and checkpoints' services over the same stores and resolves every
+create's template through the template services' resolver. What spans both halves (a
+template deleted, else a snapshot of that name) is the plane's.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
 
 from bac_server.backends.base import Backend
+from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
 from bac_server.control.sandboxes import (
+    LIVE_STATES,
     Creator,
     History,
     Lifecycle,
@@ -17,11 +29,80 @@ from bac_server.control.sandboxes import (
     NetworkService,
     ReconcileReport,
     Registry,
-    TemplateSource,
     reconcile,
 )
-from bac_server.control.templates import StartSnapshots
-from bac_server.store import CheckpointStore, KeyStore, MetricStore, SandboxStore
+from bac_server.control.templates import (
+    BuiltImages,
+    StartSnapshots,
+    TemplateCatalog,
+    TemplateResolver,
+    Uploads,
+    is_finished,
+    split_ref,
+)
+from bac_server.store import (
+    BuildStore,
+    CatalogStore,
+    CheckpointStore,
+    GcStore,
+    KeyStore,
+    MetricStore,
+    SandboxStore,
+    TemplateRecord,
+    UploadStore,
+)
+from bac_server.templates import BuildEngine
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TemplateServices:
+    catalog: TemplateCatalog
+    resolver: TemplateResolver
+    uploads: Uploads
+    builds: TemplateBuilds
+    gc_store: GcStore
+    start_snapshots: StartSnapshots | None = None
+
+    @classmethod
+    def create(cls, *, catalog_store: CatalogStore, build_store: BuildStore,
+               upload_store: UploadStore, gc_store: GcStore, images: BuiltImages,
+               engine: BuildEngine | None, limits: Limits, uploads_dir: Path,
+               max_upload_bytes: int, concurrency: int,
+               start_snapshots: StartSnapshots | None = None) -> TemplateServices:
+        catalog = TemplateCatalog(catalog_store=catalog_store, build_store=build_store,
+                                  limits=limits)
+        resolver = TemplateResolver(images=images, catalog_store=catalog_store, catalog=catalog)
+        uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes)
+        builds = TemplateBuilds(build_store=build_store, engine=engine, catalog=catalog,
+                                resolver=resolver, uploads=uploads, limits=limits,
+                                concurrency=concurrency, start_snapshots=start_snapshots)
+        return cls(catalog, resolver, uploads, builds, gc_store, start_snapshots)
+
+    async def start(self) -> None:
+        """End builds a previous process left unfinished; forget pins of gone sandboxes."""
+        ended = await self.builds.recover()
+        if ended:
+            log.warning("%d template builds were interrupted by the restart", len(ended))
+        await self.gc_store.prune_pins([s.value for s in LIVE_STATES])
+
+    async def close(self) -> None:
+        await self.builds.close()
+
+    async def delete(self, team: Team, ref: str) -> TemplateRecord | None:
+        """Delete the team's template (cancelling its unfinished builds first)."""
+        template = await self.catalog.find(team, split_ref(ref)[0], own=True)
+        if template is None:
+            return None
+        unfinished = [b for b in await self.catalog.builds(template)
+                      if not is_finished(b.status)]
+        await asyncio.gather(*(self.builds.cancel(team, template.template_id, b.build_id)
+                               for b in unfinished), return_exceptions=True)
+        deleted = await self.catalog.delete(team, template.template_id)
+        if self.start_snapshots is not None:
+            await self.start_snapshots.forget(template.template_id)
+        return deleted
 
 
 class ControlPlane:
@@ -29,7 +110,7 @@ class ControlPlane:
         self,
         *,
         backend: Backend,
-        templates: TemplateSource,
+        templates: TemplateServices,
         key_store: KeyStore,
         sandbox_store: SandboxStore,
         metric_store: MetricStore,
@@ -37,33 +118,34 @@ class ControlPlane:
         limits: Limits,
         metrics_interval_s: float = 5.0,
         metrics_retention_s: float = 86_400,
-        start_snapshots: StartSnapshots | None = None,
     ) -> None:
         self.backend = backend
+        self.templates = templates
         self.sandbox_store = sandbox_store
         self.limits = limits
         self.registry = Registry()
         self.keys = KeyService(key_store)
+        source = templates.resolver
         self.lifecycle = Lifecycle(
             backend=backend, sandbox_store=sandbox_store, registry=self.registry, limits=limits,
-            templates=templates,
+            templates=source,
         )
         self.creator = Creator(
             backend=backend,
-            templates=templates,
+            templates=source,
             sandbox_store=sandbox_store,
             checkpoint_store=checkpoint_store,
             registry=self.registry,
             lifecycle=self.lifecycle,
             limits=limits,
-            start_snapshots=start_snapshots,
+            start_snapshots=templates.start_snapshots,
         )
         self.history = History(sandbox_store=sandbox_store, metric_store=metric_store,
                                registry=self.registry)
         self.checkpoints = Checkpoints(
             backend=backend, checkpoint_store=checkpoint_store, sandbox_store=sandbox_store,
             registry=self.registry, lifecycle=self.lifecycle, limits=limits,
-            templates=templates,
+            templates=source,
         )
         self.snapshots = Snapshots(
             checkpoints=self.checkpoints, creator=self.creator,
@@ -82,7 +164,9 @@ class ControlPlane:
         self._sampler_task: asyncio.Task[None] | None = None
 
     async def start(self) -> ReconcileReport:
-        """Re-attach what survived a restart, clean what did not, start sampling."""
+        """End what a previous process left half-done (builds, pins), re-attach what
+        survived a restart, clean what did not, start sampling."""
+        await self.templates.start()
         report = await reconcile(
             backend=self.backend, sandbox_store=self.sandbox_store, registry=self.registry,
             lifecycle=self.lifecycle,
@@ -94,7 +178,8 @@ class ControlPlane:
         return report
 
     async def stop(self) -> None:
-        """Stop timers and sampling. Sandboxes keep running for the next start."""
+        """Stop builds, timers and sampling. Sandboxes keep running for the next start."""
+        await self.templates.close()
         self.lifecycle.close()
         self.checkpoints.close()
         if self._sampler_task is not None:
