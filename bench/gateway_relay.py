@@ -52,7 +52,7 @@ def bac_gateway(port: int, upstream_port: int) -> None:
     from starlette.applications import Starlette
 
     from bac_server.control import LiveSandbox, Registry, Route, SandboxState
-    from bac_server.gateway import Dispatcher, Gateway
+    from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 
     registry = Registry()
     now = datetime.now(UTC)
@@ -63,7 +63,7 @@ def bac_gateway(port: int, upstream_port: int) -> None:
         end_at=now + timedelta(days=1), state=SandboxState.RUNNING,
         route=Route("bench", "127.0.0.1", upstream_port, None, "x"),
     ))
-    _run(Dispatcher(Starlette(), "localhost", Gateway(registry)), port)
+    _run(Dispatcher(Starlette(), "localhost", GatewaySlot(Gateway(registry))), port)
 
 
 def httpx_gateway(port: int, upstream_port: int) -> None:

@@ -19,16 +19,16 @@ from starlette.types import ASGIApp
 from bac_server.api import ApiSettings, build_api
 from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
-from bac_server.config import ENVD_VERSION, ServerConfig
+from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
 from bac_server.control import ControlPlane, Limits, TemplateServices
 from bac_server.control.gc import GcSettings, TemplateGc
-from bac_server.control.templates import StartSnapshots, UploadQuota
-from bac_server.gateway import Dispatcher, Gateway
+from bac_server.control.templates import StartSnapshots
+from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 from bac_server.host import IdRange, prepare_host, secure_data_dir
 from bac_server.store import Store
 from bac_server.store.key_file import load_sealer
 from bac_server.store.sql import SqlStore
-from bac_server.templates import BuildEngine, StorageCollector, TemplateStore
+from bac_server.templates import BuildEngine, RegistryAccess, StorageCollector, TemplateStore
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,14 @@ async def open_store(config: ServerConfig) -> Store:
 
 
 def build_templates(config: ServerConfig) -> TemplateStore:
-    return TemplateStore(config.template_root)
+    """The template store, its builds' FROM registries confined (``RegistryAccess``)."""
+    try:
+        # The sandboxes' address pool is the backend's (build_backend keeps its default).
+        registries = RegistryAccess.parse(config.registry_allow,
+                                          refused=(NamespaceConfig.address_pool,))
+    except ValueError as exc:
+        raise ConfigError(f"BAC_REGISTRY_ALLOW: {exc}") from exc
+    return TemplateStore(config.template_root, registries=registries)
 
 
 async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend,
@@ -124,18 +131,16 @@ def create_app(config: ServerConfig) -> ASGIApp:
             backend=backend, images=templates, catalog_store=store.catalog,
             build_store=store.builds, root=config.data_dir / "start-snapshots",
             enabled=config.start_snapshots, ready_bound_s=config.start_snapshot_ready_s)
+        gc = await build_gc(config, store, backend, templates)
         template_services = TemplateServices.create(
             catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,
             gc_store=store.gc, images=templates, limits=limits_of(config),
             engine=BuildEngine(templates, backend) if isinstance(backend, Builder) else None,
             uploads_dir=config.data_dir / "template-uploads",
-            max_upload_bytes=config.max_upload_mb << 20, concurrency=config.template_builds,
-            start_snapshots=start_snapshots)
-        if config.upload_quota_mb > 0:
-            template_services.uploads.quota = UploadQuota(
-                store.uploads, config.upload_quota_mb << 20)
-        gc = await build_gc(config, store, backend, templates)
-        template_services.catalog.on_delete = gc.soon
+            max_upload_bytes=config.max_upload_mb << 20,
+            upload_quota_bytes=config.upload_quota_mb << 20,
+            concurrency=config.template_builds, start_snapshots=start_snapshots,
+            on_template_deleted=gc.soon)
         plane = ControlPlane(
             backend=backend,
             templates=template_services,
@@ -151,9 +156,8 @@ def create_app(config: ServerConfig) -> ASGIApp:
         warming = asyncio.create_task(warm_up(backend, templates, config))
         gc.start()
         app.state.plane = plane
-        app.state.template_gc = gc
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic)
-        dispatcher.gateway = gateway
+        gateways.attach(gateway)
         log.info(
             "bac server ready: %d sandboxes re-attached, %d cleaned",
             len(report.reattached), len(report.died) + len(report.orphans_destroyed),
@@ -164,7 +168,7 @@ def create_app(config: ServerConfig) -> ASGIApp:
             warming.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await warming
-            dispatcher.gateway = None
+            gateways.detach()
             try:
                 await gc.close()
                 await plane.stop()
@@ -175,6 +179,6 @@ def create_app(config: ServerConfig) -> ASGIApp:
                 await backend.close()
                 await store.close()
 
+    gateways = GatewaySlot()
     api = build_api(None, settings, lifespan=lifespan)
-    dispatcher = Dispatcher(api, config.domain)
-    return dispatcher
+    return Dispatcher(api, config.domain, gateways)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from bac_server.control.templates import (
     StartSnapshots,
     TemplateCatalog,
     TemplateResolver,
+    UploadQuota,
     Uploads,
     is_finished,
     split_ref,
@@ -69,12 +71,18 @@ class TemplateServices:
     def create(cls, *, catalog_store: CatalogStore, build_store: BuildStore,
                upload_store: UploadStore, gc_store: GcStore, images: BuiltImages,
                engine: BuildEngine | None, limits: Limits, uploads_dir: Path,
-               max_upload_bytes: int, concurrency: int,
-               start_snapshots: StartSnapshots | None = None) -> TemplateServices:
+               max_upload_bytes: int, upload_quota_bytes: int = 0, concurrency: int,
+               start_snapshots: StartSnapshots | None = None,
+               on_template_deleted: Callable[[], None] | None = None) -> TemplateServices:
+        """``upload_quota_bytes``: what each team's uploads may use together (0: no
+        quota); ``on_template_deleted``: called after each delete (the collector's
+        ``soon``)."""
         catalog = TemplateCatalog(catalog_store=catalog_store, build_store=build_store,
-                                  limits=limits)
+                                  limits=limits, on_delete=on_template_deleted)
         resolver = TemplateResolver(images=images, catalog_store=catalog_store, catalog=catalog)
-        uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes)
+        quota = UploadQuota(upload_store, upload_quota_bytes) if upload_quota_bytes > 0 \
+            else None
+        uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes, quota=quota)
         builds = TemplateBuilds(build_store=build_store, engine=engine, catalog=catalog,
                                 resolver=resolver, uploads=uploads, limits=limits,
                                 concurrency=concurrency, start_snapshots=start_snapshots)

@@ -1,6 +1,6 @@
 """The gateway: every byte into a sandbox passes here, routed by header or host name."""
 
-from bac_server.gateway.dispatch import Dispatcher
+from bac_server.gateway.dispatch import Dispatcher, GatewaySlot
 from bac_server.gateway.pool import Pool
 from bac_server.gateway.proxy import Gateway, is_internal_path
 from bac_server.gateway.routing import RoutingError, Target, from_host, target_of
@@ -8,6 +8,7 @@ from bac_server.gateway.routing import RoutingError, Target, from_host, target_o
 __all__ = [
     "Dispatcher",
     "Gateway",
+    "GatewaySlot",
     "Pool",
     "RoutingError",
     "Target",

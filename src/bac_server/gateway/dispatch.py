@@ -16,16 +16,34 @@ from bac_server.gateway.signed import is_signed_files_request, signer_of
 from bac_server.gateway.websocket_relay import deny
 
 
-class Dispatcher:
-    """``gateway`` may be attached after construction (once the lifespan has built it)."""
+class GatewaySlot:
+    """Where the server's lifespan puts the gateway it builds: the dispatcher is made before
+    it (the ASGI app must exist for its lifespan to run), and routes to sandboxes only while
+    a gateway is in."""
 
-    def __init__(self, api: ASGIApp, domain: str, gateway: Gateway | None = None) -> None:
+    def __init__(self, gateway: Gateway | None = None) -> None:
+        self._gateway = gateway
+
+    @property
+    def gateway(self) -> Gateway | None:
+        return self._gateway
+
+    def attach(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    def detach(self) -> None:
+        self._gateway = None
+
+
+class Dispatcher:
+    def __init__(self, api: ASGIApp, domain: str, gateways: GatewaySlot) -> None:
         self._api = api
         self._domain = domain
-        self.gateway = gateway
+        self._gateways = gateways
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and self.gateway is not None:
+        gateway = self._gateways.gateway
+        if scope["type"] in ("http", "websocket") and gateway is not None:
             try:
                 target = target_of(scope["headers"], self._domain)
             except RoutingError as exc:
@@ -36,12 +54,12 @@ class Dispatcher:
                     await send_error(send, 400, str(exc), None)
                 return
             if target is None and is_signed_files_request(scope):
-                route = signer_of(scope, self.gateway.routes())
+                route = signer_of(scope, gateway.routes())
                 if route is None:
                     await send_error(send, 502, NOT_FOUND, None)
                     return
                 target = Target(route.sandbox_id, route.envd_port)
             if target is not None:
-                await self.gateway(scope, receive, send, target)
+                await gateway(scope, receive, send, target)
                 return
         await self._api(scope, receive, send)

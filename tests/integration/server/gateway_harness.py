@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket
 from bac_server.admin import uvicorn_options
 from bac_server.config import ServerConfig
 from bac_server.control import LiveSandbox, Registry, SandboxState
-from bac_server.gateway import Dispatcher, Gateway
+from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 
 ENVD_PORT = 49983
 
@@ -175,7 +175,7 @@ async def gateway_rig(domain: str = "bac.test") -> AsyncIterator[GatewayRig]:
     api = Starlette()
     gw_port, up_port = free_port(), free_port()
     async with serving(upstream_app(state), up_port), serving(
-        Dispatcher(api, domain, gateway), gw_port
+        Dispatcher(api, domain, GatewaySlot(gateway)), gw_port
     ):
         yield GatewayRig(f"http://127.0.0.1:{gw_port}", registry, state, up_port, gateway)
     gateway.close()

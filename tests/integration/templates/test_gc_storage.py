@@ -15,9 +15,9 @@ import pytest
 import pytest_asyncio
 
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
-from bac_server.control import Limits
+from bac_server.control import Limits, Team
 from bac_server.control.gc import GcSettings, TemplateGc
-from bac_server.control.sandboxes import LIVE_STATES, Team
+from bac_server.control.sandboxes import LIVE_STATES
 from bac_server.control.templates import TemplateCatalog
 from bac_server.store import (
     BuildRecord,
@@ -194,8 +194,7 @@ async def test_deleting_a_template_starts_a_background_pass(root: Path,
                     collector=collector(root), uploads_root=root / "template-uploads",
                     settings=GcSettings(interval_s=3600, grace_s=0, settle_s=0))
     catalog = TemplateCatalog(catalog_store=store.catalog, build_store=store.builds,
-                              limits=Limits())
-    catalog.on_delete = gc.soon
+                              limits=Limits(), on_delete=gc.soon)
     team = Team("team", "team")
     await catalog.request_build(team, "app", tags=[], cpu_count=None, memory_mb=None)
     gc.start()

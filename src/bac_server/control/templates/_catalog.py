@@ -64,12 +64,12 @@ class TemplateSummary:
 
 class TemplateCatalog:
     def __init__(self, *, catalog_store: CatalogStore, build_store: BuildStore,
-                 limits: Limits) -> None:
+                 limits: Limits, on_delete: Callable[[], None] | None = None) -> None:
         self._catalog_store = catalog_store
         self._build_store = build_store
         self._limits = limits
         # Called after a template is deleted (the storage collector's ``soon``).
-        self.on_delete: Callable[[], None] | None = None
+        self._on_delete = on_delete
 
     # lookups ------------------------------------------------------------------------------
     async def find(self, team: Team, ref: str, *, own: bool = False) -> TemplateRecord | None:
@@ -194,8 +194,8 @@ class TemplateCatalog:
         if template is None:
             return None
         await self._catalog_store.delete_template(template.template_id)
-        if self.on_delete is not None:
-            self.on_delete()
+        if self._on_delete is not None:
+            self._on_delete()
         return template
 
     # tags ---------------------------------------------------------------------------------

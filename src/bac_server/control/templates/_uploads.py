@@ -84,12 +84,12 @@ def _mib(size: int) -> str:
 
 class Uploads:
     def __init__(self, root: Path, upload_store: UploadStore, *, max_bytes: int,
-                 key: bytes | None = None) -> None:
+                 quota: UploadQuota | None = None, key: bytes | None = None) -> None:
         self.root = root
         self._upload_store = upload_store
         self.max_bytes = max_bytes
+        self._quota = quota  # per team; None: no quota
         self._key = key or secrets.token_bytes(32)
-        self.quota: UploadQuota | None = None  # per team
 
     def _team_dir(self, team_id: str) -> Path:
         return self.root / hashlib.sha256(team_id.encode()).hexdigest()[:32]
@@ -130,7 +130,7 @@ class Uploads:
         check_hash(files_hash)
         if declared is not None and declared > self.max_bytes:
             raise UploadTooLarge(self._too_large())
-        quota = self.quota
+        quota = self._quota
         allowance = None if quota is None else await quota.allowance(team_id, files_hash)
         if quota is not None and allowance is not None and (declared or 0) > allowance:
             raise quota.refuse(team_id, allowance)
