@@ -84,17 +84,20 @@ async def test_set_elements_change_from_the_event_loop(table: str) -> None:
         return [e for item in nft_json(f"list set inet {table} held")
                 for e in item.get("set", {}).get("elem", [])]
 
-    await asyncio.gather(elements.change("add", "held", "192.0.2.7"),
-                         elements.change("add", "held", "192.0.2.8"))
-    assert sorted(map(str, held())) == ["192.0.2.7", "192.0.2.8"]
-    await elements.change("add", "held", "192.0.2.7")  # already there: fine
-    await elements.change("del", "held", "192.0.2.7")
-    assert held() == ["192.0.2.8"]
-    with pytest.raises(NetlinkError) as missing:
+    try:
+        await asyncio.gather(elements.change("add", "held", "192.0.2.7"),
+                             elements.change("add", "held", "192.0.2.8"))
+        assert sorted(map(str, held())) == ["192.0.2.7", "192.0.2.8"]
+        await elements.change("add", "held", "192.0.2.7")  # already there: fine
         await elements.change("del", "held", "192.0.2.7")
-    assert missing.value.code == errno.ENOENT
-    with pytest.raises(NetlinkError):
-        await elements.change("add", "nosuchset", "192.0.2.9")
-    elements._close()
-    await elements.change("del", "held", "192.0.2.8")
-    assert held() == []
+        assert held() == ["192.0.2.8"]
+        with pytest.raises(NetlinkError) as missing:
+            await elements.change("del", "held", "192.0.2.7")
+        assert missing.value.code == errno.ENOENT
+        with pytest.raises(NetlinkError):
+            await elements.change("add", "nosuchset", "192.0.2.9")
+        elements.close()
+        await elements.change("del", "held", "192.0.2.8")
+        assert held() == []
+    finally:
+        elements.close()

@@ -142,7 +142,7 @@ class LoopSetElements:
         ``OSError`` when the socket fails or no answer comes (it is reopened next time)."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            self._close()
+            self.close()
             self._loop, self._lock = loop, asyncio.Lock()
         assert self._lock is not None
         async with self._lock:
@@ -158,7 +158,7 @@ class LoopSetElements:
                 code = await asyncio.wait_for(self._exchange(loop, self._socket, batch),
                                               _ANSWER_TIMEOUT_S)
             except (OSError, TimeoutError) as exc:
-                self._close()
+                self.close()
                 if isinstance(exc, TimeoutError):
                     raise OSError(f"no answer from netfilter to {command} {address}") from exc
                 raise
@@ -173,7 +173,8 @@ class LoopSetElements:
             if code is not None:
                 return code
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close the socket; the next change opens one again."""
         if self._socket is not None:
             try:
                 self._socket.close()
