@@ -181,7 +181,7 @@ def fake_target() -> Iterator[str]:
     finally:
         if server is not None:
             server.kill()
-            server.wait()
+            server.communicate()  # reaps it and closes its stdout pipe
         subprocess.run(["ip", "route", "del", f"{target}/32"], capture_output=True)
         subprocess.run(["ip", "link", "del", host_if], capture_output=True)
         subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
