@@ -72,6 +72,10 @@ class ServerConfig:
     # Comma-separated CIDRs of private or host-network ranges sandboxes may reach anyway
     # (always denied otherwise; each sandbox's own policy still applies).
     egress_exempt: str = ""
+    # Registries a build's FROM may pull from although they are on this machine or a
+    # private network (refused otherwise): comma-separated ``host`` (any port),
+    # ``host:port`` and CIDRs (every address the name resolves to must be in one).
+    registry_allow: str = ""
     # Template builds run at once (each step is a sandbox); the others wait in a queue.
     template_builds: int = 1
     # Keep built templates that have a start or ready command as a checkpoint of a started,

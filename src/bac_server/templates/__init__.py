@@ -43,6 +43,7 @@ from .images import (
     ImageError,
     ImageErrorKind,
     ImportedImage,
+    RegistryAccess,
     image_import_dir,
     materialize_image,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "LogLevel",
     "ProgressCallback",
     "Recipe",
+    "RegistryAccess",
     "ResolveTemplate",
     "RunStep",
     "Step",

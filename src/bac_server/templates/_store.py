@@ -34,6 +34,7 @@ from .builtin import (
     find_layer,
     layer_digest,
 )
+from .images import RegistryAccess
 from .layers import read_manifest, template_image
 
 _log = logging.getLogger(__name__)
@@ -46,9 +47,12 @@ def _log_progress(line: str) -> None:
 class TemplateStore:
     """Built templates under ``data_dir``. ``get`` never builds; ``ensure_base`` does."""
 
-    def __init__(self, data_dir: Path | None = None, *, id_range: IdRange | None = None) -> None:
+    def __init__(self, data_dir: Path | None = None, *, id_range: IdRange | None = None,
+                 registries: RegistryAccess | None = None) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.id_range = id_range or IdRange()
+        # The registries beyond the public internet a build's FROM may name.
+        self.registries = registries or RegistryAccess()
         self.root = self.data_dir / "templates"
         self._build_lock = asyncio.Lock()
 

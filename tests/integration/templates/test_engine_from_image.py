@@ -29,6 +29,7 @@ from engine_fixtures import (
 )
 from registry_fixture import Entry, build_image, running_registry, write_layer, write_tree_layer
 
+from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.host import remove_tree
 from bac_server.templates import (
     BuildEngine,
@@ -36,6 +37,7 @@ from bac_server.templates import (
     EnvStep,
     FromImage,
     ImportedImage,
+    RegistryAccess,
     RunStep,
     TemplateStore,
     materialize_image,
@@ -95,11 +97,12 @@ def pack_as_oci(debian: ImportedImage, work: Path, id_base: int) -> Path:
 
 
 @pytest.mark.timeout(900)
-async def test_from_registry_image(debian: ImportedImage, engine: BuildEngine,
+async def test_from_registry_image(debian: ImportedImage, backend: NamespaceBackend,
                                    store: TemplateStore, uploads: Uploads,
                                    make_sandbox: SandboxFactory, tmp_path: Path) -> None:
-    """FROM an image pulled from a loopback registry: RUN runs as root in the image's
-    WorkingDir with its Env, and a sandbox of the template runs python3 as `user` there."""
+    """FROM an image pulled from a loopback registry (allowed, as BAC_REGISTRY_ALLOW
+    would): RUN runs as root in the image's WorkingDir with its Env, and a sandbox of the
+    template runs python3 as `user` there."""
     token = unique()
     work = tmp_path / "oci"
     try:
@@ -107,6 +110,9 @@ async def test_from_registry_image(debian: ImportedImage, engine: BuildEngine,
         with running_registry(work / "registry") as registry:
             registry.push(f"oci:{layout}:test", "bac/debian:test")
             ref = f"{registry.host}/bac/debian:test"
+            engine = BuildEngine(TemplateStore(store.data_dir, id_range=store.id_range,
+                                               registries=RegistryAccess.parse(registry.host)),
+                                 backend)
             recipe = BuildRecipe(source=FromImage(ref), steps=(
                 EnvStep((("MARK", token),)),
                 RunStep('echo "$(whoami) $(pwd) $FROM_REGISTRY $MARK" > /from-registry'),

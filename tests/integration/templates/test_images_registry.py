@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +32,7 @@ from bac_server.templates import (
     ImageError,
     ImageErrorKind,
     ImportedImage,
+    RegistryAccess,
     materialize_image,
 )
 from bac_server.templates.images._refs import RegistryImage, parse_image_ref
@@ -38,11 +43,48 @@ __all__ = ["arm_image", "auth_registry", "data_dir", "images_dir", "registry", "
            "test_image"]
 
 
+# The tests' registries listen on the loopback, which a build may reach only when the
+# operator allows it (BAC_REGISTRY_ALLOW); these tests do.
+LOOPBACK = RegistryAccess.parse("127.0.0.0/8")
+
+
 async def pull(ref: str, data_dir: Path, lines: list[str] | None = None,
-               username: str | None = None, password: str | None = None) -> ImportedImage:
+               username: str | None = None, password: str | None = None,
+               registries: RegistryAccess = LOOPBACK) -> ImportedImage:
     sink = lines if lines is not None else []
     return await materialize_image(FromImage(ref, username, password), data_dir=data_dir,
-                                   id_range=IdRange(), progress=sink.append)
+                                   id_range=IdRange(), progress=sink.append,
+                                   registries=registries)
+
+
+@contextlib.contextmanager
+def listener() -> Iterator[tuple[int, Callable[[], int]]]:
+    """A port on the loopback that answers whoever connects with a line a registry
+    never sends; yields it and a count of the connections it accepted."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _peer = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            with contextlib.suppress(OSError):
+                conn.sendall(b"SECRET-BANNER of a host service\r\n")
+                conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1], lambda: len(accepted)
+    finally:
+        done.set()
+        server.shutdown(socket.SHUT_RDWR)
+        server.close()
+        thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +166,7 @@ async def test_cancelled_pull_leaves_nothing(registry: Registry, pushed: dict[st
 
     task = asyncio.ensure_future(materialize_image(
         FromImage(f"{registry.host}/team/app:1"), data_dir=data_dir, id_range=IdRange(),
-        progress=cancel_on_download))
+        progress=cancel_on_download, registries=LOOPBACK))
     with pytest.raises(asyncio.CancelledError):
         await task
     assert tool_children() == []
@@ -191,3 +233,48 @@ def test_plain_http_only_on_loopback(host: str, plain_http: bool) -> None:
     """Only a loopback registry may be spoken to without TLS."""
     ref = parse_image_ref(f"{host}/team/app:1")
     assert isinstance(ref, RegistryImage) and ref.plain_http_allowed is plain_http
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}",
+                                  "127.0.0.2:{port}"])
+async def test_registry_on_this_machine_is_refused_unasked(host: str, data_dir: Path) -> None:
+    """FROM a registry on the loopback (by address or by a name resolving there) fails as
+    forbidden before any connection: the port never sees one, and the message holds
+    nothing a service there would answer."""
+    with listener() as (port, connections):
+        ref = f"{host.format(port=port)}/team/app:1"
+        with pytest.raises(ImageError) as caught:
+            await pull(ref, data_dir, registries=RegistryAccess())
+        assert connections() == 0
+    assert caught.value.kind is ImageErrorKind.FORBIDDEN, caught.value
+    assert "BAC_REGISTRY_ALLOW" in str(caught.value) and "SECRET" not in str(caught.value)
+    assert leftovers(data_dir) == []
+
+
+@pytest.mark.parametrize("host", ["10.0.0.1:5000", "172.16.5.4", "192.168.1.1:443",
+                                  "169.254.169.254", "100.64.0.1", "[fd00::1]:5000",
+                                  "[::ffff:127.0.0.1]:5000", "10.202.0.7:5000", "0.0.0.0:5000"])
+async def test_private_registries_are_refused(host: str, data_dir: Path) -> None:
+    """Private, link-local (cloud metadata), CGNAT, ULA, mapped-loopback, pool and
+    unspecified addresses are refused the same way."""
+    with pytest.raises(ImageError) as caught:
+        await pull(f"{host}/team/app:1", data_dir, registries=RegistryAccess())
+    assert caught.value.kind is ImageErrorKind.FORBIDDEN, caught.value
+
+
+async def test_allowed_registry_on_this_machine(registry: Registry, pushed: dict[str, str],
+                                                data_dir: Path) -> None:
+    """Allowed by host:port (or by a CIDR holding its address), a loopback registry
+    serves the build; another port of the same address stays refused."""
+    image = await pull(f"{registry.host}/team/app:1", data_dir,
+                       registries=RegistryAccess.parse(registry.host))
+    assert image.digest == pushed["app"]
+    with listener() as (port, connections):
+        with pytest.raises(ImageError) as caught:
+            await pull(f"127.0.0.1:{port}/team/app:1", data_dir,
+                       registries=RegistryAccess.parse(registry.host))
+        assert caught.value.kind is ImageErrorKind.FORBIDDEN and connections() == 0
+        with pytest.raises(ImageError):
+            await pull(f"127.0.0.1:{port}/team/app:1", data_dir,
+                       registries=RegistryAccess.parse("127.0.0.1/32"))
+        assert connections() > 0  # allowed: asked, and it is no registry

@@ -64,7 +64,8 @@ async def resolve_source(source: FromTemplate | FromImage, store: TemplateStore,
     if isinstance(source, FromTemplate):
         return _from_template(await resolve_template(source.ref), f"template {source.ref}")
     imported = await materialize_image(source, data_dir=store.data_dir,
-                                       id_range=store.id_range, progress=progress)
+                                       id_range=store.id_range, progress=progress,
+                                       registries=store.registries)
     config = imported.config
     user = config.user or "root"
     state = BuildState(env=config.env, user=user, workdir=config.workdir,

@@ -9,7 +9,9 @@ Public API::
     image.rootfs    # <data_dir>/images/<digest>/rootfs, read-only from now on
     image.config    # ImageConfig(env, user, workdir, cmd) from the image's config
 
-How: registry and local images are copied by skopeo into a private OCI layout, unpacked by
+How: a registry is first checked to be one a build may reach (``_registries``: not on
+this machine or a private network unless the operator allows it); registry and local
+images are copied by skopeo into a private OCI layout, unpacked by
 umoci rootless as sandbox root's host uid (layer order and whiteouts per the OCI spec;
 device nodes become empty files, file capabilities are dropped), and shifted to the
 sandbox ids the unpacking recorded; Debian suites are built by mmdebstrap. Each
@@ -58,15 +60,19 @@ from ._refs import (
     parse_image_ref,
     resolve_local_path,
 )
+from ._registries import RegistryAccess
 from ._skopeo import Source, copy, inspect, registry_source
 from ._tools import Progress, off_loop
 
 
 async def materialize_image(source: FromImage, *, data_dir: Path, id_range: IdRange,
-                            progress: Progress) -> ImportedImage:
-    """The image ``source`` names, imported (or found in the cache). Raises ImageError."""
+                            progress: Progress,
+                            registries: RegistryAccess | None = None) -> ImportedImage:
+    """The image ``source`` names, imported (or found in the cache). Raises ImageError.
+    ``registries``: those beyond the public internet it may come from (none by default)."""
     try:
-        return await _materialize(source, data_dir, id_range, progress)
+        return await _materialize(source, data_dir, id_range, progress,
+                                  registries or RegistryAccess())
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise ImageError(f"{source.ref}: disk full while importing it into {data_dir}",
@@ -75,8 +81,12 @@ async def materialize_image(source: FromImage, *, data_dir: Path, id_range: IdRa
 
 
 async def _materialize(source: FromImage, data_dir: Path, id_range: IdRange,
-                       progress: Progress) -> ImportedImage:
-    ref = parse_image_ref(source.ref, os.environ.get("BAC_REGISTRY_MIRROR") or None)
+                       progress: Progress, registries: RegistryAccess) -> ImportedImage:
+    mirror = os.environ.get("BAC_REGISTRY_MIRROR") or None
+    ref = parse_image_ref(source.ref, mirror)
+    if isinstance(ref, RegistryImage):
+        # Before anything reaches the registry, the cache's record of its tags included.
+        await registries.with_host(mirror).check(ref, source.ref)
     root = await off_loop(lambda: images_root(data_dir))
     if isinstance(ref, DebianSuite):
         return await _debian(ref, root, id_range, progress)
