@@ -39,12 +39,12 @@ from bac_server.control.sandboxes import (
     Registry,
     Route,
     SandboxState,
-    TemplateSource,
     egress_policy,
     page,
     policy_of,
     reconcile,
 )
+from bac_server.control.templates import TemplateSource
 
 __all__ = [
     "MAX_LIMIT",

@@ -38,10 +38,10 @@ from ..sandboxes import (
     LiveSandbox,
     Registry,
     SandboxState,
-    Templates,
     event,
     spec_of,
 )
+from ..templates import TemplateSource
 from ..tokens import new_checkpoint_id
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ TIMELINE, SNAPSHOT, FORK = "checkpoint", "snapshot", "fork"
 class Checkpoints:
     def __init__(self, *, backend: Backend, checkpoint_store: CheckpointStore,
                  sandbox_store: SandboxStore, registry: Registry, lifecycle: Lifecycle,
-                 limits: Limits, templates: Templates) -> None:
+                 limits: Limits, templates: TemplateSource) -> None:
         self._backend = backend
         self._checkpoint_store = checkpoint_store
         self._sandbox_store = sandbox_store

@@ -17,7 +17,7 @@ the gateway read of them, and what they leave in the store.
 * ``_sampler``: ``MetricsSampler``, resource samples taken periodically.
 """
 
-from ._creation import CreateRequest, Creator, TemplateSource
+from ._creation import CreateRequest, Creator
 from ._events import EventKind, event
 from ._history import History
 from ._lifecycle import Lifecycle
@@ -27,7 +27,7 @@ from ._pausing import FREEZER
 from ._reconcile import ReconcileReport, reconcile
 from ._registry import LiveSandbox, Registry, Route
 from ._sampler import MetricsSampler
-from ._specs import Templates, spec_of
+from ._specs import spec_of
 from ._states import (
     LIVE_STATES,
     VISIBLE_STATES,
@@ -58,8 +58,6 @@ __all__ = [
     "Registry",
     "Route",
     "SandboxState",
-    "TemplateSource",
-    "Templates",
     "can_transition",
     "check_transition",
     "egress_policy",

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from bac_server.backends.base import (
     Backend,
@@ -39,21 +39,14 @@ from ..errors import (
 )
 from ..keys import Team
 from ..limits import Limits
-from ..templates import Resolved, StartSnapshots, TeamTemplates
+from ..templates import Resolved, StartSnapshots, TemplateSource
 from ..tokens import new_access_token, new_sandbox_id
 from ._events import EventKind, event
 from ._lifecycle import Lifecycle
 from ._registry import LiveSandbox, Registry
-from ._specs import template_image
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
-
-
-class TemplateSource(Protocol):
-    """Finds a built template by id or alias (``bac_server.templates.TemplateStore``)."""
-
-    def get(self, ref: str) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -136,22 +129,12 @@ class Creator:
             if "\0" in key or "\0" in value:
                 raise InvalidRequest(f"{what}[{key!r}] contains a NUL byte")
 
-    async def _template(self, ref: str) -> TemplateImage:
-        return await template_image(self._templates, ref)
-
-    async def _resolve(self, team: Team, ref: str) -> Resolved:
-        """Built-ins, then the team's own or a public template (``name[:tag]``, id, alias)."""
-        if isinstance(self._templates, TeamTemplates):
-            return await self._templates.resolve(team, ref)
-        return Resolved(await self._template(ref))
-
     async def _from_checkpoint(self, source: CheckpointRecord) -> Resolved:
         """The build the checkpointed sandbox ran on (its template may have moved on)."""
-        if isinstance(self._templates, TeamTemplates):
-            pinned = await self._templates.pinned(source.sandbox_id)
-            if pinned is not None:
-                return pinned
-        return Resolved(await self._template(source.template_id))
+        pinned = await self._templates.pinned(source.sandbox_id)
+        if pinned is not None:
+            return pinned
+        return Resolved(await self._templates.get(source.template_id))
 
     async def _snapshot(self, team: Team, ref: str) -> CheckpointRecord | None:
         """The team's snapshot named ``ref`` (by id or name), if ``ref`` is one."""
@@ -168,7 +151,8 @@ class Creator:
         source = from_checkpoint
         if source is None:
             try:
-                resolved = await self._resolve(team, req.template)
+                # Built-ins, then the team's own or a public template (name[:tag], id, alias).
+                resolved = await self._templates.resolve(team, req.template)
             except TemplateNotFoundError:
                 # Not a template: maybe one of the team's snapshots (looked up only then,
                 # so plain creates pay nothing for snapshots).
@@ -192,11 +176,10 @@ class Creator:
         image = resolved.image if source is not None or self._start_snapshots is None \
             else await self._start_snapshots.image_of(resolved)
         sandbox_id = new_sandbox_id()
-        if isinstance(self._templates, TeamTemplates):
-            # Before the count (SQLite writes one transaction at a time: beside the row's
-            # insert it would wait on its lock); a pin left by a create refused below is
-            # dropped at the next start-up.
-            await self._templates.pin(sandbox_id, resolved)
+        # Before the count (SQLite writes one transaction at a time: beside the row's
+        # insert it would wait on its lock); a pin left by a create refused below is
+        # dropped at the next start-up.
+        await self._templates.pin(sandbox_id, resolved)
         # From the count to the add no await: concurrent creates see each other.
         if self._registry.live_count(team.team_id) >= self._limits.max_sandboxes_per_team:
             raise TeamLimitExceeded(

@@ -20,10 +20,10 @@ from bac_server.store import SandboxStore
 from ..errors import Conflict, InvalidRequest
 from ..keys import Team
 from ..limits import Limits
+from ..templates import TemplateSource
 from ._events import EventKind, event
 from ._pausing import Pausing
 from ._registry import LiveSandbox, Registry
-from ._specs import Templates
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 class Lifecycle:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
-                 limits: Limits, templates: Templates | None = None):
+                 limits: Limits, templates: TemplateSource):
         self._backend = backend
         self._sandbox_store = sandbox_store
         self._registry = registry

@@ -24,9 +24,10 @@ from bac_server.backends.base import Backend, Checkpointable, CheckpointFailed, 
 from bac_server.store import SandboxStore
 
 from ..errors import NotSupported, PauseFailed, ResumeFailed
+from ..templates import TemplateSource
 from ._events import EventKind, event
 from ._registry import LiveSandbox, Registry, Route
-from ._specs import Templates, spec_of
+from ._specs import spec_of
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ DISK, FILESYSTEM, FREEZER = "disk", "filesystem", "freezer"
 
 class Pausing:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
-                 templates: Templates | None, arm: Callable[[LiveSandbox], None]) -> None:
+                 templates: TemplateSource, arm: Callable[[LiveSandbox], None]) -> None:
         self._backend = backend
         self._sandbox_store = sandbox_store
         self._registry = registry
@@ -92,7 +93,7 @@ class Pausing:
         """``memory=False`` resumes a sandbox paused with its memory by starting it afresh
         on its files (E2B ``on_resume="reboot"``)."""
         check_transition(sbx.state, SandboxState.RUNNING)
-        if isinstance(self._backend, Checkpointable) and self._templates is not None:
+        if isinstance(self._backend, Checkpointable):
             # wake() continues any kind of pause; the spec is for a fresh start.
             spec = await spec_of(self._templates, sbx)
             try:

@@ -8,7 +8,8 @@ reference names, the files their builds copy in, and the start snapshots of buil
   catalog serves by (only a ready build holds a tag) and the build queue
   (:mod:`bac_server.control.builds`) moves through.
 * ``_resolve``: ``TemplateResolver``, from a reference to the image a sandbox starts from
-  (``Resolved``), and the pin of a sandbox to its build.
+  (``Resolved``), and the pin of a sandbox to its build; the typed seams around it,
+  ``TemplateSource`` (what sandboxes ask) and ``BuiltImages`` (what it asks of the disk).
 * ``_uploads``: ``Uploads``, the build contexts a COPY uploaded, their signed URLs and
   each team's quota.
 * ``_start_snapshots``: ``StartSnapshots``, the policy of start snapshots (when one is
@@ -18,7 +19,7 @@ reference names, the files their builds copy in, and the start snapshots of buil
 from ._build_states import UNFINISHED, BuildStatus, is_finished, sources_of
 from ._catalog import BUILTINS, TemplateCatalog, TemplateSummary, builtin_name
 from ._refs import DEFAULT_TAG, split_ref
-from ._resolve import BuiltImages, Builtin, Resolved, TeamTemplates, TemplateResolver
+from ._resolve import BuiltImages, Builtin, Resolved, TemplateResolver, TemplateSource
 from ._snapshot_records import SnapshotRecords, StartSnapshot
 from ._start_snapshots import StartSnapshots
 from ._uploads import UploadQuota, UploadQuotaExceeded, Uploads, UploadTooLarge, check_hash
@@ -34,9 +35,9 @@ __all__ = [
     "SnapshotRecords",
     "StartSnapshot",
     "StartSnapshots",
-    "TeamTemplates",
     "TemplateCatalog",
     "TemplateResolver",
+    "TemplateSource",
     "TemplateSummary",
     "UploadQuota",
     "UploadQuotaExceeded",

@@ -8,16 +8,19 @@ another team's private template included, is ``TemplateNotFoundError`` (404).
 
 A sandbox is pinned to the build it was created from, so a paused sandbox resumes on the
 same layers after its template was rebuilt, re-tagged or deleted.
+
+Two typed seams: ``BuiltImages``, what the resolver (and the start snapshots) ask of the
+built templates on disk (``bac_server.templates.TemplateStore``), and ``TemplateSource``,
+what the sandboxes ask of the resolver.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol
 
 from bac_server.backends.base import TemplateImage, TemplateNotFound
 from bac_server.store import BuildRecord, CatalogStore, SandboxPin
@@ -31,22 +34,37 @@ log = logging.getLogger(__name__)
 
 
 class BuiltImages(Protocol):
-    """Built templates on disk (``bac_server.templates.TemplateStore``)."""
+    """Built templates on disk (``bac_server.templates.TemplateStore``); both raise the
+    backend's ``TemplateNotFound`` for one that is not there."""
 
-    def get(self, ref: str) -> Any: ...
+    async def get(self, ref: str) -> TemplateImage:
+        """A built-in by name or alias."""
+        ...
 
-    def built(self, digest: str, template_id: str) -> Any: ...
+    async def built(self, digest: str, template_id: str) -> TemplateImage:
+        """A built template by its manifest's digest."""
+        ...
 
 
-@runtime_checkable
-class TeamTemplates(Protocol):
-    """A template source that resolves per team and pins sandboxes to builds."""
+class TemplateSource(Protocol):
+    """The template lookups of sandboxes (``TemplateResolver``); each raises
+    ``TemplateNotFoundError`` for a template the caller cannot start from."""
 
-    async def resolve(self, team: Team, ref: str) -> Resolved: ...
+    async def get(self, ref: str) -> TemplateImage:
+        """Without a team: a built-in, or a template's ``default`` build by id."""
+        ...
 
-    async def pin(self, sandbox_id: str, resolved: Resolved) -> None: ...
+    async def resolve(self, team: Team, ref: str) -> Resolved:
+        """What a create from ``ref`` by ``team`` starts from."""
+        ...
 
-    async def pinned(self, sandbox_id: str) -> Resolved | None: ...
+    async def pin(self, sandbox_id: str, resolved: Resolved) -> None:
+        """Keep the sandbox on the build it was created from (nothing for a built-in)."""
+        ...
+
+    async def pinned(self, sandbox_id: str) -> Resolved | None:
+        """The build the sandbox is pinned to; None when it came from a built-in."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -76,12 +94,8 @@ class Builtin:
     built_at: datetime
 
 
-async def _awaited(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 class TemplateResolver:
-    """The control plane's template source (``get``), per team (``resolve``)."""
+    """The control plane's ``TemplateSource``, over the catalog and the built images."""
 
     def __init__(self, *, images: BuiltImages, catalog_store: CatalogStore,
                  catalog: TemplateCatalog) -> None:
@@ -95,12 +109,9 @@ class TemplateResolver:
         if name is None:
             return None
         try:
-            found = await _awaited(self._images.get(split_ref(ref)[0]))
+            return await self._images.get(split_ref(ref)[0])
         except TemplateNotFound as exc:
             raise TemplateNotFoundError(ref) from exc
-        if not isinstance(found, TemplateImage):
-            raise TemplateNotFoundError(ref)
-        return found
 
     async def builtins(self) -> list[Builtin]:
         found = []
@@ -118,13 +129,13 @@ class TemplateResolver:
     async def image_of(self, template_id: str, build: BuildRecord) -> TemplateImage:
         if build.digest is None:
             raise TemplateNotFoundError(template_id)
+        return await self._built(build.digest, template_id)
+
+    async def _built(self, digest: str, template_id: str) -> TemplateImage:
         try:
-            found = await _awaited(self._images.built(build.digest, template_id))
+            return await self._images.built(digest, template_id)
         except TemplateNotFound as exc:
             raise TemplateNotFoundError(template_id) from exc
-        if not isinstance(found, TemplateImage):
-            raise TemplateNotFoundError(template_id)
-        return found
 
     async def get(self, ref: str) -> TemplateImage:
         """Without a team: a built-in, or a template's ``default`` build by template id."""
@@ -175,10 +186,5 @@ class TemplateResolver:
         pin = await self._catalog_store.sandbox_pin(sandbox_id)
         if pin is None:
             return None
-        try:
-            found = await _awaited(self._images.built(pin.digest, pin.template_id))
-        except TemplateNotFound as exc:
-            raise TemplateNotFoundError(pin.template_id) from exc
-        if not isinstance(found, TemplateImage):
-            raise TemplateNotFoundError(pin.template_id)
+        found = await self._built(pin.digest, pin.template_id)
         return Resolved(found, pin.template_id, pin.build_id, pin.digest)

@@ -116,7 +116,6 @@ class StartSnapshots:
     async def _take(self, backend: StartSnapshotter, template_id: str, built: BuiltTemplate,
                     vcpus: int, memory_mb: int) -> StartSnapshot:
         image = await self._images.built(built.digest, template_id)
-        assert isinstance(image, TemplateImage)
         started = time.monotonic()
         pending = StartSnapshot(template_id=template_id, digest=built.digest,
                                 checkpoint_id=new_checkpoint_id(), token=new_access_token())
