@@ -10,6 +10,7 @@ import pytest
 from backend_harness import SandboxFactory, footprint, leftovers
 
 from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.host import PARENT_CGROUP
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -92,6 +93,34 @@ async def test_fork_bomb_stops_at_the_pids_limit(backend: NamespaceBackend,
     assert (await neighbour.run("echo fine")).stdout.strip() == "fine"
     await backend.destroy(sbx.id)
     assert leftovers(fp) == []
+
+
+async def test_pids_limit_scales_with_memory(backend: NamespaceBackend,
+                                             make_sandbox: SandboxFactory) -> None:
+    """A sandbox's pids.max is 256 + 4 per MiB of its memory (768 at 128 MiB, 2304 at the
+    default 512 MiB), never more than the pids_max it asked for."""
+    small = await make_sandbox(memory_mb=128)
+    default = await make_sandbox()
+    capped = await make_sandbox(memory_mb=512, pids_max=1000)
+    for sbx, expected in ((small, 768), (default, 2304), (capped, 1000)):
+        fp = footprint(backend, sbx.id)
+        assert int(_cgroup_value(fp.cgroups, "pids", "pids.max")) == expected, sbx.id
+
+
+def _sysctl(name: str) -> int:
+    return int(Path("/proc/sys", *name.split(".")).read_text())
+
+
+async def test_all_sandboxes_together_stay_below_the_hosts_task_table(
+        backend: NamespaceBackend) -> None:
+    """The parent cgroup of every sandbox holds them together to 75 % of the tasks the
+    kernel allows (threads-max, far below the raised pid_max), so sandboxes each within
+    their own limit can never stop the host forking."""
+    parents = [Path("/sys/fs/cgroup/pids", PARENT_CGROUP), Path("/sys/fs/cgroup", PARENT_CGROUP)]
+    ceiling = next(p / "pids.max" for p in parents if (p / "pids.max").is_file())
+    tasks = min(_sysctl("kernel.threads-max"), _sysctl("kernel.pid_max"))
+    assert int(ceiling.read_text()) == int(tasks * 0.75)
+    assert int(ceiling.read_text()) < _sysctl("kernel.threads-max")
 
 
 async def test_cpu_spinner_gets_its_quota(backend: NamespaceBackend,

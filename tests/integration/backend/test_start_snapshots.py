@@ -156,7 +156,8 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
             assert refused == 401
             assert _cgroup(slot, "cpu", "cpu.cfs_quota_us") == "100000"
             assert _cgroup(slot, "memory", "memory.limit_in_bytes") == str(256 << 20)
-            assert _cgroup(slot, "pids", "pids.max") == str(spec.pids_max)
+            # 256 MiB: 256 + 4 per MiB pids (below the spec's pids_max).
+            assert _cgroup(slot, "pids", "pids.max") == str(256 + 4 * 256)
             assert _policy(runc, slot) == EgressPolicy().to_wire()
             await runc.wait_pool_full(image)
             assert len(_pooled_slots(runc)) == 1 and ahead not in _pooled_slots(runc)

@@ -61,6 +61,7 @@ from .slots import (
     become_subreaper,
     layers_in_use,
     owner_token,
+    pids_for,
     prepare_data_dirs,
     recover,
     restore_egress,
@@ -139,9 +140,10 @@ class NamespaceBackend:
 
     def _default_limits(self, ctx: Context) -> Limits:
         spec_defaults = SandboxSpec.__dataclass_fields__
+        memory_mb: int = spec_defaults["memory_mb"].default  # type: ignore[assignment]
+        pids_max: int = spec_defaults["pids_max"].default  # type: ignore[assignment]
         return Limits(vcpus=spec_defaults["vcpus"].default,  # type: ignore[arg-type]
-                      memory_mb=spec_defaults["memory_mb"].default,  # type: ignore[arg-type]
-                      pids_max=spec_defaults["pids_max"].default,  # type: ignore[arg-type]
+                      memory_mb=memory_mb, pids_max=pids_for(memory_mb, pids_max),
                       limit_swap=ctx.cgroups.supports_swap, background=True)
 
     async def prepare(self, template: TemplateImage, progress: Progress | None = None) -> None:

@@ -51,6 +51,7 @@ from ..slots import (
     new_record,
     off_loop,
     pidfd_exited,
+    pids_for,
     save_record,
     start_time,
     undo_after_failure,
@@ -95,7 +96,8 @@ def _check(ctx: Context, step: BuildStep) -> Limits:
         raise SandboxSetupError(f"the parent of upper {step.upper} must be a directory")
     if step.upper.exists() or step.upper.is_symlink():
         raise SandboxSetupError(f"upper {step.upper} already exists")
-    return Limits(step.vcpus, step.memory_mb, min(BUILD_PIDS, cfg.max_pids),
+    return Limits(step.vcpus, step.memory_mb,
+                  pids_for(step.memory_mb, min(BUILD_PIDS, cfg.max_pids)),
                   ctx.cgroups.supports_swap)
 
 

@@ -57,7 +57,7 @@ from ._runtime import OciRuntime, RuntimeFailed, empty_stdin, pidfd_exited, spaw
 from ._seccomp import attach_compiled, remember_compiled
 from ._table import SlotTable
 from ._teardown import kill_processes, stop_processes, undo_after_failure
-from ._validate import check_resources, validate
+from ._validate import check_resources, pids_for, validate
 
 __all__ = [
     "DISK",
@@ -100,6 +100,7 @@ __all__ = [
     "off_loop",
     "owner_token",
     "pidfd_exited",
+    "pids_for",
     "pin_netns",
     "prepare_data_dirs",
     "reap_if_child",

@@ -13,6 +13,18 @@ from ._ocispec import Limits
 _SANDBOX_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MIN_PIDS = 16
+# A sandbox's pids limit grows with its memory: a floor for the shell, envd and a few
+# services, plus 4 per MiB. Each task costs the kernel ~26 KiB (stack and task struct),
+# so 4 per MiB keep what its tasks pin in the kernel near a tenth of the memory it pays
+# for, and many small sandboxes cannot together hold the host's task table: 2304 for the
+# default 512 MiB, 768 for 128 MiB, the request's pids_max above that.
+PIDS_FLOOR = 256
+PIDS_PER_MIB = 4
+
+
+def pids_for(memory_mb: int, pids_max: int) -> int:
+    """The pids limit of a sandbox (or build step) of ``memory_mb``, at most ``pids_max``."""
+    return min(pids_max, PIDS_FLOOR + PIDS_PER_MIB * memory_mb)
 
 
 def check_resources(config: NamespaceConfig, vcpus: int, memory_mb: int) -> None:
@@ -36,4 +48,5 @@ def validate(config: NamespaceConfig, spec: SandboxSpec, limit_swap: bool) -> Li
     bad = [k for k, v in spec.env_vars.items() if not _ENV_KEY.match(k) or "\0" in v]
     if bad:
         raise SandboxSetupError(f"invalid environment variable names: {bad}")
-    return Limits(spec.vcpus, spec.memory_mb, spec.pids_max, limit_swap)
+    return Limits(spec.vcpus, spec.memory_mb, pids_for(spec.memory_mb, spec.pids_max),
+                  limit_swap)
