@@ -6,7 +6,7 @@ Only ``bac_server.app`` names a concrete store (``bac_server.store.sql.SqlStore`
 from bac_server.store.base import Store, StoreConflict, StoreError
 from bac_server.store.builds import BuildLogRecord, BuildRecord, BuildStore
 from bac_server.store.catalog import CatalogStore, SandboxPin, TagRecord, TemplateRecord
-from bac_server.store.checkpoints import CheckpointRecord, CheckpointStore
+from bac_server.store.checkpoints import CheckpointKind, CheckpointRecord, CheckpointStore
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import ApiKeyRecord, KeyStore, TeamRecord
 from bac_server.store.metrics import MetricRecord, MetricStore
@@ -19,6 +19,7 @@ __all__ = [
     "BuildRecord",
     "BuildStore",
     "CatalogStore",
+    "CheckpointKind",
     "CheckpointRecord",
     "CheckpointStore",
     "EventRecord",

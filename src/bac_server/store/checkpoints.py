@@ -3,20 +3,28 @@ their sandbox): what :class:`CheckpointStore` keeps (``control.checkpoints``).""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
 
+class CheckpointKind(enum.Enum):
+    """What keeps a saved state; the values are the ``kind`` column's."""
+
+    CHECKPOINT = "checkpoint"  # a point of the sandbox's timeline: ends with it
+    SNAPSHOT = "snapshot"  # outlives it and starts sandboxes (E2B's snapshots)
+    FORK = "fork"  # shared by the forks being made from it: deleted once they started
+
+
 @dataclass(frozen=True)
 class CheckpointRecord:
-    """A saved state of a sandbox: a point of its timeline (``kind="checkpoint"``, ends
-    with the sandbox) or a snapshot (``kind="snapshot"``, outlives it, starts sandboxes)."""
+    """A saved state of a sandbox, of one ``CheckpointKind``."""
 
     checkpoint_id: str
     team_id: str
     sandbox_id: str  # the sandbox it was taken from
-    kind: str
+    kind: CheckpointKind
     name: str | None
     created_at: datetime
     size_bytes: int
@@ -39,8 +47,8 @@ class CheckpointStore(Protocol):
     async def get_checkpoint(self, checkpoint_id: str) -> CheckpointRecord | None: ...
 
     async def list_checkpoints(
-        self, team_id: str | None, *, sandbox_id: str | None = None, kind: str | None = None,
-        name: str | None = None,
+        self, team_id: str | None, *, sandbox_id: str | None = None,
+        kind: CheckpointKind | None = None, name: str | None = None,
     ) -> list[CheckpointRecord]:
         """Oldest first; ``team_id=None``: every team's."""
         ...

@@ -21,6 +21,7 @@ from bac_server.control.sandboxes import LIVE_STATES
 from bac_server.control.templates import TemplateCatalog
 from bac_server.store import (
     BuildRecord,
+    CheckpointKind,
     CheckpointRecord,
     EventRecord,
     SandboxPin,
@@ -229,7 +230,8 @@ async def test_the_store_names_the_builds_something_can_still_start(store: SqlSt
             1024, "token", None), EventRecord(sandbox_id, "team", now, "created", "", "info"))
         await store.catalog.pin_sandbox(SandboxPin(sandbox_id, "tpl", "tagged", digest))
     await store.checkpoints.add_checkpoint(CheckpointRecord(
-        "snap", "team", "saved", "snapshot", None, now, 1, True, "tpl", "token", 2, 512))
+        "snap", "team", "saved", CheckpointKind.SNAPSHOT, None, now, 1, True, "tpl", "token", 2,
+        512))
     await store.catalog.pin_sandbox(SandboxPin("creating", "tpl", "tagged", "d7"))
     assert await store.gc.live_digests([s.value for s in LIVE_STATES]) == {
         "d1", "d3", "d4", "d6", "d7"}

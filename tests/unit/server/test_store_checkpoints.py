@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bac_server.store import CheckpointRecord, SandboxRecord, StoreConflict
+from bac_server.store import CheckpointKind, CheckpointRecord, SandboxRecord, StoreConflict
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 
@@ -18,8 +18,8 @@ SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 
 
 def _checkpoint(checkpoint_id: str, *, team: str = "team", sandbox: str = "abc",
-                kind: str = "checkpoint", name: str | None = None, size: int = 100,
-                at: datetime = NOW) -> CheckpointRecord:
+                kind: CheckpointKind = CheckpointKind.CHECKPOINT, name: str | None = None,
+                size: int = 100, at: datetime = NOW) -> CheckpointRecord:
     return CheckpointRecord(
         checkpoint_id=checkpoint_id, team_id=team, sandbox_id=sandbox, kind=kind, name=name,
         created_at=at, size_bytes=size, memory=True, template_id="base",
@@ -34,7 +34,8 @@ async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> N
         first = _checkpoint("c1", size=10)
         await store.checkpoints.add_checkpoint(first)
         await store.checkpoints.add_checkpoint(_checkpoint(
-            "c2", kind="snapshot", name="snap", size=20, at=NOW + timedelta(seconds=1)))
+            "c2", kind=CheckpointKind.SNAPSHOT, name="snap", size=20,
+            at=NOW + timedelta(seconds=1)))
         await store.checkpoints.add_checkpoint(_checkpoint("c3", team="other", size=1000))
         with pytest.raises(StoreConflict):
             await store.checkpoints.add_checkpoint(first)
@@ -42,7 +43,7 @@ async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> N
         listed = await store.checkpoints.list_checkpoints("team")
         assert [c.checkpoint_id for c in listed] == ["c1", "c2"]
         assert [c.checkpoint_id for c in await store.checkpoints.list_checkpoints(
-            "team", kind="snapshot", name="snap")] == ["c2"]
+            "team", kind=CheckpointKind.SNAPSHOT, name="snap")] == ["c2"]
         assert await store.checkpoints.list_checkpoints("team", sandbox_id="zzz") == []
         assert await store.checkpoints.checkpoint_bytes("team") == 30
         assert await store.checkpoints.delete_checkpoint("c1") is True

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bac_server.store import CheckpointRecord, SandboxRecord, StoreError
+from bac_server.store import CheckpointKind, CheckpointRecord, SandboxRecord, StoreError
 from bac_server.store.key_file import KeyFileError, load_sealer
 from bac_server.store.sealing import Sealer, SealError
 from bac_server.store.sql import SqlStore
@@ -40,7 +40,8 @@ def _sandbox(sandbox_id: str = "sbx1") -> SandboxRecord:
 
 def _checkpoint() -> CheckpointRecord:
     return CheckpointRecord(
-        checkpoint_id="ck1", team_id="team", sandbox_id="sbx1", kind="checkpoint", name=None,
+        checkpoint_id="ck1", team_id="team", sandbox_id="sbx1", kind=CheckpointKind.CHECKPOINT,
+        name=None,
         created_at=NOW, size_bytes=1, memory=True, template_id="base",
         envd_access_token=TOKEN, cpu_count=2, memory_mb=512, env_vars={"K": SECRET})
 

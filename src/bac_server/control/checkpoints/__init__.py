@@ -8,6 +8,6 @@ it, a create starts from one) and forks (one checkpoint, many new sandboxes).
 """
 
 from ._snapshots import MAX_FORKS, Snapshots
-from ._timeline import FORK, SNAPSHOT, TIMELINE, Checkpoints
+from ._timeline import Checkpoints
 
-__all__ = ["FORK", "MAX_FORKS", "SNAPSHOT", "TIMELINE", "Checkpoints", "Snapshots"]
+__all__ = ["MAX_FORKS", "Checkpoints", "Snapshots"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 
-from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+from bac_server.store import CheckpointKind, CheckpointRecord, CheckpointStore, SandboxStore
 
 from ..errors import ControlError, InvalidRequest
 from ..keys import Team
@@ -27,7 +27,7 @@ from ..sandboxes import (
     event,
     policy_of,
 )
-from ._timeline import FORK, SNAPSHOT, Checkpoints
+from ._timeline import Checkpoints
 
 MAX_FORKS = 20
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}(:[A-Za-z0-9._-]{1,64})?$")
@@ -48,23 +48,24 @@ class Snapshots:
         if name is not None:
             if not _NAME.match(name):
                 raise InvalidRequest(f"invalid snapshot name {name!r}")
-            for old in await self._checkpoint_store.list_checkpoints(team.team_id, kind=SNAPSHOT,
-                                                                     name=name):
+            for old in await self._checkpoint_store.list_checkpoints(
+                    team.team_id, kind=CheckpointKind.SNAPSHOT, name=name):
                 # E2B: a name already in use gets the new build; the old one goes.
                 await self._checkpoints.drop(old.checkpoint_id)
         return await self._checkpoints.take(team, sandbox_id, name=name, memory=memory,
-                                            kind=SNAPSHOT)
+                                            kind=CheckpointKind.SNAPSHOT)
 
     async def listing(self, team: Team, *, sandbox_id: str | None = None,
                    name: str | None = None) -> list[CheckpointRecord]:
-        found = await self._checkpoint_store.list_checkpoints(team.team_id, kind=SNAPSHOT,
-                                                              sandbox_id=sandbox_id)
+        found = await self._checkpoint_store.list_checkpoints(
+            team.team_id, kind=CheckpointKind.SNAPSHOT, sandbox_id=sandbox_id)
         if name is not None:
             found = [s for s in found if name in (s.checkpoint_id, s.name)]
         return found[::-1]  # newest first
 
     async def delete(self, team: Team, ref: str) -> bool:
-        for found in await self._checkpoint_store.list_checkpoints(team.team_id, kind=SNAPSHOT):
+        for found in await self._checkpoint_store.list_checkpoints(
+                team.team_id, kind=CheckpointKind.SNAPSHOT):
             if ref in (found.checkpoint_id, found.name):
                 await self._checkpoints.drop(found.checkpoint_id)
                 return True
@@ -75,7 +76,7 @@ class Snapshots:
         if not 1 <= count <= MAX_FORKS:
             raise InvalidRequest(f"count must be between 1 and {MAX_FORKS}, got {count}")
         parent = self._registry.owned(team, sandbox_id)
-        shared = await self._checkpoints.take(team, sandbox_id, kind=FORK)
+        shared = await self._checkpoints.take(team, sandbox_id, kind=CheckpointKind.FORK)
         try:
             request = CreateRequest(
                 template=parent.template_id, timeout_s=timeout_s,

@@ -20,7 +20,7 @@ from bac_server.backends.base import (
     CheckpointFailed,
     CheckpointNotFound,
 )
-from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+from bac_server.store import CheckpointKind, CheckpointRecord, CheckpointStore, SandboxStore
 
 from ..errors import (
     Conflict,
@@ -45,7 +45,6 @@ from ..templates import TemplateSource
 from ..tokens import new_checkpoint_id
 
 log = logging.getLogger(__name__)
-TIMELINE, SNAPSHOT, FORK = "checkpoint", "snapshot", "fork"
 
 
 class Checkpoints:
@@ -68,7 +67,8 @@ class Checkpoints:
         return self._backend
 
     async def take(self, team: Team, sandbox_id: str, *, name: str | None = None,
-                   memory: bool = True, kind: str = TIMELINE) -> CheckpointRecord:
+                   memory: bool = True, kind: CheckpointKind = CheckpointKind.CHECKPOINT
+                   ) -> CheckpointRecord:
         """Save the running sandbox's state; it keeps running."""
         backend = self._checkpointable()
         if memory and not backend.memory_checkpoints:
@@ -100,21 +100,23 @@ class Checkpoints:
             envd_access_token=sbx.envd_access_token, cpu_count=sbx.cpu_count,
             memory_mb=sbx.memory_mb, env_vars=dict(sbx.env_vars))
         await self._checkpoint_store.add_checkpoint(record)
-        what = EventKind.SNAPSHOT_TAKEN if kind == SNAPSHOT else EventKind.CHECKPOINTED
+        what = EventKind.SNAPSHOT_TAKEN if kind is CheckpointKind.SNAPSHOT \
+            else EventKind.CHECKPOINTED
         await self._sandbox_store.add_event(event(
             sandbox_id, team.team_id, what,
-            f"{kind} {checkpoint_id} taken ({info.size_bytes} bytes)", checkpoint=checkpoint_id))
+            f"{kind.value} {checkpoint_id} taken ({info.size_bytes} bytes)",
+            checkpoint=checkpoint_id))
         return record
 
     async def timeline(self, team: Team, sandbox_id: str) -> list[CheckpointRecord]:
         self._registry.owned(team, sandbox_id)
         return await self._checkpoint_store.list_checkpoints(team.team_id, sandbox_id=sandbox_id,
-                                                             kind=TIMELINE)
+                                                             kind=CheckpointKind.CHECKPOINT)
 
     async def _own(self, team: Team, sandbox_id: str, checkpoint_id: str) -> CheckpointRecord:
         found = await self._checkpoint_store.get_checkpoint(checkpoint_id)
         if found is None or found.team_id != team.team_id or found.sandbox_id != sandbox_id \
-                or found.kind != TIMELINE:
+                or found.kind is not CheckpointKind.CHECKPOINT:
             raise NotFound(f"checkpoint {checkpoint_id!r} of sandbox {sandbox_id!r} not found")
         return found
 
@@ -186,7 +188,7 @@ class Checkpoints:
                 stamp = f"auto-{datetime.now(UTC):%Y%m%dT%H%M%S}"
                 await self.take(team, sbx.sandbox_id, name=stamp)
                 kept = await self._checkpoint_store.list_checkpoints(
-                    team.team_id, sandbox_id=sbx.sandbox_id, kind=TIMELINE)
+                    team.team_id, sandbox_id=sbx.sandbox_id, kind=CheckpointKind.CHECKPOINT)
                 autos = [c for c in kept if (c.name or "").startswith("auto-")]
                 for old in autos[: max(0, len(autos) - (sbx.checkpoint_keep or 1))]:
                     await self.drop(old.checkpoint_id)
@@ -205,7 +207,8 @@ class Checkpoints:
         no longer live (their end was not seen) and half-done forks' shared ones."""
         for found in await self._checkpoint_store.list_checkpoints(None):
             gone = self._registry.get(found.sandbox_id) is None
-            if found.kind == FORK or (found.kind == TIMELINE and gone):
+            if found.kind is CheckpointKind.FORK or (
+                    found.kind is CheckpointKind.CHECKPOINT and gone):
                 try:
                     await self.drop(found.checkpoint_id)
                 except Exception:
@@ -217,5 +220,5 @@ class Checkpoints:
         if task is not None:
             task.cancel()
         for found in await self._checkpoint_store.list_checkpoints(
-                sbx.team_id, sandbox_id=sbx.sandbox_id, kind=TIMELINE):
+                sbx.team_id, sandbox_id=sbx.sandbox_id, kind=CheckpointKind.CHECKPOINT):
             await self.drop(found.checkpoint_id)

@@ -28,7 +28,7 @@ from bac_server.backends.base import (
     TemplateNotFound,
 )
 from bac_server.backends.egress import EgressPolicy
-from bac_server.store import CheckpointRecord, CheckpointStore, SandboxStore
+from bac_server.store import CheckpointKind, CheckpointRecord, CheckpointStore, SandboxStore
 
 from ..errors import (
     InvalidRequest,
@@ -138,7 +138,8 @@ class Creator:
 
     async def _snapshot(self, team: Team, ref: str) -> CheckpointRecord | None:
         """The team's snapshot named ``ref`` (by id or name), if ``ref`` is one."""
-        for found in await self._checkpoint_store.list_checkpoints(team.team_id, kind="snapshot"):
+        for found in await self._checkpoint_store.list_checkpoints(team.team_id,
+                                                                  kind=CheckpointKind.SNAPSHOT):
             if ref in (found.checkpoint_id, found.name):
                 return found
         return None

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.checkpoints import CheckpointRecord
+from bac_server.store.checkpoints import CheckpointKind, CheckpointRecord
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
@@ -22,7 +22,7 @@ def _where(checkpoint_id: str, column: str) -> str:
 def _values(c: CheckpointRecord, sealer: Sealer) -> dict[str, Any]:
     return {
         "checkpoint_id": c.checkpoint_id, "team_id": c.team_id, "sandbox_id": c.sandbox_id,
-        "kind": c.kind, "name": c.name, "created_at": ts(c.created_at),
+        "kind": c.kind.value, "name": c.name, "created_at": ts(c.created_at),
         "size_bytes": c.size_bytes, "memory": c.memory, "template_id": c.template_id,
         "envd_access_token": sealer.seal(c.envd_access_token,
                                          _where(c.checkpoint_id, "envd_access_token")),
@@ -34,8 +34,8 @@ def _values(c: CheckpointRecord, sealer: Sealer) -> dict[str, Any]:
 def _record(r: Any, sealer: Sealer) -> CheckpointRecord:
     return CheckpointRecord(
         checkpoint_id=r.checkpoint_id, team_id=r.team_id, sandbox_id=r.sandbox_id,
-        kind=r.kind, name=r.name, created_at=dt(r.created_at), size_bytes=r.size_bytes,
-        memory=r.memory, template_id=r.template_id,
+        kind=CheckpointKind(r.kind), name=r.name, created_at=dt(r.created_at),
+        size_bytes=r.size_bytes, memory=r.memory, template_id=r.template_id,
         envd_access_token=sealer.open(r.envd_access_token,
                                       _where(r.checkpoint_id, "envd_access_token")),
         cpu_count=r.cpu_count, memory_mb=r.memory_mb,
@@ -58,8 +58,8 @@ class SqlCheckpoints:
         return None if row is None else _record(row, self._sealer)
 
     async def list_checkpoints(
-        self, team_id: str | None, *, sandbox_id: str | None = None, kind: str | None = None,
-        name: str | None = None,
+        self, team_id: str | None, *, sandbox_id: str | None = None,
+        kind: CheckpointKind | None = None, name: str | None = None,
     ) -> list[CheckpointRecord]:
         c = t.checkpoints.c
         query = sa.select(t.checkpoints)
@@ -68,7 +68,7 @@ class SqlCheckpoints:
         if sandbox_id is not None:
             query = query.where(c.sandbox_id == sandbox_id)
         if kind is not None:
-            query = query.where(c.kind == kind)
+            query = query.where(c.kind == kind.value)
         if name is not None:
             query = query.where(c.name == name)
         async with self._engine.connect() as conn:
