@@ -54,6 +54,7 @@ from bac_server.control import (
     ListQuery,
     LiveSandbox,
     NotFound,
+    OnTimeout,
     SandboxState,
     Team,
     egress_policy,
@@ -156,7 +157,7 @@ def _detail(sbx: LiveSandbox, *, envd_version: str, domain: str) -> dict[str, An
             "allowInternetAccess": sbx.allow_internet_access,
             "domain": domain,
             "network": dict(sbx.network or {}),
-            "lifecycle": {"autoResume": sbx.auto_resume, "onTimeout": sbx.on_timeout},
+            "lifecycle": {"autoResume": sbx.auto_resume, "onTimeout": sbx.on_timeout.value},
         }
     )
     if sbx.paused_as is not None:
@@ -227,7 +228,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         allow_public_traffic=allow_public,
         network=None if network is None else network.model_dump(exclude_none=True),
         allow_internet_access=body.allow_internet_access,
-        on_timeout="pause" if body.autoPause else "kill",
+        on_timeout=OnTimeout.PAUSE if body.autoPause else OnTimeout.KILL,
         pause_memory=body.autoPauseMemory is not False,
         auto_resume=body.autoResume is not None and body.autoResume.enabled,
         egress=egress,
@@ -333,7 +334,7 @@ async def resume(request: Request) -> Response:
     await control.lifecycle.resume(caller, sid, seconds, memory=body.memory is not False)
     sbx = control.registry.owned(caller, sid)
     if body.autoPause is not None:
-        sbx.on_timeout = "pause" if body.autoPause else "kill"
+        sbx.on_timeout = OnTimeout.PAUSE if body.autoPause else OnTimeout.KILL
         await control.sandbox_store.update_sandbox(sid, lifecycle=sbx.lifecycle())
     return JSONResponse(
         views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain), 201

@@ -25,7 +25,7 @@ from ._listing import MAX_LIMIT, Cursor, ListQuery, page
 from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
 from ._pausing import FREEZER
 from ._reconcile import ReconcileReport, reconcile
-from ._registry import LiveSandbox, Registry, Route
+from ._registry import LiveSandbox, OnTimeout, Registry, Route
 from ._sampler import MetricsSampler
 from ._specs import spec_of
 from ._states import (
@@ -54,6 +54,7 @@ __all__ = [
     "MetricsSampler",
     "NetworkService",
     "NetworkUpdate",
+    "OnTimeout",
     "ReconcileReport",
     "Registry",
     "Route",

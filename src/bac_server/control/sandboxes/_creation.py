@@ -43,7 +43,7 @@ from ..templates import Resolved, StartSnapshots, TemplateSource
 from ..tokens import new_access_token, new_sandbox_id
 from ._events import EventKind, event
 from ._lifecycle import Lifecycle
-from ._registry import LiveSandbox, Registry
+from ._registry import LiveSandbox, OnTimeout, Registry
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class CreateRequest:
     network: dict[str, Any] | None = None
     allow_internet_access: bool | None = None
     # Lifecycle (E2B ``autoPause``, ``autoPauseMemory``, ``autoResume``).
-    on_timeout: str = "kill"
+    on_timeout: OnTimeout = OnTimeout.KILL
     pause_memory: bool = True
     auto_resume: bool = False
     egress: EgressPolicy = field(default_factory=EgressPolicy)

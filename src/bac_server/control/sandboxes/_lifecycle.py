@@ -23,7 +23,7 @@ from ..limits import Limits
 from ..templates import TemplateSource
 from ._events import EventKind, event
 from ._pausing import Pausing
-from ._registry import LiveSandbox, Registry
+from ._registry import LiveSandbox, OnTimeout, Registry
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class Lifecycle:
             if sbx.end_at > datetime.now(UTC) + timedelta(milliseconds=5):
                 self.arm(sbx)  # extended while this task waited for the lock
                 return
-            if sbx.on_timeout == "pause":
+            if sbx.on_timeout is OnTimeout.PAUSE:
                 try:
                     await self.pausing.pause(sbx, memory=sbx.pause_memory,
                                              kind=EventKind.TIMEOUT,

@@ -8,6 +8,7 @@ at start-up by :mod:`._reconcile`.
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +19,13 @@ from bac_server.store import SandboxRecord
 from ..errors import SandboxNotFoundError
 from ..keys import Team
 from ._states import LIVE_STATES, VISIBLE_STATES, SandboxState
+
+
+class OnTimeout(enum.Enum):
+    """What a sandbox's timeout does: end it, or pause it (E2B ``autoPause``)."""
+
+    KILL = "kill"
+    PAUSE = "pause"
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class LiveSandbox:
     end_at: datetime
     state: SandboxState
     # Pause instead of kill at the timeout (E2B ``autoPause``), with or without memory.
-    on_timeout: str = "kill"  # "kill" | "pause"
+    on_timeout: OnTimeout = OnTimeout.KILL
     pause_memory: bool = True
     # Traffic to a paused sandbox (gateway or SDK) resumes it (E2B ``autoResume``).
     auto_resume: bool = False
@@ -98,8 +106,12 @@ class LiveSandbox:
         )
 
     def lifecycle(self) -> dict[str, Any]:
-        """The lifecycle settings as the store keeps them."""
-        return {name: getattr(self, name) for name in _LIFECYCLE_FIELDS}
+        """The lifecycle settings as the store keeps them (an enum by its value)."""
+        saved = {}
+        for name in _LIFECYCLE_FIELDS:
+            value = getattr(self, name)
+            saved[name] = value.value if isinstance(value, enum.Enum) else value
+        return saved
 
     def to_record(self) -> SandboxRecord:
         return SandboxRecord(
@@ -127,8 +139,16 @@ _LIFECYCLE_FIELDS = ("on_timeout", "pause_memory", "auto_resume", "paused_as", "
                      "checkpoint_every_s", "checkpoint_keep")
 
 
+_LIFECYCLE_ENUMS: dict[str, type[enum.Enum]] = {"on_timeout": OnTimeout}
+
+
 def _lifecycle_fields(saved: dict[str, Any]) -> dict[str, Any]:
-    return {name: saved[name] for name in _LIFECYCLE_FIELDS if name in saved}
+    found = {}
+    for name in _LIFECYCLE_FIELDS:
+        if name in saved:
+            value, kind = saved[name], _LIFECYCLE_ENUMS.get(name)
+            found[name] = value if kind is None or value is None else kind(value)
+    return found
 
 
 class Registry:
