@@ -55,6 +55,7 @@ from bac_server.control import (
     LiveSandbox,
     NotFound,
     OnTimeout,
+    PauseKind,
     SandboxState,
     Team,
     egress_policy,
@@ -161,7 +162,7 @@ def _detail(sbx: LiveSandbox, *, envd_version: str, domain: str) -> dict[str, An
         }
     )
     if sbx.paused_as is not None:
-        body["pauseMode"] = "filesystem" if sbx.paused_as == "filesystem" else "full"
+        body["pauseMode"] = "filesystem" if sbx.paused_as is PauseKind.FILESYSTEM else "full"
     return body
 
 

@@ -73,6 +73,14 @@ class SandboxStatus(enum.Enum):
     STOPPED = "stopped"  # its processes are gone (crashed, killed from outside)
 
 
+class PauseKind(enum.Enum):
+    """How a paused sandbox is paused (docs/pause-and-checkpoints.md says which when)."""
+
+    FREEZER = "freezer"  # processes stopped in place, memory resident: fast, not durable
+    DISK = "disk"  # processes and memory saved (CRIU), memory freed; survives a reboot
+    FILESYSTEM = "filesystem"  # files only: processes end, a resume starts it afresh
+
+
 @dataclass(frozen=True)
 class StartSnapshotRef:
     """A template's start snapshot: a checkpoint (with memory) of a sandbox started from it

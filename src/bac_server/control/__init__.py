@@ -4,6 +4,7 @@
 (``bac_server.backends.base``), templates and the store protocol.
 """
 
+from bac_server.backends.base import PauseKind
 from bac_server.control.errors import (
     Conflict,
     ControlError,
@@ -71,6 +72,7 @@ __all__ = [
     "NotSupported",
     "OnTimeout",
     "PauseFailed",
+    "PauseKind",
     "QuotaExceeded",
     "ReconcileReport",
     "Registry",

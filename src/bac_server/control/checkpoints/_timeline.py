@@ -19,6 +19,7 @@ from bac_server.backends.base import (
     Checkpointable,
     CheckpointFailed,
     CheckpointNotFound,
+    PauseKind,
 )
 from bac_server.store import CheckpointKind, CheckpointRecord, CheckpointStore, SandboxStore
 
@@ -32,7 +33,6 @@ from ..errors import (
 from ..keys import Team
 from ..limits import Limits
 from ..sandboxes import (
-    FREEZER,
     EventKind,
     Lifecycle,
     LiveSandbox,
@@ -81,7 +81,7 @@ class Checkpoints:
                                 "quota; delete some first")
         async with sbx.lock:
             self._registry.owned(team, sandbox_id)
-            if sbx.state is not SandboxState.RUNNING and sbx.paused_as != FREEZER:
+            if sbx.state is not SandboxState.RUNNING and sbx.paused_as is not PauseKind.FREEZER:
                 raise Conflict(f"sandbox {sandbox_id!r} is paused; resume it first")
             checkpoint_id = new_checkpoint_id()
             try:

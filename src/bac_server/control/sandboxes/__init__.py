@@ -23,7 +23,6 @@ from ._history import History
 from ._lifecycle import Lifecycle
 from ._listing import MAX_LIMIT, Cursor, ListQuery, page
 from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
-from ._pausing import FREEZER
 from ._reconcile import ReconcileReport, reconcile
 from ._registry import LiveSandbox, OnTimeout, Registry, Route
 from ._sampler import MetricsSampler
@@ -38,7 +37,6 @@ from ._states import (
 )
 
 __all__ = [
-    "FREEZER",
     "LIVE_STATES",
     "MAX_LIMIT",
     "VISIBLE_STATES",

@@ -20,7 +20,13 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from bac_server.backends.base import Backend, Checkpointable, CheckpointFailed, Pausable
+from bac_server.backends.base import (
+    Backend,
+    Checkpointable,
+    CheckpointFailed,
+    Pausable,
+    PauseKind,
+)
 from bac_server.store import SandboxStore
 
 from ..errors import NotSupported, PauseFailed, ResumeFailed
@@ -32,9 +38,6 @@ from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
 
-DISK, FILESYSTEM, FREEZER = "disk", "filesystem", "freezer"
-
-
 class Pausing:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
                  templates: TemplateSource, arm: Callable[[LiveSandbox], None]) -> None:
@@ -44,16 +47,16 @@ class Pausing:
         self._templates = templates
         self._arm = arm
 
-    def kind_for(self, memory: bool) -> str:
+    def kind_for(self, memory: bool) -> PauseKind:
         """The pause this backend gives for a request with or without memory."""
         backend = self._backend
         if isinstance(backend, Checkpointable):
             if not memory:
-                return FILESYSTEM
+                return PauseKind.FILESYSTEM
             if backend.memory_checkpoints:
-                return DISK
+                return PauseKind.DISK
         if memory and isinstance(backend, Pausable):
-            return FREEZER
+            return PauseKind.FREEZER
         raise NotSupported(
             f"the {backend.name!r} backend cannot pause sandboxes"
             + ("" if memory else " without their memory"))
@@ -68,12 +71,12 @@ class Pausing:
         self._registry.update(sbx)
         self._arm(sbx)  # cancels the timer: paused sandboxes do not expire
         try:
-            if paused_as == FREEZER:
+            if paused_as is PauseKind.FREEZER:
                 assert isinstance(self._backend, Pausable)
                 await self._backend.pause(sbx.sandbox_id)
             else:
                 assert isinstance(self._backend, Checkpointable)
-                await self._backend.suspend(sbx.sandbox_id, memory=paused_as == DISK)
+                await self._backend.suspend(sbx.sandbox_id, memory=paused_as is PauseKind.DISK)
         except BaseException as exc:
             sbx.state, sbx.paused_as = SandboxState.RUNNING, None
             self._registry.update(sbx)
@@ -86,7 +89,8 @@ class Pausing:
             raise
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
-            event=event(sbx.sandbox_id, sbx.team_id, kind, message, mode=paused_as))
+            event=event(sbx.sandbox_id, sbx.team_id, kind, message,
+                        mode=paused_as.value))
 
     async def resume(self, sbx: LiveSandbox, *, seconds: int, memory: bool = True,
                      message: str = "resumed") -> None:

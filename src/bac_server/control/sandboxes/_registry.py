@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bac_server.backends.base import PauseKind
 from bac_server.store import SandboxRecord
 
 from ..errors import SandboxNotFoundError
@@ -63,9 +64,8 @@ class LiveSandbox:
     pause_memory: bool = True
     # Traffic to a paused sandbox (gateway or SDK) resumes it (E2B ``autoResume``).
     auto_resume: bool = False
-    # How it is paused now: "freezer" (memory resident), "disk" (saved, memory freed) or
-    # "filesystem" (files only; resume starts it afresh). None while running.
-    paused_as: str | None = None
+    # How it is paused now; None while running.
+    paused_as: PauseKind | None = None
     # The timeout it was created with: what an automatic resume grants again.
     timeout_s: int = 300
     # Scheduled checkpoints: every ``checkpoint_every_s`` seconds, keeping the last few.
@@ -139,7 +139,7 @@ _LIFECYCLE_FIELDS = ("on_timeout", "pause_memory", "auto_resume", "paused_as", "
                      "checkpoint_every_s", "checkpoint_keep")
 
 
-_LIFECYCLE_ENUMS: dict[str, type[enum.Enum]] = {"on_timeout": OnTimeout}
+_LIFECYCLE_ENUMS: dict[str, type[enum.Enum]] = {"on_timeout": OnTimeout, "paused_as": PauseKind}
 
 
 def _lifecycle_fields(saved: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +217,7 @@ class Registry:
         """Sandboxes holding host resources: running ones, and paused ones still in memory
         (a sandbox paused to disk holds none and may stay paused for ever)."""
         return sum(1 for s in self._sandboxes.values()
-                   if s.team_id == team_id and s.paused_as in (None, "freezer"))
+                   if s.team_id == team_id and s.paused_as in (None, PauseKind.FREEZER))
 
     def all(self) -> list[LiveSandbox]:
         return list(self._sandboxes.values())

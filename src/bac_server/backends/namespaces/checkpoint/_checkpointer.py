@@ -19,6 +19,7 @@ from bac_server.backends.base import (
     CheckpointFailed,
     CheckpointInfo,
     CheckpointNotFound,
+    PauseKind,
     SandboxEndpoint,
     SandboxSpec,
     TemplateImage,
@@ -27,7 +28,6 @@ from bac_server.host import remove_tree, write_private
 
 from ..layers import copy_tree
 from ..slots import (
-    FREEZER,
     Limits,
     SlotPhase,
     SlotRecord,
@@ -78,7 +78,7 @@ class Checkpointer:
         criu = self._suspender.need_criu() if memory else None
         async with self._suspender.working(sandbox_id):
             record = self._slots.record(sandbox_id)
-            if record.phase is not SlotPhase.RUNNING and record.paused_to != FREEZER:
+            if record.phase is not SlotPhase.RUNNING and record.paused_to is not PauseKind.FREEZER:
                 raise CheckpointFailed(f"sandbox {sandbox_id} is suspended; resume it to "
                                        "take a checkpoint")
             paths = ctx.paths(record.slot)

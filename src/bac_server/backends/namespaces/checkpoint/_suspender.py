@@ -22,12 +22,9 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
-from bac_server.backends.base import CheckpointFailed, SandboxEndpoint, SandboxSpec
+from bac_server.backends.base import CheckpointFailed, PauseKind, SandboxEndpoint, SandboxSpec
 
 from ..slots import (
-    DISK,
-    FILESYSTEM,
-    FREEZER,
     Context,
     SlotPhase,
     SlotRecord,
@@ -113,7 +110,7 @@ class Suspender:
         """At start-up: a re-attached sandbox that is not suspended to disk holds no TCP
         connections (a suspend cut short by a crash may have left a hold on them)."""
         for record in records:
-            if record.paused_to != DISK:
+            if record.paused_to is not PauseKind.DISK:
                 try:
                     await release_suspend_lock(self._ctx, record)
                 except CheckpointFailed:
@@ -141,14 +138,15 @@ class Suspender:
             # The cgroup freezer itself: a sandbox restored by CRIU is unknown to the runtime.
             await asyncio.to_thread(freeze, ctx, record)
             record.move(SlotPhase.PAUSED)
-            record.paused_to = FREEZER
+            record.paused_to = PauseKind.FREEZER
             save_record(ctx.paths(record.slot), record)
 
     async def resume(self, sandbox_id: str) -> SandboxEndpoint:
         ctx = self._ctx
         async with self._slots.lock(sandbox_id):
             record = self._slots.record(sandbox_id)
-            if record.phase is SlotPhase.PAUSED and record.paused_to in (DISK, FILESYSTEM):
+            if record.phase is SlotPhase.PAUSED and record.paused_to in (PauseKind.DISK,
+                                                                         PauseKind.FILESYSTEM):
                 raise CheckpointFailed(f"sandbox {sandbox_id} is suspended: wake() it")
             if record.phase is SlotPhase.PAUSED:
                 thaw(ctx, record)
@@ -163,7 +161,7 @@ class Suspender:
         ctx = self._ctx
         async with self.working(sandbox_id):
             record = self._slots.record(sandbox_id)
-            if record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER:
+            if record.phase is SlotPhase.PAUSED and record.paused_to is not PauseKind.FREEZER:
                 return
             if memory:
                 criu = self.need_criu()
@@ -182,7 +180,7 @@ class Suspender:
                 await stop_processes(ctx, record)
             if record.phase is not SlotPhase.PAUSED:
                 record.move(SlotPhase.PAUSED)
-            record.paused_to = DISK if memory else FILESYSTEM
+            record.paused_to = PauseKind.DISK if memory else PauseKind.FILESYSTEM
             paths = ctx.paths(record.slot)
             await off_loop(lambda: save_record(paths, record))
             # The images, the record and the sandbox's files (the overlay's upper).
@@ -193,12 +191,13 @@ class Suspender:
         ctx = self._ctx
         async with self.working(spec.sandbox_id):
             record = self._slots.record(spec.sandbox_id)
-            suspended = record.phase is SlotPhase.PAUSED and record.paused_to != FREEZER
+            suspended = record.phase is SlotPhase.PAUSED and \
+                record.paused_to is not PauseKind.FREEZER
             where = suspend_images(ctx, record)
-            if record.phase is SlotPhase.PAUSED and record.paused_to == FREEZER:
+            if record.phase is SlotPhase.PAUSED and record.paused_to is PauseKind.FREEZER:
                 thaw(ctx, record)
             elif suspended:
-                if memory and record.paused_to == DISK:
+                if memory and record.paused_to is PauseKind.DISK:
                     await self.restore_in_place(record, where)
                 else:
                     await release_suspend_lock(ctx, record)

@@ -16,11 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bac_server.backends.base import PauseKind
 from bac_server.host import write_private
-
-# How a PAUSED slot is paused (``SlotRecord.paused_to``): the processes frozen in memory,
-# saved by CRIU (processes gone), or gone with only the files kept.
-FREEZER, DISK, FILESYSTEM = "freezer", "disk", "filesystem"
 
 
 class SlotPhase(enum.Enum):
@@ -70,8 +67,8 @@ class SlotRecord:
     init_pid: int | None = None
     init_start: int | None = None
     created_at: float = field(default_factory=time.time)
-    # How a PAUSED slot is paused (FREEZER, DISK or FILESYSTEM); None otherwise.
-    paused_to: str | None = None
+    # How a PAUSED slot is paused; None otherwise.
+    paused_to: PauseKind | None = None
     # Every read-only layer, topmost first, the template's rootfs last. Empty in records
     # written before layered templates: then ``template_rootfs`` alone is the stack.
     layers: list[str] = field(default_factory=list)
@@ -92,12 +89,15 @@ class SlotRecord:
     def to_json(self) -> str:
         data: dict[str, Any] = dataclasses.asdict(self)
         data["phase"] = self.phase.value
+        data["paused_to"] = None if self.paused_to is None else self.paused_to.value
         return json.dumps(data, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> SlotRecord:
         data = json.loads(text)
         data["phase"] = SlotPhase(data["phase"])
+        if data.get("paused_to") is not None:
+            data["paused_to"] = PauseKind(data["paused_to"])
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

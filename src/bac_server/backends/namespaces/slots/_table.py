@@ -16,6 +16,7 @@ import os
 from collections.abc import Awaitable, Callable
 
 from bac_server.backends.base import (
+    PauseKind,
     ResourceUsage,
     SandboxEndpoint,
     SandboxNotFound,
@@ -28,7 +29,7 @@ from ._cancel_safe import to_the_end
 from ._context import Context
 from ._launch import boot
 from ._process import is_alive
-from ._record import DISK, FILESYSTEM, SlotPhase, SlotRecord, save_record
+from ._record import SlotPhase, SlotRecord, save_record
 from ._recovery import PENDING_CLAIM
 from ._teardown import teardown
 from ._usage import UsageSampler
@@ -117,7 +118,8 @@ class SlotTable:
 
     def status(self, sandbox_id: str) -> SandboxStatus:
         record = self.record(sandbox_id)
-        if record.phase is SlotPhase.PAUSED and record.paused_to in (DISK, FILESYSTEM):
+        if record.phase is SlotPhase.PAUSED and record.paused_to in (PauseKind.DISK,
+                                                                     PauseKind.FILESYSTEM):
             return SandboxStatus.PAUSED  # its processes are on disk or gone by design
         if not is_alive(record.init_pid, record.init_start):
             return SandboxStatus.STOPPED
