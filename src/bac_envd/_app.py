@@ -9,10 +9,11 @@ envd by calling ``/init`` itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 
 from bac_envd import _routes
-from bac_envd._http import Receive, Scope, Send, header, send_error
+from bac_envd._http import Receive, Scope, Send, header, send_connect_error, send_error
 from bac_envd._rpc import RpcServices
 from bac_envd._state import EnvdState
 
@@ -22,6 +23,8 @@ UNAUTHORIZED = (
     "unauthorized access, please provide a valid access token or method signing if supported"
 )
 _RPC_PREFIXES = ("/process.Process/", "/filesystem.Filesystem/")
+# What a Connect client calls: /<package>.<Service>/<Method>.
+_PROCEDURE = re.compile(r"/[A-Za-z_][\w.]*\.[A-Za-z_]\w*/[A-Za-z_]\w*")
 _ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/health"): _routes.health,
     ("POST", "/init"): _routes.init,
@@ -45,8 +48,13 @@ class EnvdApp:
         if key not in _OPEN and not self.state.token_matches(header(scope, "x-access-token")):
             await send_error(send, 401, UNAUTHORIZED)
             return
-        if path.startswith(_RPC_PREFIXES):
-            app = await self.rpc.app_for(path)
+        if path.startswith(_RPC_PREFIXES) or _PROCEDURE.fullmatch(path):
+            app = await self.rpc.app_for(path) if path.startswith(_RPC_PREFIXES) else None
+            if app is None:
+                # Connect's answer to a procedure the server does not have.
+                await send_connect_error(send, 404, "unimplemented",
+                                         f"envd serves no procedure {path}")
+                return
             await app(scope, receive, send)
             return
         route = _ROUTES.get(key)

@@ -1,7 +1,8 @@
 """Minimal ASGI plumbing for envd's plain HTTP routes (no framework: envd must start fast).
 
 Errors use E2B envd's JSON shape ``{"code": <status>, "message": "..."}``; the SDK maps
-the integer code back to an exception class.
+the integer code back to an exception class. Where a Connect client asked (an RPC path),
+Connect's shape ``{"code": "<name>", "message": "..."}``.
 """
 
 from __future__ import annotations
@@ -97,3 +98,7 @@ async def send_json(send: Send, status: int, payload: Any, headers: Headers = ()
 
 async def send_error(send: Send, status: int, message: str) -> None:
     await send_json(send, status, {"code": status, "message": message})
+
+
+async def send_connect_error(send: Send, status: int, code: str, message: str) -> None:
+    await send_json(send, status, {"code": code, "message": message})

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from bac_envd._http import ASGIApp
 from bac_envd._state import EnvdState
 
-# bac_envd._services.build_apps: the apps by path prefix, and the hook that ends what they started.
+# bac_envd._services.build_apps: the apps by procedure path, and the hook that ends what
+# they started.
 BuildApps = Callable[[EnvdState], tuple[dict[str, ASGIApp], Callable[[], None]]]
 
 
@@ -67,13 +68,13 @@ class RpcServices:
             self._loading = future
         return self._loading
 
-    async def app_for(self, path: str) -> ASGIApp:
+    async def app_for(self, path: str) -> ASGIApp | None:
+        """The app serving the procedure at ``path``, None when envd serves none there."""
         if self._apps is None:
             build_apps = await asyncio.shield(self._start_import())
             if self._apps is None:
                 self._apps, self._shutdown = build_apps(self._state)
-        prefix = path[: path.index("/", 1) + 1]
-        return self._apps[prefix]
+        return self._apps.get(path)
 
     def shutdown(self) -> None:
         """Kill every process envd started (called when envd exits)."""

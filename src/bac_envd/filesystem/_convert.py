@@ -7,7 +7,14 @@ from connectrpc.errors import ConnectError
 from protobuf.wkt.google.protobuf.timestamp_pb import Timestamp
 
 from bac_envd.filesystem._entry import Entry, FileKind
-from bac_envd.filesystem._errors import FsAlreadyExists, FsError, FsInvalid, FsNotFound
+from bac_envd.filesystem._errors import (
+    FsAlreadyExists,
+    FsDenied,
+    FsError,
+    FsInvalid,
+    FsNoSpace,
+    FsNotFound,
+)
 from bac_protocol.envd import filesystem_pb as pb
 
 _KINDS = {
@@ -19,6 +26,8 @@ _CODES: list[tuple[type[FsError], Code]] = [
     (FsNotFound, Code.NOT_FOUND),
     (FsAlreadyExists, Code.ALREADY_EXISTS),
     (FsInvalid, Code.INVALID_ARGUMENT),
+    (FsDenied, Code.PERMISSION_DENIED),
+    (FsNoSpace, Code.RESOURCE_EXHAUSTED),
 ]
 
 

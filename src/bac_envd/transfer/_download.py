@@ -18,6 +18,7 @@ from bac_envd._errors import InvalidPath
 from bac_envd._http import Scope, Send, header, send_empty, send_error
 from bac_envd._paths import PathResolver
 from bac_envd.transfer._encoding import GZIP, EncodingError, response_encoding
+from bac_envd.transfer._faults import os_status
 
 CHUNK = 1 << 20
 
@@ -105,7 +106,7 @@ async def download(scope: Scope, send: Send, resolve: PathResolver, raw_path: st
         await send_error(send, 404, f"path '{path}' does not exist")
         return
     except OSError as exc:
-        await send_error(send, 500, f"error checking if path exists '{path}': {exc}")
+        await send_error(send, os_status(exc), f"error checking if path exists '{path}': {exc}")
         return
     if stat.S_ISDIR(st.st_mode):
         await send_error(send, 400, f"path '{path}' is a directory")
@@ -122,7 +123,7 @@ async def download(scope: Scope, send: Send, resolve: PathResolver, raw_path: st
     try:
         f: BinaryIO = await asyncio.to_thread(open, path, "rb")
     except OSError as exc:
-        await send_error(send, 500, f"error opening file '{path}': {exc}")
+        await send_error(send, os_status(exc), f"error opening file '{path}': {exc}")
         return
     try:
         headers = [

@@ -15,6 +15,7 @@ from bac_envd import _xattrs
 from bac_envd._users import User
 from bac_envd.filesystem._errors import FsError
 from bac_envd.filesystem._ops import ensure_dirs
+from bac_envd.transfer._faults import NO_SPACE, os_status, status_of
 
 
 class UploadError(Exception):
@@ -24,9 +25,10 @@ class UploadError(Exception):
 
 
 def _os_error(action: str, exc: OSError) -> UploadError:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return UploadError(507, f"not enough disk space available: {action}: {exc.strerror}")
-    return UploadError(500, f"error {action}: {exc}")
+    status = os_status(exc)
+    if status == NO_SPACE:
+        return UploadError(status, f"not enough disk space available: {action}: {exc.strerror}")
+    return UploadError(status, f"error {action}: {exc}")
 
 
 class UploadTarget:
@@ -36,7 +38,7 @@ class UploadTarget:
         try:
             ensure_dirs(os.path.dirname(path), user)
         except FsError as exc:
-            raise UploadError(500, f"error ensuring directories: {exc}") from exc
+            raise UploadError(status_of(exc), f"error ensuring directories: {exc}") from exc
         try:
             st: os.stat_result | None = os.stat(path)
         except FileNotFoundError:
