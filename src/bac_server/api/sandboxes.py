@@ -49,7 +49,6 @@ from bac_server.api.query import choice_param, epoch_param, int_param
 from bac_server.api.views import rfc3339
 from bac_server.control import (
     CreateRequest,
-    EventKind,
     InvalidRequest,
     ListQuery,
     LiveSandbox,
@@ -199,6 +198,11 @@ def _level(value: str) -> str:
 
 # Routes.
 
+def _on_timeout(auto_pause: bool | None) -> OnTimeout:
+    """E2B's ``autoPause``: pause at the timeout instead of ending."""
+    return OnTimeout.PAUSE if auto_pause else OnTimeout.KILL
+
+
 def _create_request(body: NewSandbox) -> CreateRequest:
     """Turn the wire body into the domain request, refusing what this server cannot honour."""
     if body.volumeMounts:
@@ -229,7 +233,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         allow_public_traffic=allow_public,
         network=None if network is None else network.model_dump(exclude_none=True),
         allow_internet_access=body.allow_internet_access,
-        on_timeout=OnTimeout.PAUSE if body.autoPause else OnTimeout.KILL,
+        on_timeout=_on_timeout(body.autoPause),
         pause_memory=body.autoPauseMemory is not False,
         auto_resume=body.autoResume is not None and body.autoResume.enabled,
         egress=egress,
@@ -288,11 +292,7 @@ async def set_timeout(request: Request) -> Response:
 async def refresh(request: Request) -> Response:
     caller = await team(request)
     body = await read_model(request, RefreshRequest, settings(request).max_body_bytes)
-    control = plane(request)
-    seconds = control.limits.default_timeout_s if body.duration is None else body.duration
-    await control.lifecycle.extend(
-        caller, sandbox_id(request), seconds, EventKind.TIMEOUT_SET, what="duration"
-    )
+    await plane(request).lifecycle.refresh(caller, sandbox_id(request), body.duration)
     return Response(status_code=204)
 
 
@@ -301,15 +301,11 @@ async def _connect(request: Request, caller: Team, timeout_s: int | None,
     conf = settings(request)
     control = plane(request)
     sid = sandbox_id(request)
-    seconds = control.limits.default_timeout_s if timeout_s is None else timeout_s
-    running = await control.lifecycle.extend(caller, sid, seconds, EventKind.CONNECTED)
-    status = 200
-    if not running:
-        await control.lifecycle.resume(caller, sid, seconds, memory=memory is not False)
-        status = 201
+    resumed = await control.lifecycle.connect(caller, sid, timeout_s, memory=memory is not False)
     sbx = control.registry.owned(caller, sid)
     return JSONResponse(
-        views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain), status
+        views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain),
+        201 if resumed else 200,
     )
 
 
@@ -331,12 +327,10 @@ async def resume(request: Request) -> Response:
     conf = settings(request)
     control = plane(request)
     sid = sandbox_id(request)
-    seconds = control.limits.default_timeout_s if body.timeout is None else body.timeout
-    await control.lifecycle.resume(caller, sid, seconds, memory=body.memory is not False)
+    on_timeout = None if body.autoPause is None else _on_timeout(body.autoPause)
+    await control.lifecycle.resume(caller, sid, body.timeout, memory=body.memory is not False,
+                                   on_timeout=on_timeout)
     sbx = control.registry.owned(caller, sid)
-    if body.autoPause is not None:
-        sbx.on_timeout = OnTimeout.PAUSE if body.autoPause else OnTimeout.KILL
-        await control.sandbox_store.update_sandbox(sid, lifecycle=sbx.lifecycle())
     return JSONResponse(
         views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain), 201
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 from bac_server.backends.base import Backend
 from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
+from bac_server.control.errors import InvalidRequest, NotFound
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
 from bac_server.control.sandboxes import (
@@ -184,6 +185,17 @@ class ControlPlane:
         for sbx in self.registry.all():
             self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
         return report
+
+    async def delete_template(self, team: Team, ref: str) -> None:
+        """``DELETE /templates/{id}``: the team's template named ``ref``, else its snapshot
+        of that id or name (E2B deletes both there); ``NotFound`` when it has neither."""
+        try:
+            if await self.templates.delete(team, ref) is not None:
+                return
+        except InvalidRequest:
+            pass  # not a template name at all: maybe a snapshot's
+        if not await self.snapshots.delete(team, ref):
+            raise NotFound(f"template or snapshot {ref!r} not found")
 
     async def stop(self) -> None:
         """Stop builds, timers and sampling. Sandboxes keep running for the next start."""

@@ -108,6 +108,24 @@ def test_pause_then_connect_resumes_with_201(api: httpx.Client, sandbox_id: str)
     assert api.get("/health", headers=headers).status_code == 204
 
 
+def test_resume_with_auto_pause_makes_the_next_timeout_pause(api: httpx.Client,
+                                                             sandbox_id: str) -> None:
+    """``autoPause`` on the older resume sets what the timeout does from then on: the
+    sandbox says so, and its next timeout pauses it instead of ending it."""
+    assert api.post(f"/sandboxes/{sandbox_id}/pause", json={}).status_code == 204
+    resumed = api.post(f"/sandboxes/{sandbox_id}/resume", json={"timeout": 60,
+                                                                 "autoPause": True})
+    assert resumed.status_code == 201
+    assert api.get(f"/sandboxes/{sandbox_id}").json()["lifecycle"]["onTimeout"] == "pause"
+    assert api.post(f"/sandboxes/{sandbox_id}/timeout", json={"timeout": 0}).status_code == 204
+    deadline = time.monotonic() + DEADLINE
+    state = api.get(f"/sandboxes/{sandbox_id}").json().get("state")
+    while state != "paused" and time.monotonic() < deadline:
+        time.sleep(0.2)  # the timeout fires on the server's clock; nothing to wait on
+        state = api.get(f"/sandboxes/{sandbox_id}").json().get("state")
+    assert state == "paused"
+
+
 def test_metrics_and_kill_conform(api: httpx.Client, sandbox_id: str) -> None:
     """Metrics (single and many) and kill answer per the spec; the killed sandbox's log ends
     with the kill."""

@@ -23,10 +23,10 @@ from starlette.responses import JSONResponse, Response
 
 from bac_server.api.body import Name, Strict, read_model
 from bac_server.api.context import plane, settings, team, template_ref, templates
-from bac_server.api.errors import BadRequest, error_response
+from bac_server.api.errors import BadRequest
 from bac_server.api.query import int_param, page_after
 from bac_server.api.views import rfc3339
-from bac_server.control import InvalidRequest, Limits
+from bac_server.control import Limits
 from bac_server.control.templates import Builtin, TemplateSummary, builtin_name
 from bac_server.store import BuildRecord, TemplateRecord
 
@@ -176,12 +176,5 @@ async def update_template(request: Request) -> Response:
 
 async def delete_template(request: Request) -> Response:
     caller = await team(request)
-    ref = template_ref(request)
-    try:
-        if await templates(request).delete(caller, ref) is not None:
-            return Response(status_code=204)
-    except InvalidRequest:
-        pass  # not a template name at all: maybe a snapshot's
-    if await plane(request).snapshots.delete(caller, ref):
-        return Response(status_code=204)
-    return error_response(404, f"template or snapshot {ref!r} not found")
+    await plane(request).delete_template(caller, template_ref(request))
+    return Response(status_code=204)

@@ -1,5 +1,7 @@
 """Lifecycle steps on existing sandboxes: timeouts, kill, connect, refresh, pause, resume.
 
+A step given no number of seconds grants the default timeout (``Limits.default_timeout_s``).
+
 Every step takes the sandbox's lock, checks the transition table, updates the registry first
 (so the gateway stops or starts routing at once), then the store, then the backend. Expiry is
 one ``loop.call_later`` timer per running sandbox, re-armed whenever the end time moves; at
@@ -131,7 +133,9 @@ class Lifecycle:
             await self.end(sbx, SandboxState.KILLED, EventKind.KILLED, "killed by request")
 
     # timeouts -----------------------------------------------------------------------------
-    def _seconds(self, value: int, what: str) -> timedelta:
+    def _seconds(self, value: int | None, what: str) -> timedelta:
+        if value is None:
+            value = self._limits.default_timeout_s
         if value < 0 or value > self._limits.max_timeout_s:
             raise InvalidRequest(
                 f"{what} must be between 0 and {self._limits.max_timeout_s} seconds, got {value}"
@@ -146,20 +150,36 @@ class Lifecycle:
             self._registry.owned(team, sandbox_id)
             await self._move_end(sbx, datetime.now(UTC) + delta, EventKind.TIMEOUT_SET)
 
-    async def extend(
-        self, team: Team, sandbox_id: str, seconds: int, kind: EventKind, *, what: str = "timeout"
-    ) -> bool:
-        """Push the end to at least ``seconds`` from now, never earlier. True if running."""
-        delta = self._seconds(seconds, what)
+    async def refresh(self, team: Team, sandbox_id: str, seconds: int | None) -> None:
+        """Keep-alive: the end at least ``seconds`` from now, never earlier; a paused
+        sandbox is left as it is."""
+        delta = self._seconds(seconds, "duration")
+        sbx = self._registry.owned(team, sandbox_id)
+        async with sbx.lock:
+            self._registry.owned(team, sandbox_id)
+            if sbx.state is not SandboxState.PAUSED:
+                await self._push_end(sbx, delta, EventKind.TIMEOUT_SET)
+
+    async def connect(self, team: Team, sandbox_id: str, seconds: int | None, *,
+                      memory: bool = True) -> bool:
+        """A client connects: a running sandbox gets its end pushed out to at least
+        ``seconds`` from now (never pulled in), a paused one is resumed for ``seconds``
+        (``memory=False``: afresh on its files). True when it was resumed."""
+        delta = self._seconds(seconds, "timeout")
         sbx = self._registry.owned(team, sandbox_id)
         async with sbx.lock:
             self._registry.owned(team, sandbox_id)
             if sbx.state is SandboxState.PAUSED:
-                return False
-            wanted = datetime.now(UTC) + delta
-            if wanted > sbx.end_at:
-                await self._move_end(sbx, wanted, kind)
-            return True
+                await self.pausing.resume(sbx, seconds=int(delta.total_seconds()),
+                                          memory=memory)
+                return True
+            await self._push_end(sbx, delta, EventKind.CONNECTED)
+            return False
+
+    async def _push_end(self, sbx: LiveSandbox, delta: timedelta, kind: EventKind) -> None:
+        wanted = datetime.now(UTC) + delta
+        if wanted > sbx.end_at:
+            await self._move_end(sbx, wanted, kind)
 
     async def _move_end(self, sbx: LiveSandbox, end_at: datetime, kind: EventKind) -> None:
         sbx.end_at = end_at
@@ -184,12 +204,15 @@ class Lifecycle:
             await self.pausing.pause(sbx, memory=memory, kind=EventKind.PAUSED,
                                      message="paused by request")
 
-    async def resume(self, team: Team, sandbox_id: str, seconds: int, *,
-                     memory: bool = True) -> None:
+    async def resume(self, team: Team, sandbox_id: str, seconds: int | None, *,
+                     memory: bool = True, on_timeout: OnTimeout | None = None) -> None:
+        """Resume the paused sandbox for ``seconds``; ``on_timeout``, when given, is what
+        its next timeout does from now on."""
         delta = self._seconds(seconds, "timeout")
         sbx = self._registry.owned(team, sandbox_id)
         async with sbx.lock:
             self._registry.owned(team, sandbox_id)
             if sbx.state is not SandboxState.PAUSED:
                 raise Conflict(f"sandbox {sandbox_id!r} is already running")
-            await self.pausing.resume(sbx, seconds=int(delta.total_seconds()), memory=memory)
+            await self.pausing.resume(sbx, seconds=int(delta.total_seconds()), memory=memory,
+                                      on_timeout=on_timeout)

@@ -32,7 +32,7 @@ from bac_server.store import SandboxStore
 from ..errors import NotSupported, PauseFailed, ResumeFailed
 from ..templates import TemplateSource
 from ._events import EventKind, event
-from ._registry import LiveSandbox, Registry, Route
+from ._registry import LiveSandbox, OnTimeout, Registry, Route
 from ._specs import spec_of
 from ._states import SandboxState, check_transition
 
@@ -93,9 +93,10 @@ class Pausing:
                         mode=paused_as.value))
 
     async def resume(self, sbx: LiveSandbox, *, seconds: int, memory: bool = True,
-                     message: str = "resumed") -> None:
+                     message: str = "resumed", on_timeout: OnTimeout | None = None) -> None:
         """``memory=False`` resumes a sandbox paused with its memory by starting it afresh
-        on its files (E2B ``on_resume="reboot"``)."""
+        on its files (E2B ``on_resume="reboot"``); ``on_timeout`` replaces what its
+        timeout does, once it runs again."""
         check_transition(sbx.state, SandboxState.RUNNING)
         if isinstance(self._backend, Checkpointable):
             # wake() continues any kind of pause; the spec is for a fresh start.
@@ -115,6 +116,8 @@ class Pausing:
         sbx.state, sbx.paused_as = SandboxState.RUNNING, None
         sbx.attach(endpoint.address, endpoint.envd_port)
         sbx.end_at = datetime.now(UTC) + timedelta(seconds=seconds)
+        if on_timeout is not None:
+            sbx.on_timeout = on_timeout
         self._registry.update(sbx)
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, end_at=sbx.end_at,
