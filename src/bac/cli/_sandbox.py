@@ -48,7 +48,9 @@ def create(
     envs = parse_pairs(env, "--env")
 
     async def body() -> AsyncSandbox:
-        return await AsyncSandbox.create(template, timeout, meta, envs, **connection(ctx))
+        made = await AsyncSandbox.create(template, timeout, meta, envs, **connection(ctx))
+        await made.aclose()  # the sandbox keeps running; the command's connections end
+        return made
 
     with stderr.status(f"Creating a sandbox from {template!r}…"):
         box = run(body())
