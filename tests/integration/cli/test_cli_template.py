@@ -91,8 +91,7 @@ def test_sandbox_from_the_template_has_everything(built: Built, cli_env: dict[st
     created = bac_cli(cli_env, "sandbox", "create", "-t", built.name, "--json")
     assert created.exit_code == 0, created.output
     sandbox_id = json.loads(created.stdout)["sandboxId"]
-    box = Sandbox.connect(sandbox_id, **bac_server.opts())
-    try:
+    with Sandbox.connect(sandbox_id, **bac_server.opts()) as box:  # killed and closed
         run = box.commands.run(
             "whoami; pwd; echo $APP_MODE $APP_PKG; tree --version | cut -c1-9; "
             "python3 -c 'import six; print(six.__name__)'; python3 main.py; tool; "
@@ -105,8 +104,6 @@ def test_sandbox_from_the_template_has_everything(built: Built, cli_env: dict[st
         assert re.search(r"^user +python3 -m http.server 8000$", start.stdout, re.M)
         exported = box.commands.run("printenv PYPKG || echo unset")
         assert exported.stdout.strip() == "unset"  # an ARG is for the build only
-    finally:
-        box.kill()
 
 
 def test_unchanged_rebuild_is_all_cached(built: Built, cli_env: dict[str, str]) -> None:
