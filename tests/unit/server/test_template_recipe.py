@@ -138,3 +138,27 @@ async def test_a_line_added_during_a_write_is_written_without_another_line(
         written.clear()
     stored = await store.builds.build_logs("b2", limit=10)
     assert [e.message for e in stored] == ["first", "running-42"]
+
+
+async def test_closing_during_the_delayed_write_keeps_its_lines(store: SqlStore) -> None:
+    """A build that fails while the delayed flush is writing its last output (a RUN that
+    prints and exits at once) keeps those lines: closing waits for the write instead of
+    cancelling it, so the failed build's reason has the step's output."""
+    writing, release = asyncio.Event(), asyncio.Event()
+    real_add = store.builds.add_build_logs
+
+    async def slow_add(batch: list[BuildLogRecord]) -> None:
+        writing.set()
+        await release.wait()
+        await real_add(batch)
+
+    store.builds.add_build_logs = slow_add  # type: ignore[method-assign]
+    log = BuildLog(store.builds, "b3", on_write=lambda: None)
+    log.line(LogLevel.INFO, "going down", "3")
+    await asyncio.wait_for(writing.wait(), 10)  # the delayed flush is mid-write
+    log.line(LogLevel.ERROR, "step 3 failed", "3")
+    closing = asyncio.create_task(log.close())
+    release.set()  # the close task was scheduled first: it finds the write in flight
+    await asyncio.wait_for(closing, 10)
+    stored = await store.builds.build_logs("b3", limit=10)
+    assert [e.message for e in stored] == ["going down", "step 3 failed"]

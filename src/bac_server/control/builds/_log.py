@@ -85,9 +85,12 @@ class BuildLog:
         # Batching, not synchronisation: lines that arrive within the delay share a write.
         # Lines added while this task writes see it running and schedule nothing: it goes
         # round again for them (the check and the task's end have no await between them).
+        # ``close`` cancels this task; a write it has begun is shielded and finishes (its
+        # batch is out of ``_pending``: cancelled, it would be lost), close's own flush
+        # waiting for it on the lock.
         while True:
             await asyncio.sleep(FLUSH_DELAY_S)
-            await self.flush()
+            await asyncio.shield(self.flush())
             if not self._pending:
                 return
 
