@@ -174,7 +174,7 @@ def fake_target() -> Iterator[str]:
         _ip(*inside, "route", "add", "default", "via", host_side)
         _ip("route", "replace", f"{target}/32", "via", peer_side)
         server = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable,
-                                   str(_SERVERS), "web"], stdout=subprocess.PIPE)
+                                   str(_SERVERS), "web", target], stdout=subprocess.PIPE)
         assert server.stdout is not None
         assert server.stdout.readline().strip() == b"ready"
         yield target

@@ -3,7 +3,8 @@
 ``python3 fake_servers.py web``: HTTP/1.1 on ports 80 and 8080 of every address,
 answering with the address it was reached at and the Host header and keeping the
 requests it saw (``GET /_seen``), plus a byte sink on port 9000 (for throughput) and a
-one-line answer on port 53, UDP and TCP.
+one-line answer on port 53, TCP on every address and UDP on the addresses named after
+``web`` (the fake internet's sites when none is named).
 ``python3 fake_servers.py dns``: an authoritative server for the ``.test`` names in
 ZONE. Each prints ``ready`` once it listens.
 """
@@ -92,7 +93,7 @@ class _Port53Udp(socketserver.BaseRequestHandler):
         sock.sendto(b"udp 53\n", self.client_address)
 
 
-def web() -> None:
+def web(udp_sites: list[str]) -> None:
     servers: list[socketserver.BaseServer] = [
         ThreadingHTTPServer(("0.0.0.0", port), _Echo) for port in (80, 8080)]
     socketserver.ThreadingTCPServer.allow_reuse_address = True
@@ -102,7 +103,7 @@ def web() -> None:
     servers.append(socketserver.ThreadingTCPServer(("0.0.0.0", 53), _Port53Tcp))
     # UDP answers must come from the address asked (NAT matches them to the query).
     servers += [socketserver.ThreadingUDPServer((site, 53), _Port53Udp)
-                for site in (SITE_A, SITE_B, SITE_C)]
+                for site in udp_sites]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     print("ready", flush=True)
@@ -128,4 +129,7 @@ def dns_server() -> None:
 
 
 if __name__ == "__main__":
-    web() if sys.argv[1] == "web" else dns_server()
+    if sys.argv[1] == "web":
+        web(sys.argv[2:] or [SITE_A, SITE_B, SITE_C])
+    else:
+        dns_server()
