@@ -92,21 +92,8 @@ class Creator:
     def validate(self, req: CreateRequest) -> tuple[int, int, int]:
         """Check the request against the limits; returns (timeout, cpus, memory MiB)."""
         lim = self._limits
-        timeout = lim.default_timeout_s if req.timeout_s is None else req.timeout_s
-        if timeout <= 0 or timeout > lim.max_timeout_s:
-            raise InvalidRequest(
-                f"timeout must be greater than 0 and at most {lim.max_timeout_s} seconds, "
-                f"got {timeout}"
-            )
-        cpus = lim.default_cpu_count if req.cpu_count is None else req.cpu_count
-        if not 1 <= cpus <= lim.max_cpu_count:
-            raise InvalidRequest(f"cpuCount must be between 1 and {lim.max_cpu_count}, got {cpus}")
-        memory = lim.default_memory_mb if req.memory_mb is None else req.memory_mb
-        if not lim.min_memory_mb <= memory <= lim.max_memory_mb:
-            raise InvalidRequest(
-                f"memoryMB must be between {lim.min_memory_mb} and {lim.max_memory_mb}, "
-                f"got {memory}"
-            )
+        timeout = lim.timeout(req.timeout_s, zero=False)
+        cpus, memory = lim.cpus(req.cpu_count), lim.memory(req.memory_mb)
         self._check_map("metadata", req.metadata, lim.max_metadata_entries)
         self._check_map("envVars", req.env_vars, lim.max_env_vars)
         for name in req.env_vars:

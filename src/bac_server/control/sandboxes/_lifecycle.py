@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from bac_server.backends.base import Backend, BackendError
 from bac_server.store import SandboxStore
 
-from ..errors import Conflict, InvalidRequest
+from ..errors import Conflict
 from ..keys import Team
 from ..limits import Limits
 from ..templates import TemplateSource
@@ -134,13 +134,7 @@ class Lifecycle:
 
     # timeouts -----------------------------------------------------------------------------
     def _seconds(self, value: int | None, what: str) -> timedelta:
-        if value is None:
-            value = self._limits.default_timeout_s
-        if value < 0 or value > self._limits.max_timeout_s:
-            raise InvalidRequest(
-                f"{what} must be between 0 and {self._limits.max_timeout_s} seconds, got {value}"
-            )
-        return timedelta(seconds=value)
+        return timedelta(seconds=self._limits.timeout(value, what))
 
     async def set_timeout(self, team: Team, sandbox_id: str, seconds: int) -> None:
         """End the sandbox ``seconds`` from now (may shorten; 0 ends it now)."""

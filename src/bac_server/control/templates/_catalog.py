@@ -131,7 +131,10 @@ class TemplateCatalog:
         if builtin_name(name) is not None:
             raise Conflict(f"template name {name!r} is reserved for a built-in template")
         build_tags = tuple(dict.fromkeys((tag or DEFAULT_TAG, *check_tags(tags))))
-        self._check_resources(cpu_count, memory_mb)
+        if cpu_count is not None:
+            self._limits.cpus(cpu_count)
+        if memory_mb is not None:
+            self._limits.memory(memory_mb)
         now = datetime.now(UTC)
         template = await self.find(team, name, own=True)
         if template is None:
@@ -148,15 +151,6 @@ class TemplateCatalog:
                             memory_mb=memory_mb, tags=build_tags)
         await self._build_store.add_build(build)
         return template, build
-
-    def _check_resources(self, cpu_count: int | None, memory_mb: int | None) -> None:
-        lim = self._limits
-        if cpu_count is not None and not 1 <= cpu_count <= lim.max_cpu_count:
-            raise InvalidRequest(
-                f"cpuCount must be between 1 and {lim.max_cpu_count}, got {cpu_count}")
-        if memory_mb is not None and not lim.min_memory_mb <= memory_mb <= lim.max_memory_mb:
-            raise InvalidRequest(f"memoryMB must be between {lim.min_memory_mb} and "
-                                 f"{lim.max_memory_mb}, got {memory_mb}")
 
     # listing and management ---------------------------------------------------------------
     async def summaries(self, team: Team) -> list[TemplateSummary]:
