@@ -50,6 +50,7 @@ from bac_server.backends.base import (
     StartSnapshotter,
     TemplateImage,
 )
+from bac_server.cancel_safe import to_the_end
 from bac_server.store import BuildStore, CatalogStore
 from bac_server.templates import BuiltTemplate, LogLevel
 
@@ -216,12 +217,8 @@ class StartSnapshots:
 async def _shielded(cleanup: Coroutine[Any, Any, None]) -> None:
     """Run cleanup to its end even if the caller is cancelled meanwhile; a failed cleanup
     is logged, never raised over what caused it."""
-    task = asyncio.ensure_future(cleanup)
     try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await asyncio.wait({task})
-        raise
+        await to_the_end(cleanup)
     except Exception:
         log.exception("cleaning up after a start snapshot")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bac_server.backends.base import BackendError, Builder, BuildStep
+from bac_server.cancel_safe import off_loop
 
 from .._errors import DiskFullError, StepFailed, TemplateBuildError
 from .._steps import LogEntry, LogLevel
@@ -68,7 +69,7 @@ class StepRunner:
                 facts = await make(work)
                 return await asyncio.to_thread(self._publish, work, label, facts), False
             except BaseException:
-                await asyncio.shield(asyncio.to_thread(self.layers.discard, work))
+                await off_loop(lambda: self.layers.discard(work))
                 raise
 
     def _publish(self, work: LayerWork, label: str, facts: dict[str, str]) -> LayerInfo:

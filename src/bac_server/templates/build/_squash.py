@@ -16,6 +16,8 @@ import asyncio
 import os
 from pathlib import Path
 
+from bac_server.cancel_safe import to_the_end
+
 from .._errors import TemplateBuildError
 from ..layers import LayerWork, digest
 from ._runner import StepRunner
@@ -63,7 +65,7 @@ async def _merge(work: LayerWork, rootfs: Path, merged: list[Path]) -> None:
         out, _ = await proc.communicate()
     except BaseException:
         proc.kill()  # its mount namespace, and the overlay in it, end with it
-        await asyncio.shield(proc.wait())
+        await to_the_end(proc.wait())
         raise
     if proc.returncode != 0:
         raise TemplateBuildError(f"squashing layers failed (exit {proc.returncode}): "

@@ -28,11 +28,11 @@ import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from bac_server.cancel_safe import off_loop
 from bac_server.host import IdRange, remove_tree
 
 from .._flock import locked
 from ._model import ImageConfig, ImageError, ImportedImage
-from ._tools import off_loop
 
 METADATA = "image.json"
 

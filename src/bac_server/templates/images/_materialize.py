@@ -28,6 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from bac_server.cancel_safe import off_loop
 from bac_server.host import IdRange
 
 from .._errors import TemplateBuildError
@@ -62,7 +63,7 @@ from ._refs import (
 )
 from ._registries import RegistryAccess
 from ._skopeo import Source, copy, inspect, registry_source
-from ._tools import Progress, off_loop
+from ._tools import Progress
 
 
 async def materialize_image(source: FromImage, *, data_dir: Path, id_range: IdRange,

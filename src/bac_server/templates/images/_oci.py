@@ -18,10 +18,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from bac_server.cancel_safe import off_loop
 from bac_server.host import remove_tree
 
 from ._model import ImageConfig, ImageError, ImageErrorKind
-from ._tools import SYSTEM_PATH, Progress, off_loop, run_tool, tool_error
+from ._tools import SYSTEM_PATH, Progress, run_tool, tool_error
 
 LAYOUT_TAG = "image"
 HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())

@@ -1,9 +1,10 @@
-"""Run the image tools (skopeo, umoci) and blocking file work, cancellation-safe.
+"""Run the image tools (skopeo, umoci), cancellation-safe.
 
 A cancelled import must not leave a child process writing into a directory that is being
-removed, nor a thread still walking it: children are killed and reaped, and threads are
-waited for, before the cancellation propagates. Tool failures are translated once, here,
-into :class:`ImageError` messages that say what went wrong in the user's terms.
+removed: children are killed and reaped before the cancellation propagates (blocking file
+work goes through ``bac_server.cancel_safe.off_loop``, its threads waited for the same
+way). Tool failures are translated once, here, into :class:`ImageError` messages that say
+what went wrong in the user's terms.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+from bac_server.cancel_safe import to_the_end
 
 from ._model import ImageError, ImageErrorKind
 
-T = TypeVar("T")
 Progress = Callable[[str], None]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
@@ -29,25 +31,6 @@ class ToolResult:
     code: int
     stdout: bytes
     stderr: str  # the last lines
-
-
-async def _settle(task: asyncio.Future[Any]) -> None:
-    """Wait for ``task`` to finish even if this coroutine is cancelled meanwhile."""
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except BaseException:  # noqa: S112 - the caller re-raises its own cancellation
-            continue
-
-
-async def off_loop(fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a thread; on cancellation, let it finish before propagating."""
-    task = asyncio.ensure_future(asyncio.to_thread(fn))
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        await _settle(task)
-        raise
 
 
 def tool_env(scratch: Path) -> dict[str, str]:
@@ -90,7 +73,7 @@ async def run_tool(argv: list[str], env: dict[str, str],
     except BaseException:
         if proc.returncode is None:
             proc.kill()
-        await _settle(asyncio.ensure_future(proc.wait()))
+        await to_the_end(proc.wait())
         raise
     return ToolResult(code, b"".join(chunks), "\n".join(tail))
 

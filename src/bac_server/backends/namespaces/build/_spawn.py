@@ -15,6 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from bac_server.backends.base import BuildStep
+from bac_server.cancel_safe import to_the_end
 from bac_server.host import CgroupLayout, write_private
 
 from ..slots import (
@@ -28,7 +29,6 @@ from ..slots import (
     log_tail,
     remember_compiled,
     spawn,
-    to_the_end,
     wait_exit,
 )
 from ..slots import build_config as sandbox_config

@@ -38,6 +38,7 @@ from bac_server.backends.base import (
     OutputCallback,
     SandboxSetupError,
 )
+from bac_server.cancel_safe import off_loop, to_the_end
 
 from ..slots import (
     Context,
@@ -49,7 +50,6 @@ from ..slots import (
     kill_processes,
     lay_out_with_netns,
     new_record,
-    off_loop,
     pidfd_exited,
     pids_for,
     save_record,
@@ -190,11 +190,11 @@ async def run_build_step(ctx: Context, step: BuildStep, output: OutputCallback) 
     except BaseException:
         # Cancelled (or the output callback failed): nothing of the step may outlive it.
         with contextlib.suppress(BaseException):
-            await asyncio.shield(_finish(ctx, record, pumps, stubs, step.upper))
+            await to_the_end(_finish(ctx, record, pumps, stubs, step.upper))
         raise
     finally:
         os.close(pidfd)
-    await asyncio.shield(_finish(ctx, record, pumps, stubs, step.upper))
+    await to_the_end(_finish(ctx, record, pumps, stubs, step.upper))
     if note is not None:
         out.note(note)
     if out.error is not None:

@@ -24,6 +24,7 @@ from bac_server.backends.base import (
     SandboxSpec,
     TemplateImage,
 )
+from bac_server.cancel_safe import off_loop
 from bac_server.host import remove_tree, write_private
 
 from ..layers import copy_tree
@@ -34,7 +35,6 @@ from ..slots import (
     SlotTable,
     cold_start,
     ensure_in_place,
-    off_loop,
     replace_upper,
     save_record,
     stop_processes,

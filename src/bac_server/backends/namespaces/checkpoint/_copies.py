@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
+from bac_server.cancel_safe import off_loop
 from bac_server.host import write_private
 
 from ..slots import (
@@ -34,7 +35,6 @@ from ..slots import (
     lay_out,
     lay_out_with_netns,
     new_record,
-    off_loop,
     pin_netns,
     replace_upper,
     set_hostname_in,

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed, PauseKind, SandboxEndpoint, SandboxSpec
+from bac_server.cancel_safe import off_loop
 
 from ..slots import (
     Context,
@@ -32,7 +33,6 @@ from ..slots import (
     cold_start,
     ensure_flat_sysfs,
     ensure_in_place,
-    off_loop,
     restorable,
     save_record,
     stop_processes,

@@ -15,7 +15,6 @@ ports below 1024 may be bound and ICMP echo sockets are allowed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import os
 import threading
@@ -26,6 +25,7 @@ from typing import TypeVar
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
+from bac_server.cancel_safe import to_the_end
 from bac_server.host._syscalls import CLONE_NEWNET, setns, unshare
 
 from ._addresses import Lease
@@ -122,10 +122,10 @@ async def create_netns(lease: Lease) -> int:
     """Make the sandbox's network namespace; returns an fd holding it (caller closes)."""
     future = _start_thread(lambda: _make_netns(lease))
     try:
-        return await asyncio.shield(future)
+        return await to_the_end(future)
     except asyncio.CancelledError:
-        with contextlib.suppress(BaseException):
-            os.close(await future)  # the namespace must not outlive a cancelled create
+        if not future.cancelled() and future.exception() is None:
+            os.close(future.result())  # the namespace must not outlive a cancelled create
         raise
 
 

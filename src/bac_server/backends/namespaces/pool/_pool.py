@@ -59,6 +59,7 @@ from bac_server.backends.base import (
 )
 from bac_server.backends.egress import EgressPolicy
 from bac_server.backends.envd_http import probe_health
+from bac_server.cancel_safe import off_loop
 
 from ..checkpoint import Checkpointer
 from ..slots import (
@@ -70,7 +71,6 @@ from ..slots import (
     attach_egress,
     boot,
     is_alive,
-    off_loop,
     save_record,
     start_slot,
     undo_after_failure,

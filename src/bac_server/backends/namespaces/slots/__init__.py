@@ -13,11 +13,10 @@ recorded on disk at every step (``_record``); a sandbox id is bound to it at han
   files and overlay root), ``_devfs`` (/dev across a dump and restore), ``_restorable``
   (what runc slots need to be checkpointed).
 * ``_process`` (host processes: identity, liveness, reaping), ``_usage``, ``_validate``,
-  ``_layers_in_use``, ``_cancel_safe`` (steps that run to the end).
+  ``_layers_in_use``.
 """
 
 from . import _devfs as devfs
-from ._cancel_safe import off_loop, to_the_end
 from ._cgroups import CgroupTree
 from ._context import Context
 from ._files import (
@@ -94,7 +93,6 @@ __all__ = [
     "log_tail",
     "netns_pin",
     "new_record",
-    "off_loop",
     "owner_token",
     "pidfd_exited",
     "pids_for",
@@ -112,7 +110,6 @@ __all__ = [
     "start_slot",
     "start_time",
     "stop_processes",
-    "to_the_end",
     "undo_after_failure",
     "validate",
     "wait_exit",

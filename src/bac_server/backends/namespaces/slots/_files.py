@@ -18,12 +18,12 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from bac_server.cancel_safe import off_loop
 from bac_server.host import IdRange, is_mount_point, remove_tree, secure_data_dir
 from bac_server.host._syscalls import MNT_DETACH, umount
 
 from .._config import NamespaceConfig
 from ..layers import copy_tree, mount_overlay
-from ._cancel_safe import off_loop
 from ._record import SlotPaths
 
 

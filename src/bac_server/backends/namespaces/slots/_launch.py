@@ -26,12 +26,12 @@ from typing import Any, NoReturn
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
 from bac_server.backends.egress import EgressPolicy
 from bac_server.backends.envd_http import init_payload, post_init, probe_health
+from bac_server.cancel_safe import off_loop, to_the_end
 from bac_server.host import PARENT_CGROUP, is_mount_point, write_private
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
 from ..envd import EnvdBundleError, wait_ready
 from ..network import LeaseOwner, create_netns
-from ._cancel_safe import off_loop, to_the_end
 from ._context import Context
 from ._files import log_tail, make_slot_dirs, mount_rootfs, write_identity, write_resolv_conf
 from ._ocispec import Limits, SandboxPlan, build_config

@@ -24,8 +24,8 @@ from bac_server.backends.base import (
     SandboxSpec,
     SandboxStatus,
 )
+from bac_server.cancel_safe import to_the_end
 
-from ._cancel_safe import to_the_end
 from ._context import Context
 from ._launch import boot
 from ._process import is_alive

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed
+from bac_server.cancel_safe import to_the_end
 from bac_server.host import remove_tree
 
 from ..network import LeaseOwner, delete_veth
-from ._cancel_safe import to_the_end
 from ._context import Context
 from ._files import unmount_rootfs
 from ._process import is_alive, kill_pidfd, reap_if_child

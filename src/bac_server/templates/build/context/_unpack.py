@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from bac_server.cancel_safe import to_the_end
 from bac_server.host._syscalls import openat2
 
 Kind = Literal["ok", "refused", "not-a-tar", "disk-full", "failed"]
@@ -146,7 +147,7 @@ async def _run_child(job: _Job, wall_seconds: float) -> Outcome:
         await _stop(proc)
         return Outcome("failed", f"it took longer than {wall_seconds:.0f}s")
     except BaseException:
-        await asyncio.shield(_stop(proc))
+        await to_the_end(_stop(proc))
         raise
     return _outcome(proc.returncode, out, err, job)
 

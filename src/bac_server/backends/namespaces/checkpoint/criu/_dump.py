@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
+from bac_server.cancel_safe import to_the_end
 from bac_server.host import CgroupLayout, write_private
 
 from ...network import tcp_hold
@@ -51,7 +52,6 @@ from ...slots import (
     netns_pin,
     reap_if_child,
     start_time,
-    to_the_end,
 )
 from . import _confinement, _lazy_pages, _manifest
 from ._args import dump_argv

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import CheckpointFailed
+from bac_server.cancel_safe import to_the_end
 
 from ...network import tcp_hold
 from ...slots import (
@@ -33,7 +34,6 @@ from ...slots import (
     devfs,
     limits_of,
     netns_pin,
-    to_the_end,
 )
 from . import _confinement, _lazy_pages, _wake_ahead
 from ._args import TCP_ALL, TCP_LOOPBACK, TCP_NONE, restore_argv

@@ -22,7 +22,9 @@ import contextlib
 import os
 from pathlib import Path
 
-from ...slots import to_the_end, wait_exit
+from bac_server.cancel_safe import to_the_end
+
+from ...slots import wait_exit
 from ._cgroups import PLACE_AND_EXEC
 
 # TCP states whose sockets CRIU saves as connections (not LISTEN 0A, CLOSE 07,

@@ -1,10 +1,15 @@
 """Steps that run to the end whatever happens to their caller.
 
-Slot work makes and removes host resources: a step cut short by a cancelled caller (a
-client gone, a server stopping) would leave a half-made mount, netns or process behind
-its teardown. So such steps are awaited through ``to_the_end``, and blocking file work
-goes to a thread the same way (``off_loop``): a cancelled caller still sees its
-cancellation, after the step has finished.
+Much of the server makes and removes host resources: a step cut short by a cancelled
+caller (a client gone, a server stopping) would leave a half-made mount, netns, layer or
+process behind its teardown. So such steps are awaited through ``to_the_end``, and
+blocking file work goes to a thread the same way (``off_loop``): a cancelled caller
+still sees its cancellation, after the step has finished. Every layer may import this
+module; it imports nothing of the server.
+
+Not for a caller that must not wait: one waiting on a task others share (a pool's
+refill, a flush) or on a lock that may be held for long shields it with a bare
+``asyncio.shield`` and goes on with its cancellation at once.
 """
 
 from __future__ import annotations
