@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import json
 import os
+import warnings
 from collections.abc import Iterator
 
 import pytest
 from pyroute2.netlink.exceptions import NetlinkError
 
-from bac_server.backends.namespaces.network._set_elements import LoopSetElements
+from bac_server.backends.namespaces.network._set_elements import LoopSetElements, SetElements
 from bac_server.host import nft, nft_json
 from bac_server.host._nftables import ensure_table, render_ruleset
 
@@ -101,3 +103,23 @@ async def test_set_elements_change_from_the_event_loop(table: str) -> None:
         assert held() == []
     finally:
         elements.close()
+
+
+async def test_set_elements_from_many_threads_leave_nothing_open(table: str) -> None:
+    """The blocking API called from several worker threads at once changes the set, and
+    once closed leaves no socket or event loop for the garbage collector (pyroute2 makes
+    one of each per calling thread and closes only the closing thread's)."""
+    nft(f"add table inet {table}\nadd set inet {table} held {{ type ipv4_addr; }}\n")
+    elements = SetElements(table)
+    addresses = [f"192.0.2.{n}" for n in range(20, 28)]
+    try:
+        await asyncio.gather(*(asyncio.to_thread(
+            elements.change, "add", "held", [{"value": a}]) for a in addresses))
+    finally:
+        elements.close()
+    listed = nft(f"list set inet {table} held")
+    assert all(a in listed for a in addresses), listed
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []

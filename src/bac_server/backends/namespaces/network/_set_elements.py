@@ -4,7 +4,10 @@ libnftables reads the whole ruleset into its cache before each command, which gr
 the number of sandboxes; one NFT_MSG_NEWSETELEM or DELSETELEM message (pyroute2) costs
 the same whatever else the table holds. One socket per user (DNS pins, TCP holds), opened
 on first use and again after an I/O error. ``SetElements`` is pyroute2's blocking API,
-which runs an event loop of its own: for worker threads, one call at a time.
+which runs an event loop of its own in each thread that calls it and closes only the
+closing thread's: so every call runs on one thread of its own, one call at a time, and
+``close`` closes the socket and its loop there (from the executor's worker threads each
+call left a loop and a socket behind).
 ``LoopSetElements`` changes one address from the caller's event loop, for a change on a
 latency path (a pause, a resume): the batch is encoded by pyroute2's message classes and
 sent on a plain non-blocking netlink socket, whose acknowledgement the loop awaits. Through
@@ -21,6 +24,7 @@ import socket
 import struct
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyroute2.netlink import NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_REQUEST
@@ -46,23 +50,30 @@ _ANSWER_TIMEOUT_S = 5.0
 
 
 class SetElements:
-    def __init__(self) -> None:
+    def __init__(self, table: str = TABLE_NAME) -> None:
+        self._table = table
         self._socket: NFTables | None = None
         self._lock = threading.Lock()
+        self._thread: ThreadPoolExecutor | None = None
 
     def change(self, command: str, set_name: str, elements: Sequence[dict[str, Any]]) -> None:
         """``add`` or ``del`` ``elements`` of the set; blocking. Raises pyroute2's
         ``NetlinkError`` when the kernel refuses, ``OSError`` when the socket fails (it is
         reopened at the next call)."""
-        target = NFTSet(table=TABLE_NAME, name=set_name, key_type="ipv4_addr")
         with self._lock:
-            try:
-                if self._socket is None:
-                    self._socket = NFTables(nfgen_family=_NFPROTO_INET)
-                self._socket.set_elems(command, set=target, elements=list(elements))
-            except OSError:
-                self._close()
-                raise
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(1, thread_name_prefix="bac-nft-sets")
+            self._thread.submit(self._change, command, set_name, list(elements)).result()
+
+    def _change(self, command: str, set_name: str, elements: list[dict[str, Any]]) -> None:
+        target = NFTSet(table=self._table, name=set_name, key_type="ipv4_addr")
+        try:
+            if self._socket is None:
+                self._socket = NFTables(nfgen_family=_NFPROTO_INET)
+            self._socket.set_elems(command, set=target, elements=elements)
+        except OSError:
+            self._close()
+            raise
 
     def _close(self) -> None:
         if self._socket is not None:
@@ -73,8 +84,15 @@ class SetElements:
                 self._socket = None
 
     def close(self) -> None:
+        """Close the socket (and its loop) on its thread, and end the thread; the next
+        change opens both again."""
         with self._lock:
-            self._close()
+            thread, self._thread = self._thread, None
+            if thread is not None:
+                try:
+                    thread.submit(self._close).result()
+                finally:
+                    thread.shutdown()
 
 
 def encode_change(command: str, set_name: str, address: str, sequence: int, *,
