@@ -24,7 +24,7 @@ from pathlib import Path
 from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
-from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
+from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, testing
 from bac_server.backends.namespaces.slots import (
     Limits,
     SandboxPlan,
@@ -153,11 +153,11 @@ async def bench_backend(template: TemplateImage, data_dir: Path, *, pool: int, n
     out: dict[str, object] = {}
     try:
         await backend.prepare(template)
-        await backend.wait_pool_full(template)
+        await testing.wait_pool_full(backend, template)
         creates, destroys = [], []
         for _ in range(n):
             sid = "b" + secrets.token_hex(5)
-            await backend.wait_pool_full(template)  # measure hand-out, not refill
+            await testing.wait_pool_full(backend, template)  # measure hand-out, not refill
             creates.append(await timed(lambda s=sid: backend.create(  # type: ignore[misc]
                 SandboxSpec(sandbox_id=s, template=template))))
             destroys.append(await timed(lambda s=sid: backend.destroy(s)))  # type: ignore[misc]
@@ -165,10 +165,10 @@ async def bench_backend(template: TemplateImage, data_dir: Path, *, pool: int, n
         if pool:
             started = time.perf_counter()
             # grow the pool to the burst size, then serve the burst from it
-            await backend.set_pool_size(concurrency)
-            await backend.wait_pool_full(template)
+            await testing.set_pool_size(backend, concurrency)
+            await testing.wait_pool_full(backend, template)
             out["pool_fill_s"] = time.perf_counter() - started
-            await backend.set_pool_size(0)  # no refilling during the burst
+            await testing.set_pool_size(backend, 0)  # no refilling during the burst
         ids = ["c" + secrets.token_hex(5) for _ in range(concurrency)]
         started = time.perf_counter()
         burst = await asyncio.gather(*(timed(lambda s=s: backend.create(  # type: ignore[misc]

@@ -21,7 +21,7 @@ import pytest_asyncio
 from backend_harness import Sandbox, SandboxFactory, backend_and_factory, new_id
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
-from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces import NamespaceBackend, testing
 from bac_server.backends.namespaces.checkpoint import Criu
 from bac_server.host import remove_tree
 
@@ -40,9 +40,7 @@ ECHO_SERVER = ("import socketserver\n"
 
 def criu_of(backend: NamespaceBackend) -> Criu | None:
     """The CRIU the started backend found (None: memory cannot be saved here)."""
-    parts = backend._parts
-    assert parts is not None, "the backend is not started"
-    return parts.suspender.criu
+    return testing.criu(backend)
 
 
 def runc_fixtures(suffix: str, *, tcp_repair: bool = False, **config: object

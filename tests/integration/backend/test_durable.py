@@ -24,7 +24,7 @@ from e2b import AsyncSandbox
 from runc_fixtures import runc_fixtures
 
 from bac_server.backends.base import CheckpointFailed, SandboxSpec, SandboxStatus
-from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces import NamespaceBackend, testing
 from bac_server.backends.namespaces.checkpoint._writeback import CHUNK, write_back
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
@@ -130,7 +130,7 @@ async def test_suspend_is_on_disk_once_flushed(runc: NamespaceBackend, make: San
     # 48 MiB of pages are in the page cache, far below the kernel's own writeback
     # threshold and ~30 s from its expiry: this is what would be lost in a crash.
     assert sum(unwritten(images).values()) > 0
-    await runc.suspend_flushed(sbx.id)
+    await testing.suspend_flushed(runc, sbx.id)
     assert unwritten(images) == {}
     assert unwritten_pages(root / "state.json") == 0
     assert unwritten_pages(root / "layer" / "upper" / "home" / "user" / "blob") == 0
@@ -149,7 +149,7 @@ async def test_checkpoint_is_on_disk_once_flushed(runc: NamespaceBackend,
     await runc.checkpoint(sbx.id, "durable-cp", memory=True)
     stored = runc.config.data_dir / "checkpoints" / "durable-cp"
     assert sum(unwritten(stored).values()) > 0  # see the suspend test: not yet flushed
-    await runc.checkpoint_flushed("durable-cp")
+    await testing.checkpoint_flushed(runc, "durable-cp")
     assert unwritten(stored) == {}
     assert (stored / "upper" / "home" / "user" / "blob").stat().st_size == 8 << 20
     assert flush_errors() == []
@@ -167,26 +167,26 @@ async def test_wake_and_destroy_do_not_wait_for_the_flush(runc: NamespaceBackend
     sbx = await holding_memory(make)
     spec = SandboxSpec(sandbox_id=sbx.id, template=make.template)
     await runc.suspend(sbx.id, memory=True)
-    assert f"sandbox {sbx.id}" in runc._flusher._pending  # not on disk yet
+    assert testing.suspend_flushing(runc, sbx.id)  # not on disk yet
     await runc.wake(spec)
     # Through envd's own list (what it started), with the sandbox's ps in the message:
     # CI once saw `pgrep -f memory.py` find nothing here (not reproduced in 22 reruns).
     listed = [" ".join([p.cmd, *p.args]) for p in await sbx.sdk.commands.list()]
     ps = (await sbx.run("ps -eo pid,stat,args")).stdout
     assert any("memory.py" in command for command in listed), f"envd: {listed}\nps:\n{ps}"
-    await runc.suspend_flushed(sbx.id)
+    await testing.suspend_flushed(runc, sbx.id)
     assert any(m.startswith(f"sandbox {sbx.id} dropped") for m in flush_log(logging.DEBUG))
 
     held = footprint(runc, sbx.id)
     await runc.suspend(sbx.id, memory=True)
     await runc.destroy(sbx.id)
-    await runc.suspend_flushed(sbx.id)
+    await testing.suspend_flushed(runc, sbx.id)
     assert leftovers(held) == []
 
     other = await make()
     await runc.checkpoint(other.id, "durable-gone", memory=True)
     await runc.delete_checkpoint("durable-gone")
-    await runc.checkpoint_flushed("durable-gone")
+    await testing.checkpoint_flushed(runc, "durable-gone")
     assert flush_errors() == []
 
 
@@ -212,7 +212,7 @@ async def test_images_cut_short_are_never_restored(runc: NamespaceBackend,
     sbx = await holding_memory(make)
     spec = SandboxSpec(sandbox_id=sbx.id, template=make.template)
     await runc.suspend(sbx.id, memory=True)
-    await runc.suspend_flushed(sbx.id)
+    await testing.suspend_flushed(runc, sbx.id)
     images = slot_root(runc, sbx.id) / "suspend" / "images"
     pages = max(images.glob("pages-*.img"), key=lambda p: p.stat().st_size)
     whole = pages.stat().st_size

@@ -13,7 +13,7 @@ import pytest_asyncio
 from backend_harness import SandboxFactory, backend_and_factory, data_dir_leftovers, new_id
 
 from bac_server.backends.base import SandboxSpec, SandboxStatus, TemplateImage
-from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces import NamespaceBackend, testing
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -23,7 +23,7 @@ async def pooled(template: TemplateImage, data_dir: Path
                  ) -> AsyncIterator[tuple[NamespaceBackend, SandboxFactory]]:
     async with backend_and_factory(template, data_dir=data_dir, pool_size=2) as (backend, f):
         await backend.prepare(template)
-        await backend.wait_pool_full(template)
+        await testing.wait_pool_full(backend, template)
         yield backend, f
 
 
@@ -64,7 +64,7 @@ async def test_handout_applies_id_env_limits_and_token(
         assert await backend.status(sid) is SandboxStatus.RUNNING
     finally:
         await backend.destroy(sid)
-    await backend.wait_pool_full(template)
+    await testing.wait_pool_full(backend, template)
     assert len(_pooled_slots(backend)) == 2  # refilled
 
 
@@ -72,7 +72,7 @@ async def test_close_destroys_pooled_slots(template: TemplateImage, data_dir: Pa
     """Closing the backend destroys its never-used pooled sandboxes, leaving nothing."""
     async with backend_and_factory(template, data_dir=data_dir, pool_size=2) as (backend, _f):
         await backend.prepare(template)
-        await backend.wait_pool_full(template)
+        await testing.wait_pool_full(backend, template)
         assert len(_pooled_slots(backend)) == 2
     assert _pooled_slots(backend) == []
     assert data_dir_leftovers(backend) == []

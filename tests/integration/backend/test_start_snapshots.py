@@ -24,7 +24,7 @@ from bac_server.backends.base import (
     TemplateImage,
 )
 from bac_server.backends.egress import EgressPolicy
-from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces import NamespaceBackend, testing
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -138,7 +138,7 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
     first = _spec(image)
     await runc.create(first)
     try:
-        await runc.wait_pool_full(image)
+        await testing.wait_pool_full(runc, image)
         [ahead] = _pooled_slots(runc)
         assert _policy(runc, ahead) == EgressPolicy().to_wire()
         spec = _spec(image, env_vars={"FROM_POOL": "yes"})
@@ -159,7 +159,7 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
             # 256 MiB: 256 + 4 per MiB pids (below the spec's pids_max).
             assert _cgroup(slot, "pids", "pids.max") == str(256 + 4 * 256)
             assert _policy(runc, slot) == EgressPolicy().to_wire()
-            await runc.wait_pool_full(image)
+            await testing.wait_pool_full(runc, image)
             assert len(_pooled_slots(runc)) == 1 and ahead not in _pooled_slots(runc)
         finally:
             await runc.destroy(spec.sandbox_id)
@@ -181,7 +181,7 @@ async def test_a_create_with_its_own_egress_policy_restores_instead(
     own = EgressPolicy(internet=False)
     spec = _spec(image, network=own)
     try:
-        await runc.wait_pool_full(image)
+        await testing.wait_pool_full(runc, image)
         [ahead] = _pooled_slots(runc)
         endpoint = await runc.create(spec)
         slot = _slot_of(runc, spec.sandbox_id)

@@ -152,18 +152,6 @@ class NamespaceBackend:
         await parts.ctx.envd_bundle(template, progress)
         parts.pool.want(template)
 
-    async def wait_pool_full(self, template: TemplateImage) -> None:
-        """Wait until the pool of ``template`` has been refilled (of sandboxes restored
-        from its start snapshot, when it names one)."""
-        await (await self._started()).pool.wait_full(template)
-
-    async def set_pool_size(self, size: int) -> None:
-        """Change how many booted slots per hot template are kept. Slots above a lowered
-        target stay until handed out; raising it starts refilling at once."""
-        if size < 0:
-            raise ValueError("pool size must be >= 0")
-        (await self._started()).pool.resize(size)
-
     # -- Backend -----------------------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
@@ -222,15 +210,6 @@ class NamespaceBackend:
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         await (await self._started()).checkpointer.delete(checkpoint_id)
-
-    async def suspend_flushed(self, sandbox_id: str) -> None:
-        """Wait until the sandbox's last suspend is on disk (at once if it is, or if a
-        wake made writing it pointless)."""
-        await (await self._started()).suspender.flushed(sandbox_id)
-
-    async def checkpoint_flushed(self, checkpoint_id: str) -> None:
-        """Wait until the checkpoint is on disk (at once if it is)."""
-        await (await self._started()).checkpointer.flushed(checkpoint_id)
 
     # -- StartSnapshotter ---------------------------------------------------------------
 

@@ -147,6 +147,10 @@ class Flusher:
         if request is not None:
             request.dropped = True
 
+    def pending(self, name: str) -> bool:
+        """Whether a flush requested for ``name`` has not finished yet."""
+        return name in self._pending
+
     async def flushed(self, name: str) -> None:
         """Wait until the last flush requested for ``name`` has finished (or stopped,
         dropped; a failure is logged, not raised); at once if none is pending."""

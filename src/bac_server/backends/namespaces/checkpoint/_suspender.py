@@ -227,6 +227,10 @@ class Suspender:
         wake made writing it pointless)."""
         await self._flusher.flushed(_flush_name(sandbox_id))
 
+    def flushing(self, sandbox_id: str) -> bool:
+        """Whether the sandbox's last suspend is still to be written to disk."""
+        return self._flusher.pending(_flush_name(sandbox_id))
+
     def _delete_later(self, garbage: list[Path]) -> None:
         """Delete a resume's images off its path, after its record is saved: unlinking
         them frees their blocks, and that journal work made the record's rename wait

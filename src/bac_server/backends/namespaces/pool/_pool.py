@@ -242,7 +242,7 @@ class ReadyPool:
 
     async def wait_full(self, template: TemplateImage) -> None:
         """Wait for the current refills of ``template``'s keys: booted ones, or those
-        restored from its start snapshot when it has one (tests and benchmarks)."""
+        restored from its start snapshot when it has one (``testing.wait_pool_full``)."""
         ref = template.start_snapshot
         snapshot = None if ref is None else ref.checkpoint_id
         refills = [task for key, task in self._refills.items()
