@@ -110,10 +110,12 @@ class AsyncSandbox:
         **opts: Unpack[ConnectionOpts],
     ) -> AsyncSandbox:
         """Start a sandbox from ``template`` (or a snapshot id) that lives ``timeout``
-        seconds unless extended; ``network`` sets its egress policy and whether its ports
-        are public; ``lifecycle`` whether the timeout pauses instead of killing."""
-        if timeout <= 0:
-            raise e.InvalidArgumentError(f"timeout must be > 0 seconds, got {timeout}")
+        seconds unless extended (0: it has no end); ``network`` sets its egress policy and
+        whether its ports are public; ``lifecycle`` whether the timeout pauses instead of
+        killing."""
+        if timeout < 0:
+            raise e.InvalidArgumentError(
+                f"timeout must be >= 0 seconds (0: no end), got {timeout}")
         body: dict[str, Any] = {
             "templateID": template,
             "timeout": timeout,
@@ -151,6 +153,26 @@ class AsyncSandbox:
                 ok=(200, 201),
                 not_found=e.SandboxNotFoundError,
             )
+            return cls(api, found)
+        except BaseException:
+            await api.aclose()
+            raise
+
+    @classmethod
+    async def attach(cls, sandbox_id: str, **opts: Unpack[ConnectionOpts]) -> AsyncSandbox:
+        """Attach to a running sandbox without moving its end (``connect`` may push it
+        out); a paused one is resumed as ``connect`` resumes it."""
+        api = ApiClient(ConnectionConfig.resolve(**opts))
+        try:
+            found = await api.json("GET", lifecycle.sandbox_path(sandbox_id), ok=(200,),
+                                   not_found=e.SandboxNotFoundError)
+        except BaseException:
+            await api.aclose()
+            raise
+        if found.get("state") == "paused":
+            await api.aclose()
+            return await cls.connect(sandbox_id, **opts)
+        try:
             return cls(api, found)
         except BaseException:
             await api.aclose()

@@ -110,6 +110,11 @@ class Sandbox:
         """Attach to a running sandbox; see :meth:`AsyncSandbox.connect`."""
         return cls(PORTAL.run(AsyncSandbox.connect(sandbox_id, timeout, **opts)))
 
+    @classmethod
+    def attach(cls, sandbox_id: str, **opts: Unpack[ConnectionOpts]) -> Sandbox:
+        """Attach without moving its end; see :meth:`AsyncSandbox.attach`."""
+        return cls(PORTAL.run(AsyncSandbox.attach(sandbox_id, **opts)))
+
     @staticmethod
     def list(
         query: SandboxQuery | None = None,

@@ -20,7 +20,7 @@ from bac_server.api import ApiSettings, build_api
 from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
-from bac_server.control import ControlPlane, Limits, TemplateServices
+from bac_server.control import Clock, ControlPlane, Limits, TemplateServices
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.templates import StartSnapshots
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
@@ -49,7 +49,22 @@ def limits_of(config: ServerConfig) -> Limits:
         max_key_bytes=config.max_key_bytes,
         max_value_bytes=config.max_value_bytes,
         max_checkpoint_bytes_per_team=config.checkpoint_quota_mb * 1024 * 1024,
+        team_default_timeouts=team_timeouts(config.team_timeouts),
+        idle_after_s=config.idle_pause_s,
+        idle_after_no_end_s=config.idle_pause_no_end_s,
+        idle_cpu_pct=config.idle_cpu_pct,
     )
+
+
+def team_timeouts(value: str) -> dict[str, int]:
+    """``BAC_TEAM_TIMEOUTS``: ``team=seconds`` pairs, comma-separated."""
+    found: dict[str, int] = {}
+    for pair in _csv(value):
+        team, sep, seconds = pair.partition("=")
+        if not sep or not team.strip() or not seconds.strip().isdigit():
+            raise ConfigError(f"BAC_TEAM_TIMEOUTS: {pair!r} is not team=seconds")
+        found[team.strip()] = int(seconds)
+    return found
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -115,7 +130,8 @@ async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend
                                           upload_ttl_s=config.upload_ttl_s))
 
 
-def create_app(config: ServerConfig) -> ASGIApp:
+def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
+    """``clock``: the control plane's (the wall clock unless a simulation brings one)."""
     settings = ApiSettings(
         domain=config.domain, envd_version=ENVD_VERSION, max_body_bytes=config.max_api_body_bytes
     )
@@ -151,6 +167,8 @@ def create_app(config: ServerConfig) -> ASGIApp:
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,
+            clock=clock,
+            idle_cpu_window_s=config.idle_cpu_window_s,
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))

@@ -41,7 +41,20 @@ class ServerConfig:
     # ``data_dir/keys/store.key``, made at the first start. Back it up apart from the database.
     store_key_file: Path | None = None
     default_timeout_s: int = 300
-    max_timeout_s: int = 86_400
+    # The longest timeout a create or a timeout change may ask for, seconds; 0: no cap (the
+    # default), and only then may a sandbox be created without an end (timeout 0).
+    max_timeout_s: int = 0
+    # Teams' own default timeouts, comma-separated ``team=seconds`` (team id or name; 0:
+    # their sandboxes have no end unless they ask for one).
+    team_timeouts: str = ""
+    # The idle policy of sandboxes that ask for none (docs/observability.md, "Lifetime"):
+    # pause after this many seconds with no API or gateway traffic and CPU under
+    # ``idle_cpu_pct`` %; 0: never. One for sandboxes with an end, one for those without.
+    idle_pause_s: int = 0
+    idle_pause_no_end_s: int = 900
+    idle_cpu_pct: float = 5.0
+    # How long the CPU is measured when a sandbox's idle time is up, seconds.
+    idle_cpu_window_s: float = 1.0
     default_cpu_count: int = 2
     default_memory_mb: int = 512
     default_disk_mb: int = 10_240

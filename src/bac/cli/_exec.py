@@ -45,7 +45,7 @@ async def execute(
     ctx: click.Context, sandbox_id: str, cmd: str, cwd: str | None, user: str | None,
     envs: dict[str, str], lifetime: float, pipe_stdin: bool,
 ) -> int:
-    box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+    box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
     try:
         handle = await box.commands.run(
             cmd, background=True, envs=envs, user=user, cwd=cwd, stdin=pipe_stdin,

@@ -53,7 +53,7 @@ async def _local_chunks(path: Path, progress: Progress, task: TaskID) -> AsyncIt
 async def upload(
     ctx: click.Context, local: Path, size: int, sandbox_id: str, remote: str
 ) -> str:
-    box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+    box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
     try:
         target = remote or local.name
         try:
@@ -73,7 +73,7 @@ async def upload(
 async def download(
     ctx: click.Context, sandbox_id: str, remote: str, local: Path, into_dir: bool
 ) -> Path:
-    box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+    box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
     try:
         entry = await box.files.get_info(remote)
         if entry.type is FileType.DIR:

@@ -85,7 +85,7 @@ async def execute(
     ctx: click.Context, sandbox_id: str, code: str, language: str | None,
     context: str | None, limit: float, stream: bool,
 ) -> Execution:
-    box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+    box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
     try:
         return await box.run_code(
             code, language=language, context=context, timeout=limit,

@@ -32,8 +32,9 @@ def sandbox() -> None:
 
 @sandbox.command()
 @click.option("-t", "--template", default="base", show_default=True, help="Template id or alias.")
-@click.option("--timeout", type=click.IntRange(min=1), default=300, show_default=True,
-              help="Seconds until the sandbox is killed (extend with `bac sandbox timeout`).")
+@click.option("--timeout", type=click.IntRange(min=0), default=300, show_default=True,
+              help="Seconds until the sandbox is killed (extend with `bac sandbox timeout`; "
+                   "0: no end).")
 @click.option("-m", "--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata (repeat).")
 @click.option("-e", "--env", multiple=True, metavar="KEY=VALUE",
               help="Environment variable for every process in the sandbox (repeat).")

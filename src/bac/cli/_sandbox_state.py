@@ -56,7 +56,7 @@ def checkpoint(ctx: click.Context, sandbox_id: str, name: str | None, no_memory:
     """Save SANDBOX_ID's state now (it keeps running); print the checkpoint id."""
 
     async def body() -> Checkpoint:
-        box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+        box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
         try:
             return await box.checkpoint(name, memory=not no_memory)
         finally:
@@ -113,7 +113,7 @@ def fork(ctx: click.Context, sandbox_id: str, count: int, timeout: int | None,
     """Start COUNT new sandboxes from SANDBOX_ID's current state; print their ids."""
 
     async def body() -> list[str | SandboxError]:
-        box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+        box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
         try:
             forks = await box.fork(count, timeout)
         finally:
@@ -150,7 +150,7 @@ def snapshot(ctx: click.Context, sandbox_id: str, name: str | None, no_memory: b
     new sandboxes from it. Prints the snapshot id."""
 
     async def body() -> tuple[str, list[str]]:
-        box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+        box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
         try:
             taken = await box.snapshot(name, memory=not no_memory)
         finally:

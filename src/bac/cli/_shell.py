@@ -36,7 +36,7 @@ def _write_out(data: bytes) -> None:
 
 
 async def session(ctx: click.Context, sandbox_id: str, cwd: str | None, user: str | None) -> int:
-    box = await AsyncSandbox.connect(sandbox_id, **connection(ctx))
+    box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
     loop = asyncio.get_running_loop()
     try:
         handle = await box.pty.create(_size(), _write_out, user=user, cwd=cwd, timeout=0)

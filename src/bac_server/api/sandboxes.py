@@ -33,9 +33,9 @@ concept apart, tested alone. A sandbox's network is in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import StrictBool, StrictInt, StrictStr
+from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -49,6 +49,7 @@ from bac_server.api.query import choice_param, epoch_param, int_param
 from bac_server.api.views import rfc3339
 from bac_server.control import (
     CreateRequest,
+    IdlePolicy,
     InvalidRequest,
     ListQuery,
     LiveSandbox,
@@ -73,6 +74,14 @@ class AutoResume(Strict):
     enabled: StrictBool
 
 
+class IdleBody(Strict):
+    """Bac's idle policy (each field optional: the server's default)."""
+
+    after: StrictInt | None = None
+    cpuBelowPct: StrictInt | StrictFloat | None = None
+    action: Literal["pause", "kill"] | None = None
+
+
 class VolumeMount(Strict):
     name: StrictStr
     path: StrictStr
@@ -94,6 +103,7 @@ class NewSandbox(Strict):
     volumeMounts: list[VolumeMount] | None = None
     cpuCount: StrictInt | None = None
     memoryMB: StrictInt | None = None
+    idle: IdleBody | None = None
 
 
 class ConnectSandbox(Strict):
@@ -160,6 +170,8 @@ def _detail(sbx: LiveSandbox, *, envd_version: str, domain: str) -> dict[str, An
             "lifecycle": {"autoResume": sbx.auto_resume, "onTimeout": sbx.on_timeout.value},
         }
     )
+    if sbx.traffic_access_token is not None:
+        body["trafficAccessToken"] = sbx.traffic_access_token
     if sbx.paused_as is not None:
         body["pauseMode"] = "filesystem" if sbx.paused_as is PauseKind.FILESYSTEM else "full"
     return body
@@ -235,8 +247,19 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         allow_internet_access=body.allow_internet_access,
         on_timeout=_on_timeout(body.autoPause),
         pause_memory=body.autoPauseMemory is not False,
-        auto_resume=body.autoResume is not None and body.autoResume.enabled,
+        auto_resume=None if body.autoResume is None else body.autoResume.enabled,
+        idle=_idle_policy(body.idle),
         egress=egress,
+    )
+
+
+def _idle_policy(body: IdleBody | None) -> IdlePolicy:
+    if body is None:
+        return IdlePolicy()
+    return IdlePolicy(
+        after_s=body.after,
+        cpu_pct=None if body.cpuBelowPct is None else float(body.cpuBelowPct),
+        action=None if body.action is None else OnTimeout(body.action),
     )
 
 

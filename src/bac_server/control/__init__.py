@@ -5,6 +5,7 @@
 """
 
 from bac_server.backends.base import PauseKind
+from bac_server.control.clock import Clock, ManualClock, SystemClock
 from bac_server.control.errors import (
     Conflict,
     ControlError,
@@ -25,11 +26,13 @@ from bac_server.control.limits import Limits
 from bac_server.control.plane import ControlPlane, TemplateServices
 from bac_server.control.sandboxes import (
     MAX_LIMIT,
+    NO_END,
     CreateRequest,
     Creator,
     Cursor,
     EventKind,
     History,
+    IdlePolicy,
     Lifecycle,
     ListQuery,
     LiveSandbox,
@@ -50,6 +53,8 @@ from bac_server.control.templates import TemplateSource
 
 __all__ = [
     "MAX_LIMIT",
+    "NO_END",
+    "Clock",
     "Conflict",
     "ControlError",
     "ControlPlane",
@@ -58,6 +63,7 @@ __all__ = [
     "Cursor",
     "EventKind",
     "History",
+    "IdlePolicy",
     "InvalidRequest",
     "KeyInfo",
     "KeyService",
@@ -65,6 +71,7 @@ __all__ = [
     "Limits",
     "ListQuery",
     "LiveSandbox",
+    "ManualClock",
     "MetricsSampler",
     "NetworkService",
     "NetworkUpdate",
@@ -81,6 +88,7 @@ __all__ = [
     "SandboxCreateFailed",
     "SandboxNotFoundError",
     "SandboxState",
+    "SystemClock",
     "Team",
     "TeamLimitExceeded",
     "TemplateNotFoundError",

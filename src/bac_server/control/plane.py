@@ -19,6 +19,7 @@ from pathlib import Path
 from bac_server.backends.base import Backend
 from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
+from bac_server.control.clock import Clock, SystemClock
 from bac_server.control.errors import InvalidRequest, NotFound
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
@@ -127,17 +128,22 @@ class ControlPlane:
         limits: Limits,
         metrics_interval_s: float = 5.0,
         metrics_retention_s: float = 86_400,
+        clock: Clock | None = None,
+        idle_cpu_window_s: float = 1.0,
     ) -> None:
+        """``clock``: what lifetimes are measured and scheduled by (the wall clock unless
+        a simulation brings its own)."""
         self.backend = backend
         self.templates = templates
         self.sandbox_store = sandbox_store
         self.limits = limits
-        self.registry = Registry()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.registry = Registry(self.clock)
         self.keys = KeyService(key_store)
         source = templates.resolver
         self.lifecycle = Lifecycle(
             backend=backend, sandbox_store=sandbox_store, registry=self.registry, limits=limits,
-            templates=source,
+            templates=source, clock=self.clock, idle_cpu_window_s=idle_cpu_window_s,
         )
         self.creator = Creator(
             backend=backend,

@@ -41,6 +41,12 @@ class Dispatcher:
         self._domain = domain
         self._gateways = gateways
 
+    @property
+    def api(self) -> ASGIApp:
+        """The REST API behind it (its ``state.plane`` is the control plane once the
+        lifespan started)."""
+        return self._api
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gateway = self._gateways.gateway
         if scope["type"] in ("http", "websocket") and gateway is not None:

@@ -82,18 +82,30 @@ class Gateway:
         if route is None and self._waker is not None:
             route = await self._waker(target.sandbox_id)
         refusal = (502, NOT_FOUND) if route is None else self._refusal(scope, route, target)
+        if refusal is not None:
+            await self._refuse(scope, send, refusal, target)
+            return
+        assert route is not None
+        # The sandbox is active while a request to it is in flight (its idle policy).
+        self._registry.traffic_started(target.sandbox_id)
+        try:
+            await self._relay(scope, receive, send, target, route)
+        finally:
+            self._registry.traffic_ended(target.sandbox_id)
+
+    async def _refuse(self, scope: Scope, send: Send, refusal: tuple[int, str],
+                      target: Target) -> None:
         if scope["type"] == "websocket":
-            if refusal is not None:
-                await deny(scope, send, refusal[0], error_body(*refusal, target.sandbox_id))
-                return
-            assert route is not None
+            await deny(scope, send, refusal[0], error_body(*refusal, target.sandbox_id))
+        else:
+            await send_error(send, refusal[0], refusal[1], target.sandbox_id)
+
+    async def _relay(self, scope: Scope, receive: Receive, send: Send, target: Target,
+                     route: Route) -> None:
+        if scope["type"] == "websocket":
             await relay_websocket(scope, receive, send, target.sandbox_id, route.address,
                                   target.port)
             return
-        if refusal is not None:
-            await send_error(send, refusal[0], refusal[1], target.sandbox_id)
-            return
-        assert route is not None
         try:
             await self._http.relay(
                 scope, receive, send, target.sandbox_id, route.address, target.port

@@ -7,6 +7,7 @@ the gateway read of them, and what they leave in the store.
 * ``_creation``: ``Creator``, a create in one line (validate, resolve, count and reserve,
   record and start at once, arm its timeout).
 * ``_lifecycle``: ``Lifecycle``, timeouts, kill, connect and refresh, pause and resume.
+* ``_idle``: ``IdleWatch``, the idle policy (pause, or end, a sandbox left alone).
 * ``_pausing``: which pause this backend gives, and automatic resume on traffic.
 * ``_specs``: the backend's view of an existing sandbox, for the steps that start it again.
 * ``_reconcile``: the store against what the backend holds, at start-up.
@@ -17,14 +18,15 @@ the gateway read of them, and what they leave in the store.
 * ``_sampler``: ``MetricsSampler``, resource samples taken periodically.
 """
 
-from ._creation import CreateRequest, Creator
+from ._creation import CreateRequest, Creator, IdlePolicy
 from ._events import EventKind, event
 from ._history import History
+from ._idle import IdleWatch
 from ._lifecycle import Lifecycle
 from ._listing import MAX_LIMIT, Cursor, ListQuery, page
 from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
 from ._reconcile import ReconcileReport, reconcile
-from ._registry import LiveSandbox, OnTimeout, Registry, Route
+from ._registry import NO_END, LiveSandbox, OnTimeout, Registry, Route
 from ._sampler import MetricsSampler
 from ._specs import spec_of
 from ._states import (
@@ -39,12 +41,15 @@ from ._states import (
 __all__ = [
     "LIVE_STATES",
     "MAX_LIMIT",
+    "NO_END",
     "VISIBLE_STATES",
     "CreateRequest",
     "Creator",
     "Cursor",
     "EventKind",
     "History",
+    "IdlePolicy",
+    "IdleWatch",
     "InvalidTransition",
     "Lifecycle",
     "ListQuery",

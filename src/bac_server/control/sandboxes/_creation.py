@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from bac_server.backends.base import (
@@ -43,15 +43,25 @@ from ..templates import Resolved, StartSnapshots, TemplateSource
 from ..tokens import new_access_token, new_sandbox_id
 from ._events import EventKind, event
 from ._lifecycle import Lifecycle
-from ._registry import LiveSandbox, OnTimeout, Registry
+from ._registry import NO_END, LiveSandbox, OnTimeout, Registry
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class IdlePolicy:
+    """A create's idle policy; each None is the server's default."""
+
+    after_s: int | None = None
+    cpu_pct: float | None = None
+    action: OnTimeout | None = None
+
+
+@dataclass(frozen=True)
 class CreateRequest:
     template: str
+    # Seconds to live; 0: no end; None: the team's default.
     timeout_s: int | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)
@@ -63,7 +73,9 @@ class CreateRequest:
     # Lifecycle (E2B ``autoPause``, ``autoPauseMemory``, ``autoResume``).
     on_timeout: OnTimeout = OnTimeout.KILL
     pause_memory: bool = True
-    auto_resume: bool = False
+    # None: on when the sandbox has an idle policy (an idle pause is undone by traffic).
+    auto_resume: bool | None = None
+    idle: IdlePolicy = field(default_factory=IdlePolicy)
     egress: EgressPolicy = field(default_factory=EgressPolicy)
 
 
@@ -89,10 +101,18 @@ class Creator:
         self._lifecycle = lifecycle
         self._limits = limits
 
-    def validate(self, req: CreateRequest) -> tuple[int, int, int]:
-        """Check the request against the limits; returns (timeout, cpus, memory MiB)."""
+    def validate(self, req: CreateRequest, team: Team | None = None) -> tuple[int, int, int]:
+        """Check the request against the limits; returns (timeout (0: no end), cpus,
+        memory MiB)."""
         lim = self._limits
-        timeout = lim.timeout(req.timeout_s, zero=False)
+        default = None if team is None else lim.default_timeout(team.team_id, team.name)
+        timeout = lim.lifetime(req.timeout_s, default=default)
+        idle = req.idle
+        if idle.after_s is not None:
+            lim.timeout(idle.after_s, "idle.after")
+        if idle.cpu_pct is not None and not 0 <= idle.cpu_pct <= 100:
+            raise InvalidRequest(f"idle.cpuBelowPct must be between 0 and 100, "
+                                 f"got {idle.cpu_pct}")
         cpus, memory = lim.cpus(req.cpu_count), lim.memory(req.memory_mb)
         self._check_map("metadata", req.metadata, lim.max_metadata_entries)
         self._check_map("envVars", req.env_vars, lim.max_env_vars)
@@ -135,7 +155,7 @@ class Creator:
                      from_checkpoint: CheckpointRecord | None = None) -> LiveSandbox:
         """A new sandbox; from a snapshot when ``req.template`` names one of the team's, or
         from ``from_checkpoint`` (forks)."""
-        timeout, cpus, memory = self.validate(req)
+        timeout, cpus, memory = self.validate(req, team)
         source = from_checkpoint
         if source is None:
             try:
@@ -174,7 +194,9 @@ class Creator:
                 f"team {team.name!r} already runs {self._limits.max_sandboxes_per_team} "
                 "sandboxes, the most it may; kill one first"
             )
-        now = datetime.now(UTC)
+        now = self._lifecycle.clock.now()
+        idle_after = req.idle.after_s if req.idle.after_s is not None \
+            else self._limits.idle_default(has_end=timeout > 0)
         sbx = LiveSandbox(
             sandbox_id=sandbox_id,
             team_id=team.team_id,
@@ -190,12 +212,16 @@ class Creator:
             network=req.network,
             allow_internet_access=req.allow_internet_access,
             started_at=now,
-            end_at=now + timedelta(seconds=timeout),
+            end_at=now + timedelta(seconds=timeout) if timeout else NO_END,
             state=SandboxState.CREATING,
             on_timeout=req.on_timeout,
             pause_memory=req.pause_memory,
-            auto_resume=req.auto_resume,
+            auto_resume=req.auto_resume if req.auto_resume is not None else idle_after > 0,
             timeout_s=timeout,
+            idle_after_s=idle_after,
+            idle_cpu_pct=req.idle.cpu_pct if req.idle.cpu_pct is not None
+            else self._limits.idle_cpu_pct,
+            idle_action=req.idle.action or OnTimeout.PAUSE,
         )
         self._registry.add(sbx)
         task = asyncio.create_task(self._make(sbx, image, req.egress, source, resolved))
@@ -267,7 +293,7 @@ class Creator:
             await self._sandbox_store.update_sandbox(
                 sbx.sandbox_id,
                 state=sbx.state.value,
-                ended_at=datetime.now(UTC),
+                ended_at=self._lifecycle.clock.now(),
                 event=event(sbx.sandbox_id, sbx.team_id, EventKind.CREATE_FAILED,
                             f"create failed: {exc}", level="error"),
             )

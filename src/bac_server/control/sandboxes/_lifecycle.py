@@ -1,12 +1,15 @@
 """Lifecycle steps on existing sandboxes: timeouts, kill, connect, refresh, pause, resume.
 
-A step given no number of seconds grants the default timeout (``Limits.default_timeout_s``).
+A step given no number of seconds grants the default timeout (``Limits.default_timeout_s``);
+a sandbox created without an end (timeout 0) is resumed without one.
 
 Every step takes the sandbox's lock, checks the transition table, updates the registry first
 (so the gateway stops or starts routing at once), then the store, then the backend. Expiry is
-one ``loop.call_later`` timer per running sandbox, re-armed whenever the end time moves; at
-the end a sandbox is killed, or paused when it was created with ``autoPause``
-(:mod:`._pausing`). Paused sandboxes never expire: there is no cap on a sandbox's lifetime.
+one timer per running sandbox on the control plane's clock (:mod:`..clock`), re-armed
+whenever the end time moves; at the end a sandbox is killed, or paused when it was created
+with ``autoPause`` (:mod:`._pausing`). Paused sandboxes never expire, and a sandbox may have
+no end at all (``NO_END``): only the operator's ``max_timeout_s`` caps a lifetime. A
+sandbox's idle policy (:mod:`._idle`) is armed beside its timer.
 """
 
 from __future__ import annotations
@@ -14,18 +17,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from bac_server.backends.base import Backend, BackendError
 from bac_server.store import SandboxStore
 
+from ..clock import Clock, SystemClock
 from ..errors import Conflict
 from ..keys import Team
 from ..limits import Limits
 from ..templates import TemplateSource
 from ._events import EventKind, event
+from ._idle import IdleWatch
 from ._pausing import Pausing
-from ._registry import LiveSandbox, OnTimeout, Registry
+from ._registry import NO_END, LiveSandbox, OnTimeout, Registry
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
@@ -33,28 +38,33 @@ log = logging.getLogger(__name__)
 
 class Lifecycle:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
-                 limits: Limits, templates: TemplateSource):
+                 limits: Limits, templates: TemplateSource, clock: Clock | None = None,
+                 idle_cpu_window_s: float = 1.0):
         self._backend = backend
         self._sandbox_store = sandbox_store
         self._registry = registry
         self._limits = limits
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.pausing = Pausing(backend=backend, sandbox_store=sandbox_store, registry=registry,
-                               templates=templates, arm=self.arm)
+                               templates=templates, arm=self.arm, clock=self.clock)
+        self.idle = IdleWatch(backend=backend, clock=self.clock, act=self._idle_act,
+                              cpu_window_s=idle_cpu_window_s)
         # Called with each sandbox that ended (e.g. to drop its checkpoints).
         self.on_end: list[Callable[[LiveSandbox], Awaitable[None]]] = []
 
     # timers -------------------------------------------------------------------------------
     def arm(self, sbx: LiveSandbox) -> None:
-        """(Re)schedule the sandbox's end; only running sandboxes expire."""
+        """(Re)schedule the sandbox's end and its idle check; only running sandboxes
+        expire, and only those with an end."""
         if sbx.timer is not None:
             sbx.timer.cancel()
             sbx.timer = None
-        if sbx.state is not SandboxState.RUNNING:
+        self.idle.arm(sbx)
+        if sbx.state is not SandboxState.RUNNING or not sbx.has_end:
             return
-        delay = (sbx.end_at - datetime.now(UTC)).total_seconds()
-        loop = asyncio.get_running_loop()
-        sbx.timer = loop.call_later(max(0.0, delay), self._fire, sbx.sandbox_id)
+        sandbox_id = sbx.sandbox_id
+        sbx.timer = self.clock.call_at(sbx.end_at, lambda: self._fire(sandbox_id))
 
     def _fire(self, sandbox_id: str) -> None:
         task = asyncio.create_task(self._expire(sandbox_id))
@@ -68,7 +78,7 @@ class Lifecycle:
         async with sbx.lock:
             if sbx.state is not SandboxState.RUNNING:
                 return
-            if sbx.end_at > datetime.now(UTC) + timedelta(milliseconds=5):
+            if sbx.end_at > self.clock.now() + timedelta(milliseconds=5):
                 self.arm(sbx)  # extended while this task waited for the lock
                 return
             if sbx.on_timeout is OnTimeout.PAUSE:
@@ -80,10 +90,24 @@ class Lifecycle:
                 except Exception:
                     # Never lose the sandbox silently: it keeps running, re-armed.
                     log.exception("auto-pause of %s failed; it keeps running", sandbox_id)
-                    sbx.end_at = datetime.now(UTC) + timedelta(seconds=60)
+                    sbx.end_at = self.clock.now() + timedelta(seconds=60)
                     self.arm(sbx)
                     return
             await self.end(sbx, SandboxState.KILLED, EventKind.TIMEOUT, "timeout reached")
+
+    async def _idle_act(self, sbx: LiveSandbox, why: str) -> None:
+        """The idle policy's action (``idle_action``), the caller holding the lock."""
+        if sbx.idle_action is OnTimeout.KILL:
+            await self.end(sbx, SandboxState.KILLED, EventKind.KILLED,
+                           f"{why}: killed (idle policy)")
+            return
+        await self.pausing.pause(sbx, memory=sbx.pause_memory, kind=EventKind.PAUSED,
+                                 message=f"{why}: paused (idle policy)")
+
+    async def settle(self) -> None:
+        """Wait for the expiries and idle checks already started (a simulation's step)."""
+        while pending := self._tasks | self.idle.tasks:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def close(self) -> None:
         """Stop every timer (sandboxes keep running; a restart re-arms them)."""
@@ -91,8 +115,10 @@ class Lifecycle:
             if sbx.timer is not None:
                 sbx.timer.cancel()
                 sbx.timer = None
+            self.idle.disarm(sbx)
         for task in self._tasks:
             task.cancel()
+        self.idle.close()
 
     # ending -------------------------------------------------------------------------------
     async def end(
@@ -103,9 +129,10 @@ class Lifecycle:
         if sbx.timer is not None:
             sbx.timer.cancel()
             sbx.timer = None
+        self.idle.disarm(sbx)
         sbx.state = state
         self._registry.update(sbx)
-        now = datetime.now(UTC)
+        now = self.clock.now()
         try:
             await self._sandbox_store.update_sandbox(
                 sbx.sandbox_id,
@@ -142,7 +169,7 @@ class Lifecycle:
         sbx = self._registry.owned(team, sandbox_id)
         async with sbx.lock:
             self._registry.owned(team, sandbox_id)
-            await self._move_end(sbx, datetime.now(UTC) + delta, EventKind.TIMEOUT_SET)
+            await self._move_end(sbx, self.clock.now() + delta, EventKind.TIMEOUT_SET)
 
     async def refresh(self, team: Team, sandbox_id: str, seconds: int | None) -> None:
         """Keep-alive: the end at least ``seconds`` from now, never earlier; a paused
@@ -164,24 +191,33 @@ class Lifecycle:
         async with sbx.lock:
             self._registry.owned(team, sandbox_id)
             if sbx.state is SandboxState.PAUSED:
-                await self.pausing.resume(sbx, seconds=int(delta.total_seconds()),
+                await self.pausing.resume(sbx, seconds=self._resumed_for(sbx, seconds, delta),
                                           memory=memory)
                 return True
             await self._push_end(sbx, delta, EventKind.CONNECTED)
             return False
 
+    @staticmethod
+    def _resumed_for(sbx: LiveSandbox, seconds: int | None, delta: timedelta) -> int | None:
+        """How long a resume grants: what was asked, else none for a sandbox created
+        without an end (None: no end), else the default."""
+        if seconds is None and sbx.timeout_s == 0:
+            return None
+        return int(delta.total_seconds())
+
     async def _push_end(self, sbx: LiveSandbox, delta: timedelta, kind: EventKind) -> None:
-        wanted = datetime.now(UTC) + delta
+        wanted = self.clock.now() + delta
         if wanted > sbx.end_at:
             await self._move_end(sbx, wanted, kind)
 
     async def _move_end(self, sbx: LiveSandbox, end_at: datetime, kind: EventKind) -> None:
         sbx.end_at = end_at
+        said = end_at.isoformat() if end_at < NO_END else "none (no end)"
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id,
             end_at=end_at,
             event=event(
-                sbx.sandbox_id, sbx.team_id, kind, f"end moved to {end_at.isoformat()}",
+                sbx.sandbox_id, sbx.team_id, kind, f"end moved to {said}",
                 end_at=end_at.isoformat(),
             ),
         )
@@ -208,5 +244,5 @@ class Lifecycle:
             self._registry.owned(team, sandbox_id)
             if sbx.state is not SandboxState.PAUSED:
                 raise Conflict(f"sandbox {sandbox_id!r} is already running")
-            await self.pausing.resume(sbx, seconds=int(delta.total_seconds()), memory=memory,
-                                      on_timeout=on_timeout)
+            await self.pausing.resume(sbx, seconds=self._resumed_for(sbx, seconds, delta),
+                                      memory=memory, on_timeout=on_timeout)

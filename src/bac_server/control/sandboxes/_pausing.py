@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from bac_server.backends.base import (
     Backend,
@@ -29,10 +29,11 @@ from bac_server.backends.base import (
 )
 from bac_server.store import SandboxStore
 
+from ..clock import Clock, SystemClock
 from ..errors import NotSupported, PauseFailed, ResumeFailed
 from ..templates import TemplateSource
 from ._events import EventKind, event
-from ._registry import LiveSandbox, OnTimeout, Registry, Route
+from ._registry import NO_END, LiveSandbox, OnTimeout, Registry, Route
 from ._specs import spec_of
 from ._states import SandboxState, check_transition
 
@@ -40,7 +41,9 @@ log = logging.getLogger(__name__)
 
 class Pausing:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
-                 templates: TemplateSource, arm: Callable[[LiveSandbox], None]) -> None:
+                 templates: TemplateSource, arm: Callable[[LiveSandbox], None],
+                 clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._backend = backend
         self._sandbox_store = sandbox_store
         self._registry = registry
@@ -92,11 +95,12 @@ class Pausing:
             event=event(sbx.sandbox_id, sbx.team_id, kind, message,
                         mode=paused_as.value))
 
-    async def resume(self, sbx: LiveSandbox, *, seconds: int, memory: bool = True,
+    async def resume(self, sbx: LiveSandbox, *, seconds: int | None, memory: bool = True,
                      message: str = "resumed", on_timeout: OnTimeout | None = None) -> None:
-        """``memory=False`` resumes a sandbox paused with its memory by starting it afresh
-        on its files (E2B ``on_resume="reboot"``); ``on_timeout`` replaces what its
-        timeout does, once it runs again."""
+        """Resume for ``seconds`` (None: without an end). ``memory=False`` resumes a
+        sandbox paused with its memory by starting it afresh on its files (E2B
+        ``on_resume="reboot"``); ``on_timeout`` replaces what its timeout does, once it
+        runs again."""
         check_transition(sbx.state, SandboxState.RUNNING)
         if isinstance(self._backend, Checkpointable):
             # wake() continues any kind of pause; the spec is for a fresh start.
@@ -115,7 +119,9 @@ class Pausing:
             raise NotSupported(f"the {self._backend.name!r} backend cannot resume it")
         sbx.state, sbx.paused_as = SandboxState.RUNNING, None
         sbx.attach(endpoint.address, endpoint.envd_port)
-        sbx.end_at = datetime.now(UTC) + timedelta(seconds=seconds)
+        now = self._clock.now()
+        sbx.end_at = NO_END if seconds is None else now + timedelta(seconds=seconds)
+        sbx.last_active = now
         if on_timeout is not None:
             sbx.on_timeout = on_timeout
         self._registry.update(sbx)
@@ -134,7 +140,7 @@ class Pausing:
         async with sbx.lock:
             if sbx.state is SandboxState.PAUSED:
                 try:
-                    await self.resume(sbx, seconds=sbx.timeout_s,
+                    await self.resume(sbx, seconds=sbx.timeout_s or None,
                                       message="resumed by traffic (auto-resume)")
                 except Exception:
                     log.exception("auto-resume of %s failed", sandbox_id)

@@ -11,22 +11,29 @@ import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from bac_server.backends.base import PauseKind
 from bac_server.store import SandboxRecord
 
+from ..clock import Clock, Scheduled, SystemClock
 from ..errors import SandboxNotFoundError
 from ..keys import Team
 from ._states import LIVE_STATES, VISIBLE_STATES, SandboxState
 
 
 class OnTimeout(enum.Enum):
-    """What a sandbox's timeout does: end it, or pause it (E2B ``autoPause``)."""
+    """What a sandbox's timeout (or its idle policy) does: end it, or pause it (E2B
+    ``autoPause``)."""
 
     KILL = "kill"
     PAUSE = "pause"
+
+
+# The end of a sandbox that has none (created with ``timeout: 0``): the wire's ``endAt``
+# must be a date, so it is the last one there is; no timer is armed for it.
+NO_END = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -66,15 +73,29 @@ class LiveSandbox:
     auto_resume: bool = False
     # How it is paused now; None while running.
     paused_as: PauseKind | None = None
-    # The timeout it was created with: what an automatic resume grants again.
+    # The timeout it was created with: what an automatic resume grants again (0: no end).
     timeout_s: int = 300
+    # Idle policy: after ``idle_after_s`` seconds (0: never) with no API or gateway
+    # traffic and its CPU under ``idle_cpu_pct`` %, ``idle_action`` (pause by default).
+    idle_after_s: int = 0
+    idle_cpu_pct: float = 5.0
+    idle_action: OnTimeout = OnTimeout.PAUSE
     # Scheduled checkpoints: every ``checkpoint_every_s`` seconds, keeping the last few.
     checkpoint_every_s: int | None = None
     checkpoint_keep: int | None = None
     route: Route | None = None
     # Serialises lifecycle steps on this sandbox (kill vs timeout vs connect).
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    timer: asyncio.TimerHandle | None = None
+    timer: Scheduled | None = None
+    idle_timer: Scheduled | None = None
+    # Activity (not stored): the last API call on it or gateway request to it, and the
+    # gateway requests to it in flight (a command's stream, a download, a WebSocket).
+    last_active: datetime = field(default_factory=lambda: datetime.now(UTC))
+    in_flight: int = 0
+
+    @property
+    def has_end(self) -> bool:
+        return self.end_at < NO_END
 
     def attach(self, address: str, envd_port: int) -> None:
         """Point the gateway at the sandbox's current address (after create or resume)."""
@@ -136,10 +157,12 @@ class LiveSandbox:
 
 
 _LIFECYCLE_FIELDS = ("on_timeout", "pause_memory", "auto_resume", "paused_as", "timeout_s",
-                     "checkpoint_every_s", "checkpoint_keep")
+                     "checkpoint_every_s", "checkpoint_keep", "idle_after_s", "idle_cpu_pct",
+                     "idle_action")
 
 
-_LIFECYCLE_ENUMS: dict[str, type[enum.Enum]] = {"on_timeout": OnTimeout, "paused_as": PauseKind}
+_LIFECYCLE_ENUMS: dict[str, type[enum.Enum]] = {"on_timeout": OnTimeout, "paused_as": PauseKind,
+                                                "idle_action": OnTimeout}
 
 
 def _lifecycle_fields(saved: dict[str, Any]) -> dict[str, Any]:
@@ -152,14 +175,20 @@ def _lifecycle_fields(saved: dict[str, Any]) -> dict[str, Any]:
 
 
 class Registry:
-    """Live sandboxes by id. Not thread-safe: used from the event loop only."""
+    """Live sandboxes by id. Not thread-safe: used from the event loop only.
 
-    def __init__(self) -> None:
+    It also keeps each sandbox's activity, which its idle policy reads: a team's lookup of
+    its sandbox (every API call on one) and the gateway's requests to it (``traffic``).
+    """
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._sandboxes: dict[str, LiveSandbox] = {}
         self._routes: dict[str, Route] = {}
         self._gone_listeners: list[Callable[[str], None]] = []
 
     def add(self, sbx: LiveSandbox) -> None:
+        sbx.last_active = self._clock.now()
         self._sandboxes[sbx.sandbox_id] = sbx
         self._sync_route(sbx)
 
@@ -204,7 +233,21 @@ class Registry:
         sbx = self._sandboxes.get(sandbox_id)
         if sbx is None or sbx.team_id != team.team_id or sbx.state not in VISIBLE_STATES:
             raise SandboxNotFoundError(sandbox_id)
+        sbx.last_active = self._clock.now()
         return sbx
+
+    def traffic_started(self, sandbox_id: str) -> None:
+        """The gateway began a request to the sandbox (it is active until it ends)."""
+        sbx = self._sandboxes.get(sandbox_id)
+        if sbx is not None:
+            sbx.in_flight += 1
+            sbx.last_active = self._clock.now()
+
+    def traffic_ended(self, sandbox_id: str) -> None:
+        sbx = self._sandboxes.get(sandbox_id)
+        if sbx is not None:
+            sbx.in_flight = max(0, sbx.in_flight - 1)
+            sbx.last_active = self._clock.now()
 
     def visible(self, team: Team) -> list[LiveSandbox]:
         return [
