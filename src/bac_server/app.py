@@ -21,10 +21,11 @@ from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
 from bac_server.control import Clock, ControlPlane, Limits, TemplateServices
+from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.templates import StartSnapshots
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
-from bac_server.host import IdRange, prepare_host, secure_data_dir
+from bac_server.host import Destinations, IdRange, prepare_host, secure_data_dir
 from bac_server.store import Store
 from bac_server.store.key_file import load_sealer
 from bac_server.store.sql import SqlStore
@@ -130,6 +131,25 @@ async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend
                                           upload_ttl_s=config.upload_ttl_s))
 
 
+def build_events(config: ServerConfig, store: Store) -> EventServices:
+    """The events API, webhooks and their deliverer; webhook URLs on this machine or a
+    private network are refused unless ``BAC_WEBHOOK_ALLOW`` names them."""
+    try:
+        allowed = Destinations.parse(config.webhook_allow,
+                                     refused=(NamespaceConfig.address_pool,))
+    except ValueError as exc:
+        raise ConfigError(f"BAC_WEBHOOK_ALLOW: {exc}") from exc
+    return EventServices.create(
+        event_log=store.event_log, sandbox_store=store.sandboxes,
+        webhook_store=store.webhooks, allowed=allowed,
+        limits=WebhookLimits(max_per_team=config.webhooks_per_team),
+        delivery=DeliverySettings(
+            poll_s=config.webhook_poll_s, timeout_s=config.webhook_timeout_s,
+            max_attempts=config.webhook_max_attempts, backoff_s=config.webhook_backoff_s,
+            max_backoff_s=config.webhook_max_backoff_s,
+            max_age_s=config.webhook_max_age_s))
+
+
 def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
     """``clock``: the control plane's (the wall clock unless a simulation brings one)."""
     settings = ApiSettings(
@@ -157,6 +177,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             upload_quota_bytes=config.upload_quota_mb << 20,
             concurrency=config.template_builds, start_snapshots=start_snapshots,
             on_template_deleted=gc.soon)
+        events = build_events(config, store)
         plane = ControlPlane(
             backend=backend,
             templates=template_services,
@@ -167,6 +188,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,
+            events=events,
             clock=clock,
             idle_cpu_window_s=config.idle_cpu_window_s,
         )

@@ -89,6 +89,20 @@ class ServerConfig:
     # private network (refused otherwise): comma-separated ``host`` (any port),
     # ``host:port`` and CIDRs (every address the name resolves to must be in one).
     registry_allow: str = ""
+    # Webhook URLs allowed although they point at this machine or a private network
+    # (refused otherwise): the same forms as ``registry_allow``.
+    webhook_allow: str = ""
+    # Webhooks a team may have.
+    webhooks_per_team: int = 10
+    # Webhook delivery (docs/observability.md): seconds between reads of the event log,
+    # one attempt's timeout, attempts at most, the first retry's delay (doubled for each
+    # further one, at most webhook_max_backoff_s), and the age after which no attempt is made.
+    webhook_poll_s: float = 1.0
+    webhook_timeout_s: float = 10.0
+    webhook_max_attempts: int = 5
+    webhook_backoff_s: float = 10.0
+    webhook_max_backoff_s: float = 600.0
+    webhook_max_age_s: float = 3600.0
     # Template builds run at once (each step is a sandbox); the others wait in a queue.
     template_builds: int = 1
     # Keep built templates that have a start or ready command as a checkpoint of a started,

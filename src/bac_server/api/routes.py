@@ -8,6 +8,8 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bac_server.api import checkpoints, health, network, sandboxes, templates
+from bac_server.api import events as events_api
+from bac_server.api import webhooks as webhooks_api
 from bac_server.api.context import ApiSettings
 from bac_server.api.errors import HANDLERS
 from bac_server.control import ControlPlane
@@ -15,6 +17,7 @@ from bac_server.control import ControlPlane
 _ID = "/sandboxes/{sandbox_id:str}"
 _TPL = "/templates/{template_id}"
 _BUILD = _TPL + "/builds/{buildID}"
+_HOOK = "/events/webhooks/{webhookID}"
 
 ROUTES = [
     Route("/health", health.health, methods=["GET"]),
@@ -64,6 +67,16 @@ ROUTES = [
     Route(_ID + "/network", network.network_usage, methods=["GET"]),
     Route(_ID + "/logs", sandboxes.logs_v1, methods=["GET"]),
     Route("/v2" + _ID + "/logs", sandboxes.logs_v2, methods=["GET"]),
+    Route("/events/sandboxes", events_api.team_events, methods=["GET"]),
+    Route("/events" + _ID, events_api.sandbox_events, methods=["GET"]),
+    Route("/events/webhooks", webhooks_api.create_webhook, methods=["POST"]),
+    Route("/events/webhooks", webhooks_api.list_webhooks, methods=["GET"]),
+    Route(_HOOK, webhooks_api.get_webhook, methods=["GET"]),
+    Route(_HOOK, webhooks_api.update_webhook, methods=["PATCH"]),
+    Route(_HOOK, webhooks_api.delete_webhook, methods=["DELETE"]),
+    Route(_HOOK + "/deliveries", webhooks_api.list_deliveries, methods=["GET"]),
+    Route(_HOOK + "/deliveries/{deliveryID}", webhooks_api.get_delivery, methods=["GET"]),
+    Route(_HOOK + "/stats", webhooks_api.delivery_stats, methods=["GET"]),
 ]
 
 

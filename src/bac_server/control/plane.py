@@ -21,6 +21,7 @@ from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
 from bac_server.control.clock import Clock, SystemClock
 from bac_server.control.errors import InvalidRequest, NotFound
+from bac_server.control.events import EventServices
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
 from bac_server.control.sandboxes import (
@@ -128,6 +129,7 @@ class ControlPlane:
         limits: Limits,
         metrics_interval_s: float = 5.0,
         metrics_retention_s: float = 86_400,
+        events: EventServices | None = None,
         clock: Clock | None = None,
         idle_cpu_window_s: float = 1.0,
     ) -> None:
@@ -177,16 +179,20 @@ class ControlPlane:
             retention_s=metrics_retention_s,
         )
         self._sampler_task: asyncio.Task[None] | None = None
+        # The events API, webhooks and their deliverer (None: the plane has none).
+        self.events = events
 
     async def start(self) -> ReconcileReport:
         """End what a previous process left half-done (builds, pins), re-attach what
-        survived a restart, clean what did not, start sampling."""
+        survived a restart, clean what did not, start sampling and delivering webhooks."""
         await self.templates.start()
         report = await reconcile(
             backend=self.backend, sandbox_store=self.sandbox_store, registry=self.registry,
             lifecycle=self.lifecycle,
         )
         self._sampler_task = asyncio.create_task(self.sampler.run())
+        if self.events is not None:
+            self.events.start()
         await self.checkpoints.sweep()
         for sbx in self.registry.all():
             self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
@@ -204,7 +210,10 @@ class ControlPlane:
             raise NotFound(f"template or snapshot {ref!r} not found")
 
     async def stop(self) -> None:
-        """Stop builds, timers and sampling. Sandboxes keep running for the next start."""
+        """Stop webhook deliveries, builds, timers and sampling. Sandboxes keep running for
+        the next start."""
+        if self.events is not None:
+            await self.events.stop()
         await self.templates.close()
         self.lifecycle.close()
         self.checkpoints.close()

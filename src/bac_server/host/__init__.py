@@ -10,6 +10,13 @@ from ._cgroup_migrations import dynamic_migrations_favored
 from ._cgroups import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
 from ._cleanup import remove_tree, unmount_tree
 from ._data_dir import secure_data_dir
+from ._destinations import (
+    Destinations,
+    UnresolvedName,
+    host_addresses,
+    resolve,
+    split_host,
+)
 from ._devices import SANDBOX_DEVICES, DeviceNode, HostDeviceTaken, check_device_nodes
 from ._errors import HostChangeFailed, HostSetupError, MissingDependency, UnsafeDataDir
 from ._forwarding import ensure_firewall
@@ -38,6 +45,7 @@ __all__ = [
     "TABLE_FAMILY",
     "TABLE_NAME",
     "CgroupLayout",
+    "Destinations",
     "DeviceNode",
     "HostChangeFailed",
     "HostDeviceTaken",
@@ -47,6 +55,7 @@ __all__ = [
     "IdRange",
     "MissingDependency",
     "NftError",
+    "UnresolvedName",
     "UnsafeDataDir",
     "cgroup_layout",
     "check_device_nodes",
@@ -54,6 +63,7 @@ __all__ = [
     "default_data_dir",
     "dynamic_migrations_favored",
     "ensure_firewall",
+    "host_addresses",
     "is_mount_point",
     "mount_table",
     "mounts_under",
@@ -62,7 +72,9 @@ __all__ = [
     "prepare_host",
     "remove_tree",
     "render_ruleset",
+    "resolve",
     "secure_data_dir",
+    "split_host",
     "supports_swap_limit",
     "table_present",
     "unmount_tree",

@@ -12,9 +12,20 @@ from bac_server.store.keys import ApiKeyRecord, KeyStore, TeamRecord
 from bac_server.store.metrics import MetricRecord, MetricStore
 from bac_server.store.sandboxes import EventRecord, SandboxRecord, SandboxStore
 from bac_server.store.uploads import UploadRecord, UploadStore
+from bac_server.store.webhooks import (
+    Attempt,
+    DeliveryQuery,
+    DeliveryRecord,
+    DeliveryStats,
+    EventLogStore,
+    LoggedEvent,
+    WebhookRecord,
+    WebhookStore,
+)
 
 __all__ = [
     "ApiKeyRecord",
+    "Attempt",
     "BuildLogRecord",
     "BuildRecord",
     "BuildStore",
@@ -22,9 +33,14 @@ __all__ = [
     "CheckpointKind",
     "CheckpointRecord",
     "CheckpointStore",
+    "DeliveryQuery",
+    "DeliveryRecord",
+    "DeliveryStats",
+    "EventLogStore",
     "EventRecord",
     "GcStore",
     "KeyStore",
+    "LoggedEvent",
     "MetricRecord",
     "MetricStore",
     "SandboxPin",
@@ -38,4 +54,6 @@ __all__ = [
     "TemplateRecord",
     "UploadRecord",
     "UploadStore",
+    "WebhookRecord",
+    "WebhookStore",
 ]

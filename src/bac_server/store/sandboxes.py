@@ -42,6 +42,9 @@ class EventRecord:
     message: str
     level: str = "info"
     fields: dict[str, str] = field(default_factory=dict)
+    # Its type on the events API and webhooks (``sandbox.lifecycle.*``), None when it is
+    # not one of theirs; set by the control plane's vocabulary of kinds.
+    wire_type: str | None = None
 
 
 class SandboxStore(Protocol):

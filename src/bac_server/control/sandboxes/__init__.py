@@ -13,13 +13,14 @@ the gateway read of them, and what they leave in the store.
 * ``_reconcile``: the store against what the backend holds, at start-up.
 * ``_network``: egress policies from the wire, their change at runtime, traffic usage.
 * ``_listing``: filters, order and cursor pagination of a listing.
-* ``_events``: the event log's kinds (``EventKind``) and entries.
+* ``_events``: the event log's kinds (``EventKind``), entries, and the kinds' types on the
+  events API and webhooks (``WIRE_TYPES``).
 * ``_history``: the event log and resource samples of a sandbox, also after its end.
 * ``_sampler``: ``MetricsSampler``, resource samples taken periodically.
 """
 
 from ._creation import CreateRequest, Creator, IdlePolicy
-from ._events import EventKind, event
+from ._events import EVENT_TYPES, WIRE_TYPES, EventKind, event, warning, wire_type
 from ._history import History
 from ._idle import IdleWatch
 from ._lifecycle import Lifecycle
@@ -39,10 +40,12 @@ from ._states import (
 )
 
 __all__ = [
+    "EVENT_TYPES",
     "LIVE_STATES",
     "MAX_LIMIT",
     "NO_END",
     "VISIBLE_STATES",
+    "WIRE_TYPES",
     "CreateRequest",
     "Creator",
     "Cursor",
@@ -70,4 +73,6 @@ __all__ = [
     "policy_of",
     "reconcile",
     "spec_of",
+    "warning",
+    "wire_type",
 ]

@@ -1,4 +1,10 @@
-"""The per-sandbox event log: one helper to make entries, one vocabulary of kinds."""
+"""The per-sandbox event log: one helper to make entries, one vocabulary of kinds, and the
+type each kind has on the events API and webhooks (:data:`WIRE_TYPES`).
+
+A kind listed in :data:`WIRE_TYPES` is a lifecycle event (``GET /events/sandboxes``) and
+is delivered to the webhooks that ask for its type; the others stay in the sandbox's log
+only. A new kind that webhooks should see is its member here and its line there.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +31,33 @@ class EventKind(enum.Enum):
     SNAPSHOT_TAKEN = "snapshot_taken"
     FORKED = "forked"
     NETWORK_UPDATED = "network_updated"
+    # Something is near a bound (e.g. 80 % of a cap): a Bac event type, delivered by webhooks.
+    WARNING = "warning"
+
+
+_LIFECYCLE = "sandbox.lifecycle."
+WIRE_TYPES: dict[EventKind, str] = {
+    EventKind.CREATED: _LIFECYCLE + "created",
+    EventKind.TIMEOUT_SET: _LIFECYCLE + "updated",
+    EventKind.CONNECTED: _LIFECYCLE + "updated",
+    EventKind.NETWORK_UPDATED: _LIFECYCLE + "updated",
+    EventKind.TIMEOUT: _LIFECYCLE + "killed",  # or paused, when its fields name a pause mode
+    EventKind.KILLED: _LIFECYCLE + "killed",
+    EventKind.DIED: _LIFECYCLE + "killed",
+    EventKind.PAUSED: _LIFECYCLE + "paused",
+    EventKind.RESUMED: _LIFECYCLE + "resumed",
+    EventKind.CHECKPOINTED: _LIFECYCLE + "checkpointed",
+    EventKind.SNAPSHOT_TAKEN: _LIFECYCLE + "checkpointed",
+    EventKind.WARNING: "bac.sandbox.warning",
+}
+EVENT_TYPES: tuple[str, ...] = tuple(sorted(set(WIRE_TYPES.values())))
+
+
+def wire_type(kind: EventKind, fields: dict[str, str]) -> str | None:
+    """The kind's type on the events API and webhooks (None: not one of theirs)."""
+    if "mode" in fields and kind in (EventKind.TIMEOUT, EventKind.PAUSED):
+        return WIRE_TYPES[EventKind.PAUSED]  # a timeout that paused (autoPause, idle)
+    return WIRE_TYPES.get(kind)
 
 
 def event(
@@ -44,4 +77,12 @@ def event(
         message=message,
         level=level,
         fields={"kind": kind.value, **fields},
+        wire_type=wire_type(kind, fields),
     )
+
+
+def warning(sandbox_id: str, team_id: str, message: str, **fields: str) -> EventRecord:
+    """A warning event (e.g. a sandbox at 80 % of a cap); written to the log
+    (``SandboxStore.add_event``) it is delivered to the webhooks that ask for
+    ``bac.sandbox.warning``."""
+    return event(sandbox_id, team_id, EventKind.WARNING, message, level="warning", **fields)

@@ -3,8 +3,9 @@
 :class:`SqlStore` opens one engine, migrates it once and closes it once; each protocol is
 served by its own class over that engine (``store.keys`` a :class:`._keys.SqlKeys`, ...),
 in a module of its own because each is a consumer's concept (keys, sandboxes, metrics,
-checkpoints, the template catalog, builds, uploads, collection) that shares nothing with
-the others but the engine; only the sandbox and checkpoint classes hold the sealer.
+checkpoints, the template catalog, builds, uploads, collection, webhooks, the event log
+read by team) that shares nothing with the others but the engine; only the sandbox,
+checkpoint and webhook classes hold the sealer.
 
 Written against SQLite (the embedded default) with portable Core constructs only, so the
 same classes serve PostgreSQL given a ``postgresql+asyncpg://`` URL. No ORM: rows become
@@ -26,14 +27,17 @@ from bac_server.store.sealing import Sealer
 from bac_server.store.sql._builds import SqlBuilds
 from bac_server.store.sql._catalog import SqlCatalog
 from bac_server.store.sql._checkpoints import SqlCheckpoints
+from bac_server.store.sql._event_log import SqlEventLog
 from bac_server.store.sql._gc import SqlGc
 from bac_server.store.sql._keys import SqlKeys
 from bac_server.store.sql._metrics import SqlMetrics
 from bac_server.store.sql._sandboxes import SqlSandboxes
 from bac_server.store.sql._uploads import SqlUploads
+from bac_server.store.sql._webhooks import SqlWebhooks
 from bac_server.store.sql.engine import open_engine
 from bac_server.store.sql.migrations import migrate
 from bac_server.store.uploads import UploadStore
+from bac_server.store.webhooks import EventLogStore, WebhookStore
 
 __all__ = ["SqlStore"]
 
@@ -52,6 +56,8 @@ class SqlStore:
         self.builds: BuildStore = SqlBuilds(engine)
         self.uploads: UploadStore = SqlUploads(engine)
         self.gc: GcStore = SqlGc(engine)
+        self.webhooks: WebhookStore = SqlWebhooks(engine, sealer)
+        self.event_log: EventLogStore = SqlEventLog(engine)
 
     @classmethod
     async def open(cls, url: str, sealer: Sealer) -> SqlStore:

@@ -81,6 +81,7 @@ def _event_values(e: EventRecord) -> dict[str, Any]:
         "level": e.level,
         "message": e.message,
         "fields": e.fields,
+        "wire_type": e.wire_type,
     }
 
 
@@ -159,6 +160,7 @@ class SqlSandboxes:
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
         return [
-            EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level, r.fields)
+            EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level, r.fields,
+                        wire_type=r.wire_type)
             for r in rows
         ]

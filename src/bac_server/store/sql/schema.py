@@ -86,6 +86,9 @@ sandbox_events = sa.Table(
     sa.Column("level", sa.String(8), nullable=False),
     sa.Column("message", sa.Text, nullable=False),
     sa.Column("fields", sa.JSON, nullable=False),
+    # The event's type on the events API and webhooks (None: not one of theirs).
+    sa.Column("wire_type", sa.String(64), nullable=True),
+    sa.Index("ix_sandbox_events_team", "team_id", "event_id"),
 )
 
 sandbox_metrics = sa.Table(
@@ -183,4 +186,49 @@ sandbox_templates = sa.Table(
     sa.Column("template_id", sa.String(64), nullable=False),
     sa.Column("build_id", sa.String(64), nullable=False),
     sa.Column("digest", sa.String(128), nullable=False),
+)
+
+webhooks = sa.Table(
+    "webhooks",
+    metadata,
+    sa.Column("webhook_id", sa.String(64), primary_key=True),
+    sa.Column("team_id", sa.String(64), nullable=False, index=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("url", sa.Text, nullable=False),
+    sa.Column("events", sa.JSON, nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("secret", sa.Text, nullable=False),  # sealed
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+webhook_deliveries = sa.Table(
+    "webhook_deliveries",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("delivery_id", sa.String(64), nullable=False, unique=True),
+    sa.Column("webhook_id", sa.String(64), nullable=False),
+    sa.Column("team_id", sa.String(64), nullable=False),
+    sa.Column("event_id", sa.Integer, nullable=False),
+    sa.Column("event_type", sa.String(64), nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("next_attempt_at", sa.Float, nullable=False),
+    sa.Column("last_attempt_at", sa.Float, nullable=True),
+    sa.Column("delivered_at", sa.Float, nullable=True),
+    sa.Column("response_code", sa.Integer, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("duration_ms", sa.Integer, nullable=True),
+    sa.UniqueConstraint("webhook_id", "event_id", name="uq_webhook_deliveries_event"),
+    sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    sa.Index("ix_webhook_deliveries_webhook", "webhook_id", "seq"),
+)
+
+webhook_cursor = sa.Table(
+    "webhook_cursor",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("value", sa.Integer, nullable=False),
 )

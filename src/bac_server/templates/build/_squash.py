@@ -16,7 +16,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from bac_server.cancel_safe import end_child
+from bac_server.cancel_safe import to_the_end
 
 from .._errors import TemplateBuildError
 from ..layers import LayerWork, digest
@@ -64,7 +64,8 @@ async def _merge(work: LayerWork, rootfs: Path, merged: list[Path]) -> None:
     try:
         out, _ = await proc.communicate()
     except BaseException:
-        await end_child(proc)  # its mount namespace, and the overlay in it, end with it
+        proc.kill()  # its mount namespace, and the overlay in it, end with it
+        await to_the_end(proc.wait())
         raise
     if proc.returncode != 0:
         raise TemplateBuildError(f"squashing layers failed (exit {proc.returncode}): "

@@ -9,8 +9,11 @@ so the same steps run on SQLite and PostgreSQL; a step that needs ``ALTER`` on S
 ``alembic.operations.Operations`` on the connection it is given. From version 4 on a step is
 ``upgrade(conn, sealer)``: it may seal values (``store.sealing``); one that sets ``COMPACT``
 is followed by a ``VACUUM`` and a truncated WAL on SQLite, so nothing it replaced stays in
-a freed page. The applied version lives in table ``schema_version``; every step runs in
-its own transaction, so a crash mid-upgrade leaves the previous version intact.
+a freed page. Table ``schema_version`` holds one row per applied step (a database written
+before that holds one row, its version, meaning every step up to it); every step not
+recorded runs, in order, each in its own transaction with its row, so a crash mid-upgrade
+leaves the previous steps intact, and a step numbered below one already applied (added
+to the program later) still runs.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from bac_server.store.sql.migrations import (
     m0002_checkpoints,
     m0003_templates,
     m0004_sealed_secrets,
+    m0006_webhooks,
 )
 
 
@@ -49,7 +53,7 @@ def _step(module: ModuleType) -> Step:
 
 STEPS: tuple[Step, ...] = (
     _unsealed(m0001_initial), _unsealed(m0002_checkpoints), _unsealed(m0003_templates),
-    _step(m0004_sealed_secrets),
+    _step(m0004_sealed_secrets), _step(m0006_webhooks),
 )
 LATEST = STEPS[-1].version
 
@@ -64,10 +68,14 @@ class MigrationError(RuntimeError):
     """The database is newer than this program, or a step failed."""
 
 
-def _current(conn: sa.Connection) -> int:
+def _applied(conn: sa.Connection) -> set[int]:
+    """The steps applied: each recorded version, and every one below the lowest recorded
+    (the one row an older runner kept stood for all the steps up to it)."""
     _version_table.create(conn, checkfirst=True)
-    row = conn.execute(sa.select(sa.func.max(_version_table.c.version))).scalar()
-    return int(row or 0)
+    rows = {int(v) for v in conn.execute(sa.select(_version_table.c.version)).scalars()}
+    if not rows:
+        return set()
+    return rows | set(range(1, min(rows)))
 
 
 async def _compact(engine: AsyncEngine) -> None:
@@ -81,20 +89,20 @@ async def _compact(engine: AsyncEngine) -> None:
 
 
 async def migrate(engine: AsyncEngine, sealer: Sealer) -> int:
-    """Bring the database to :data:`LATEST`; returns the version it was at before."""
+    """Apply every step not applied yet; returns the highest version applied before."""
     async with engine.begin() as conn:
-        before = await conn.run_sync(_current)
+        applied = await conn.run_sync(_applied)
+    before = max(applied, default=0)
     if before > LATEST:
         raise MigrationError(
             f"database schema version {before} is newer than this server ({LATEST})"
         )
     compact = False
     for step in STEPS:
-        if step.version <= before:
+        if step.version in applied:
             continue
         async with engine.begin() as conn:
             await conn.run_sync(step.upgrade, sealer)
-            await conn.execute(sa.delete(_version_table))
             await conn.execute(sa.insert(_version_table).values(version=step.version))
         compact = compact or step.compact
     if compact and before > 0:  # a new database has nothing to scrub
