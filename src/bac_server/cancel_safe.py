@@ -2,10 +2,11 @@
 
 Much of the server makes and removes host resources: a step cut short by a cancelled
 caller (a client gone, a server stopping) would leave a half-made mount, netns, layer or
-process behind its teardown. So such steps are awaited through ``to_the_end``, and
-blocking file work goes to a thread the same way (``off_loop``): a cancelled caller
-still sees its cancellation, after the step has finished. Every layer may import this
-module; it imports nothing of the server.
+process behind its teardown. So such steps are awaited through ``to_the_end``, blocking
+file work goes to a thread the same way (``off_loop``), and a child process is killed
+and reaped the same way (``end_child``): a cancelled caller still sees its cancellation,
+after the step has finished. Every layer may import this module; it imports nothing of
+the server.
 
 Not for a caller that must not wait: one waiting on a task others share (a pool's
 refill, a flush) or on a lock that may be held for long shields it with a bare
@@ -40,3 +41,11 @@ async def to_the_end(step: Awaitable[T]) -> T:
 async def off_loop(fn: Callable[[], T]) -> T:
     """Run blocking file work in a thread, to the end (see ``to_the_end``)."""
     return await to_the_end(asyncio.to_thread(fn))
+
+
+async def end_child(proc: asyncio.subprocess.Process) -> None:
+    """Kill ``proc`` if it still runs and reap it, to the end (see ``to_the_end``): a
+    child never goes on writing into what its cancelled or failed caller tears down."""
+    if proc.returncode is None:
+        proc.kill()
+    await to_the_end(proc.wait())

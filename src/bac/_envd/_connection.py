@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 from connectrpc.code import Code
@@ -28,10 +28,6 @@ KEEPALIVE_SECONDS = 50
 HEALTH_TIMEOUT = 5.0
 
 _M = TypeVar("_M")
-
-
-class _Message(Protocol):
-    def to_json(self) -> str: ...
 
 
 class JsonCodec:

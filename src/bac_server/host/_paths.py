@@ -33,11 +33,6 @@ class IdRange:
         if self.size < 1001:
             raise ValueError("the id range must cover uid 1000 (the template's user)")
 
-    def to_host(self, container_id: int) -> int:
-        if not 0 <= container_id < self.size:
-            raise ValueError(f"id {container_id} is outside the mapped range 0..{self.size - 1}")
-        return self.base + container_id
-
     @property
     def root(self) -> int:
         """The host id that container root (0) maps to."""

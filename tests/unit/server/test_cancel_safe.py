@@ -4,11 +4,12 @@ caller sees the cancellation, however often the caller is cancelled."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 
 import pytest
 
-from bac_server.cancel_safe import off_loop, to_the_end
+from bac_server.cancel_safe import end_child, off_loop, to_the_end
 
 
 async def test_step_finishes_before_a_twice_cancelled_caller_returns() -> None:
@@ -71,3 +72,15 @@ async def test_off_loop_waits_for_its_thread() -> None:
     with pytest.raises(asyncio.CancelledError):
         await caller
     assert left.is_set(), "the cancelled caller returned while its thread still ran"
+
+
+async def test_end_child_reaps_the_child_before_a_cancelled_caller_returns() -> None:
+    proc = await asyncio.create_subprocess_exec("sleep", "60")
+    caller = asyncio.create_task(end_child(proc))
+    await asyncio.sleep(0)  # end_child has killed the child and waits for it
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert proc.returncode == -signal.SIGKILL, "the caller returned before the child was reaped"
+    await end_child(proc)  # an ended child: nothing to kill, its status is kept
+    assert proc.returncode == -signal.SIGKILL

@@ -16,7 +16,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from bac_server.cancel_safe import to_the_end
+from bac_server.cancel_safe import end_child
 
 from .._errors import TemplateBuildError
 from ..layers import LayerWork, digest
@@ -64,8 +64,7 @@ async def _merge(work: LayerWork, rootfs: Path, merged: list[Path]) -> None:
     try:
         out, _ = await proc.communicate()
     except BaseException:
-        proc.kill()  # its mount namespace, and the overlay in it, end with it
-        await to_the_end(proc.wait())
+        await end_child(proc)  # its mount namespace, and the overlay in it, end with it
         raise
     if proc.returncode != 0:
         raise TemplateBuildError(f"squashing layers failed (exit {proc.returncode}): "

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bac_server.cancel_safe import to_the_end
+from bac_server.cancel_safe import end_child
 from bac_server.host import remove_tree
 
 from .._errors import TemplateBuildError
@@ -57,9 +57,7 @@ async def run_step(argv: list[str], progress: ProgressCallback, step: str,
         code = await proc.wait()
     except BaseException:
         # A cancelled build must not leave mmdebstrap or apt running on its tree.
-        if proc.returncode is None:
-            proc.kill()
-            await to_the_end(proc.wait())
+        await end_child(proc)
         raise
     if code != 0:
         raise TemplateBuildError(f"{step} failed (exit {code}):\n" + "\n".join(tail))

@@ -98,10 +98,6 @@ class StorageReport:
     def freed_bytes(self) -> int:
         return sum(f.size for f in self.deleted)
 
-    @property
-    def waiting_bytes(self) -> int:
-        return sum(f.size for f in self.waiting)
-
 
 def builtin_names() -> tuple[str, ...]:
     return (*sorted(BASE_ALIASES), *(r.name for r in LAYERS))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bac_server.cancel_safe import to_the_end
+from bac_server.cancel_safe import end_child
 
 from ._model import ImageError, ImageErrorKind
 
@@ -71,9 +71,7 @@ async def run_tool(argv: list[str], env: dict[str, str],
         await asyncio.gather(lines(proc.stdout, False), lines(proc.stderr, True))
         code = await proc.wait()
     except BaseException:
-        if proc.returncode is None:
-            proc.kill()
-        await to_the_end(proc.wait())
+        await end_child(proc)
         raise
     return ToolResult(code, b"".join(chunks), "\n".join(tail))
 

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from bac_server.cancel_safe import to_the_end
+from bac_server.cancel_safe import end_child
 from bac_server.host._syscalls import openat2
 
 Kind = Literal["ok", "refused", "not-a-tar", "disk-full", "failed"]
@@ -144,18 +144,12 @@ async def _run_child(job: _Job, wall_seconds: float) -> Outcome:
     try:
         out, err = await asyncio.wait_for(proc.communicate(), wall_seconds)
     except TimeoutError:
-        await _stop(proc)
+        await end_child(proc)
         return Outcome("failed", f"it took longer than {wall_seconds:.0f}s")
     except BaseException:
-        await to_the_end(_stop(proc))
+        await end_child(proc)
         raise
     return _outcome(proc.returncode, out, err, job)
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        proc.kill()
-    await proc.wait()
 
 
 def _outcome(code: int | None, out: bytes, err: bytes, job: _Job) -> Outcome:
