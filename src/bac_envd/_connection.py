@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 import h11
 
-from bac_envd._http import ASGIApp, Message
+from bac_envd._http import ASGIApp, Message, client_gone
 
 _READ_HIGH = 256 * 1024
 _IDLE_SECONDS = 600.0  # longer than clients keep idle connections (e2b SDK: 300 s)
@@ -195,6 +195,7 @@ class HttpConnection(asyncio.Protocol):
         self.cycle.task = asyncio.get_running_loop().create_task(self._run(scope, self.cycle))
 
     async def _run(self, scope: dict[str, Any], cycle: _Cycle) -> None:
+        client_gone.set(lambda: self.closed)  # this task's own context
         try:
             await self.app(scope, cycle.receive, cycle.send)
         except Exception:  # a failing request must not take envd down

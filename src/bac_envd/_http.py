@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -18,6 +19,15 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Headers = Iterable[tuple[bytes, bytes]]
+
+
+def _never() -> bool:
+    return False
+
+
+# Whether the client of the request being served has gone (its connection closed): set by
+# the connection for each request, read where a long request's end is reported.
+client_gone: ContextVar[Callable[[], bool]] = ContextVar("client_gone", default=_never)
 
 
 class BodyTooLarge(Exception):

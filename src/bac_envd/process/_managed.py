@@ -18,9 +18,12 @@ import contextlib
 import enum
 import os
 import signal
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from bac_envd import _trace
 from bac_envd.process._exit import ExitInfo
 from bac_envd.process._fdio import FdReader, FdWriter
 from bac_envd.process._spawn import Spawned, set_winsize
@@ -101,9 +104,20 @@ class Subscription:
 
 
 class ManagedProcess:
-    def __init__(self, spawned: Spawned, spec: ProcessSpec) -> None:
+    def __init__(self, spawned: Spawned, spec: ProcessSpec, *, user: str = "",
+                 cwd: str = "") -> None:
         self.pid = spawned.pid
         self.spec = spec
+        self.user = user
+        self.cwd = cwd
+        self.started_at = time.time()
+        self._started = time.monotonic()
+        self.out_bytes = {"stdout": 0, "stderr": 0, "pty": 0}
+        self.timed_out = False
+        # The Start stream that launched it ended before the process did, or its
+        # connection is gone (``client_gone``, set by the service).
+        self.client_left = False
+        self.client_gone: Callable[[], bool] = lambda: False
         self.is_pty = spawned.pty_fd is not None
         self.state = ProcState.RUNNING
         self.exit: ExitInfo | None = None
@@ -130,6 +144,7 @@ class ManagedProcess:
 
     def _reader(self, fd: int, stream: str, chunk: int) -> FdReader:
         def on_data(data: bytes) -> None:
+            self.out_bytes[stream] += len(data)
             event = DataChunk(stream, data)
             for sub in self._subs:
                 sub.push(event)
@@ -201,7 +216,12 @@ class ManagedProcess:
 
     def set_lifetime(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
-        self._lifetime = loop.call_later(seconds, self.signal, signal.SIGKILL)
+        self._lifetime = loop.call_later(seconds, self._expire)
+
+    def _expire(self) -> None:
+        if self.state is ProcState.RUNNING:
+            self.timed_out = True
+            self.signal(signal.SIGKILL)
 
     # -- end ---------------------------------------------------------------------------
 
@@ -221,3 +241,23 @@ class ManagedProcess:
         for sub in self._subs:
             sub.push(self.exit)
         self._subs.clear()
+        self._report(wait_status)
+
+    def _report(self, wait_status: int) -> None:
+        """Tell the host what ran (``bac_envd._trace``); never raises into the reaper."""
+        command = " ".join((self.spec.cmd, *self.spec.args))
+        fields: dict[str, object] = {
+            "pid": self.pid, "cmd": _trace.clip(command), "user": self.user,
+            "cwd": self.cwd, "tag": self.spec.tag, "pty": self.is_pty,
+            "started_at": round(self.started_at, 6),
+            "duration_ms": round((time.monotonic() - self._started) * 1000, 3),
+            "stdout_bytes": self.out_bytes["stdout"] + self.out_bytes["pty"],
+            "stderr_bytes": self.out_bytes["stderr"],
+            "timed_out": self.timed_out,
+            "client_left": self.client_left or self.client_gone(),
+        }
+        if os.WIFSIGNALED(wait_status):
+            fields["signal"] = os.WTERMSIG(wait_status)
+        else:
+            fields["exit_code"] = self.exit.exit_code if self.exit is not None else -1
+        _trace.report("process", fields)

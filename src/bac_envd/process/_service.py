@@ -20,6 +20,7 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from protobuf import Oneof
 
+from bac_envd._http import client_gone
 from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
 from bac_envd._state import EnvdState
 from bac_envd.process._env import BadEnvironment, build_env
@@ -240,16 +241,22 @@ class ProcessService(Process):
             raise ConnectError(Code.INVALID_ARGUMENT, str(exc)) from exc
         tag = request.tag if request.has_field("tag") else None
         spec = ProcessSpec(config.cmd, tuple(config.args), dict(config.envs), cwd_requested, tag)
-        proc = ManagedProcess(spawned, spec)
+        proc = ManagedProcess(spawned, spec, user=user.name, cwd=cwd)
+        proc.client_gone = client_gone.get()
         self._table.add(proc)
         lifetime = deadline_seconds(ctx)
         if lifetime is not None:
             proc.set_lifetime(lifetime)
         # The process lifetime already bounds this stream; no separate stream deadline.
         events = _stream(proc, keepalive_seconds(ctx), None, lambda e: pb.StartResponse(event=e))
-        async with aclosing(events):
-            async for message in events:
-                yield message
+        try:
+            async with aclosing(events):
+                async for message in events:
+                    yield message
+        finally:
+            # Gone before the end (disconnected, cancelled): the process's report says so.
+            if proc.state is ProcState.RUNNING:
+                proc.client_left = True
 
     async def connect(
         self, request: pb.ConnectRequest,

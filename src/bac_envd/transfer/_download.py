@@ -63,7 +63,7 @@ def _not_modified(scope: Scope, mtime: float) -> bool:
         return False
 
 
-async def _stream_identity(send: Send, f: BinaryIO, length: int) -> None:
+async def _stream_identity(send: Send, f: BinaryIO, length: int) -> int:
     left = length
     while left > 0:
         data = await asyncio.to_thread(f.read, min(CHUNK, left))
@@ -72,16 +72,21 @@ async def _stream_identity(send: Send, f: BinaryIO, length: int) -> None:
         left -= len(data)
         await send({"type": "http.response.body", "body": data, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return length - left
 
 
-async def _stream_gzip(send: Send, f: BinaryIO) -> None:
+async def _stream_gzip(send: Send, f: BinaryIO) -> int:
     # Level 1: several times faster than the default for little size cost; downloads are
     # gzipped whenever httpx's default Accept-Encoding allows it.
     compressor = zlib.compressobj(1, zlib.DEFLATED, 31)
 
+    read = 0
+
     def next_piece() -> tuple[bytes, bool]:
+        nonlocal read
         data = f.read(CHUNK)
         if data:
+            read += len(data)
             return compressor.compress(data), False
         return compressor.flush(), True
 
@@ -92,30 +97,33 @@ async def _stream_gzip(send: Send, f: BinaryIO) -> None:
         if done:
             break
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return read
 
 
-async def download(scope: Scope, send: Send, resolve: PathResolver, raw_path: str) -> None:
+async def download(scope: Scope, send: Send, resolve: PathResolver,
+                   raw_path: str) -> list[tuple[str, int]]:
+    """Send the file; what was sent of it: [(path, file bytes)], [] when nothing."""
     try:
         path = resolve(raw_path)
     except InvalidPath as exc:
         await send_error(send, 400, f"error expanding and resolving path '{raw_path}': {exc}")
-        return
+        return []
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         await send_error(send, 404, f"path '{path}' does not exist")
-        return
+        return []
     except OSError as exc:
         await send_error(send, os_status(exc), f"error checking if path exists '{path}': {exc}")
-        return
+        return []
     if stat.S_ISDIR(st.st_mode):
         await send_error(send, 400, f"path '{path}' is a directory")
-        return
+        return []
     try:
         encoding = response_encoding(header(scope, "accept-encoding"))
     except EncodingError as exc:
         await send_error(send, 406, str(exc))
-        return
+        return []
     range_spec = header(scope, "range")
     conditional = ("if-modified-since", "if-none-match", "if-range")
     if range_spec or any(header(scope, name) for name in conditional):
@@ -124,7 +132,7 @@ async def download(scope: Scope, send: Send, resolve: PathResolver, raw_path: st
         f: BinaryIO = await asyncio.to_thread(open, path, "rb")
     except OSError as exc:
         await send_error(send, os_status(exc), f"error opening file '{path}': {exc}")
-        return
+        return []
     try:
         headers = [
             (b"content-type", _content_type(raw_path).encode()),
@@ -135,16 +143,15 @@ async def download(scope: Scope, send: Send, resolve: PathResolver, raw_path: st
         if encoding == GZIP:
             headers.append((b"content-encoding", b"gzip"))
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await _stream_gzip(send, f)
-            return
+            return [(path, await _stream_gzip(send, f))]
         if _not_modified(scope, st.st_mtime):
             await send_empty(send, 304, headers)
-            return
+            return [(path, 0)]
         status, start, length = 200, 0, st.st_size
         chosen = _byte_range(range_spec, st.st_size)
         if chosen is False:
             await send_empty(send, 416, [(b"content-range", f"bytes */{st.st_size}".encode())])
-            return
+            return []
         if isinstance(chosen, tuple):
             start, end = chosen
             status, length = 206, end - start + 1
@@ -152,6 +159,6 @@ async def download(scope: Scope, send: Send, resolve: PathResolver, raw_path: st
             f.seek(start)
         headers += [(b"accept-ranges", b"bytes"), (b"content-length", str(length).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await _stream_identity(send, f, length)
+        return [(path, await _stream_identity(send, f, length))]
     finally:
         f.close()

@@ -42,6 +42,7 @@ class MultipartUpload:
         self._query_path = query_path
         self._metadata = metadata
         self._written: list[str] = []
+        self._sizes: list[int] = []
         self._headers: dict[str, bytes] = {}
         self._field = bytearray()
         self._value = bytearray()
@@ -98,6 +99,7 @@ class MultipartUpload:
         if self._target is not None:
             target, self._target = self._target, None
             target.finish()
+            self._sizes.append(target.size)
 
     async def run(self, body: AsyncIterator[bytes]) -> list[str]:
         """Parse the whole body; the resolved paths of the files written, in order."""
@@ -114,3 +116,8 @@ class MultipartUpload:
         if not self._written:
             raise UploadError(400, "no file part named 'file' in the form")
         return self._written
+
+    async def run_sized(self, body: AsyncIterator[bytes]) -> list[tuple[str, int]]:
+        """``run``, each path with the bytes written to it."""
+        paths = await self.run(body)
+        return list(zip(paths, self._sizes, strict=True))

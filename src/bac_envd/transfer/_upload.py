@@ -68,7 +68,8 @@ def entry(path: str, metadata: dict[str, str]) -> dict[str, Any]:
     return result
 
 
-async def _raw(body: AsyncIterator[bytes], user: User, path: str, meta: dict[str, str]) -> Any:
+async def _raw(body: AsyncIterator[bytes], user: User, path: str, meta: dict[str, str]
+               ) -> list[tuple[str, int]]:
     target = UploadTarget(path, user, meta)
     try:
         async for chunk in body:
@@ -77,7 +78,7 @@ async def _raw(body: AsyncIterator[bytes], user: User, path: str, meta: dict[str
         target.close()
         raise
     target.finish()
-    return [entry(path, meta)]
+    return [(path, target.size)]
 
 
 async def upload(
@@ -87,7 +88,8 @@ async def upload(
     user: User,
     resolve: PathResolver,
     query_path: str | None,
-) -> None:
+) -> list[tuple[str, int]]:
+    """Write the files; what was written: [(path, bytes)], [] when the upload failed."""
     content_type = header(scope, "content-type") or ""
     media = content_type.split(";", 1)[0].strip().lower()
     try:
@@ -103,10 +105,10 @@ async def upload(
                 path = resolve(query_path)
             except InvalidPath as exc:
                 raise UploadError(400, f"error resolving path: {exc}") from exc
-            result = await _raw(body, user, path, metadata)
+            written = await _raw(body, user, path, metadata)
         elif media.startswith("multipart/"):
             parser = MultipartUpload(content_type, user, resolve, query_path, metadata)
-            result = [entry(p, metadata) for p in await parser.run(body)]
+            written = await parser.run_sized(body)
         else:
             raise UploadError(
                 400,
@@ -115,13 +117,14 @@ async def upload(
             )
     except EncodingError as exc:
         await send_error(send, 400, f"error decompressing request body: {exc}")
-        return
+        return []
     except zlib.error as exc:
         await send_error(send, 400, f"error decompressing request body: {exc}")
-        return
+        return []
     except UploadError as exc:
         await send_error(send, exc.status, str(exc))
-        return
+        return []
     except ClientGone:
-        return
-    await send_json(send, 200, result)
+        return []
+    await send_json(send, 200, [entry(p, metadata) for p, _ in written])
+    return written

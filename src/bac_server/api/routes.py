@@ -7,7 +7,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from bac_server.api import checkpoints, health, network, sandboxes, templates
+from bac_server.api import checkpoints, health, network, sandboxes, templates, trace
 from bac_server.api import events as events_api
 from bac_server.api import webhooks as webhooks_api
 from bac_server.api.context import ApiSettings
@@ -77,6 +77,8 @@ ROUTES = [
     Route(_HOOK + "/deliveries", webhooks_api.list_deliveries, methods=["GET"]),
     Route(_HOOK + "/deliveries/{deliveryID}", webhooks_api.get_delivery, methods=["GET"]),
     Route(_HOOK + "/stats", webhooks_api.delivery_stats, methods=["GET"]),
+    Route(_ID + "/trace", trace.sandbox_trace, methods=["GET"]),
+    Route("/trace", trace.run_trace, methods=["GET"]),
 ]
 
 

@@ -33,6 +33,7 @@ concept apart, tested alone. A sandbox's network is in
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import StrictBool, StrictFloat, StrictInt, StrictStr
@@ -196,12 +197,22 @@ def _log_entry(ev: EventRecord) -> dict[str, Any]:
         "timestamp": rfc3339(ev.at),
         "message": ev.message,
         "level": _level(ev.level),
-        "fields": dict(ev.fields),
+        # E2B's entries hold text only: a trace report's numbers and flags as JSON text.
+        "fields": {k: v if isinstance(v, str) else json.dumps(v) for k, v in ev.fields.items()},
     }
 
 
 def _log_line(ev: EventRecord) -> dict[str, Any]:
-    return {"timestamp": rfc3339(ev.at), "line": f"[{ev.kind}] {ev.message}"}
+    """E2B's log line: a JSON object as text (what ``e2b sandbox logs`` parses), its
+    ``level`` and ``logger`` first, then the message and the event's fields."""
+    body = {"level": _level(ev.level), "logger": _logger(ev.kind), "msg": ev.message,
+            "event": ev.kind, **{k: v for k, v in ev.fields.items() if k != "kind"}}
+    return {"timestamp": rfc3339(ev.at), "line": json.dumps(body, separators=(",", ":"))}
+
+
+def _logger(kind: str) -> str:
+    """The part of the sandbox that logged it, in E2B's words (``processSvc``, ...)."""
+    return {"process": "processSvc", "transfer": "filesystemSvc"}.get(kind, "lifecycle")
 
 
 def _level(value: str) -> str:

@@ -215,6 +215,20 @@ class BuildStep:
 
 OutputCallback = Callable[[str, str], None]  # (stream "stdout" | "stderr", line)
 
+# (sandbox id, one raw report from inside that sandbox). The backend names the sandbox by
+# the channel the report came on, never by its contents; the bytes are untrusted.
+TraceSink = Callable[[str, bytes], None]
+
+
+@runtime_checkable
+class Traced(Protocol):
+    """Backends whose sandboxes' envd reports each process it ran and each file transfer
+    (one JSON object per report, ``bac_envd._trace``) over a per-sandbox host channel."""
+
+    def trace_to(self, sink: TraceSink | None) -> None:
+        """Hand every report from now on to ``sink`` (None: drop them)."""
+        ...
+
 
 @runtime_checkable
 class Builder(Protocol):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bac_server.backends.base import Backend
+from bac_server.backends.base import Backend, Traced
 from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
 from bac_server.control.clock import Clock, SystemClock
@@ -33,9 +33,10 @@ from bac_server.control.sandboxes import (
     NetworkService,
     ReconcileReport,
     Registry,
+    Traces,
+    TraceSettings,
     reconcile,
 )
-from bac_server.control.telemetry import Telemetry
 from bac_server.control.templates import (
     BuiltImages,
     StartSnapshots,
@@ -77,12 +78,10 @@ class TemplateServices:
                engine: BuildEngine | None, limits: Limits, uploads_dir: Path,
                max_upload_bytes: int, upload_quota_bytes: int = 0, concurrency: int,
                start_snapshots: StartSnapshots | None = None,
-               on_template_deleted: Callable[[], None] | None = None,
-               on_build_finished: Callable[[str, float], None] | None = None,
-               ) -> TemplateServices:
+               on_template_deleted: Callable[[], None] | None = None) -> TemplateServices:
         """``upload_quota_bytes``: what each team's uploads may use together (0: no
         quota); ``on_template_deleted``: called after each delete (the collector's
-        ``soon``); ``on_build_finished(outcome, seconds)`` after each build."""
+        ``soon``)."""
         catalog = TemplateCatalog(catalog_store=catalog_store, build_store=build_store,
                                   limits=limits, on_delete=on_template_deleted)
         resolver = TemplateResolver(images=images, catalog_store=catalog_store, catalog=catalog)
@@ -91,8 +90,7 @@ class TemplateServices:
         uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes, quota=quota)
         builds = TemplateBuilds(build_store=build_store, engine=engine, catalog=catalog,
                                 resolver=resolver, uploads=uploads, limits=limits,
-                                concurrency=concurrency, start_snapshots=start_snapshots,
-                                on_finished=on_build_finished)
+                                concurrency=concurrency, start_snapshots=start_snapshots)
         return cls(catalog, resolver, uploads, builds, gc_store, start_snapshots)
 
     async def start(self) -> None:
@@ -133,10 +131,10 @@ class ControlPlane:
         limits: Limits,
         metrics_interval_s: float = 5.0,
         metrics_retention_s: float = 86_400,
+        trace_settings: TraceSettings | None = None,
         events: EventServices | None = None,
         clock: Clock | None = None,
         idle_cpu_window_s: float = 1.0,
-        telemetry: Telemetry | None = None,
     ) -> None:
         """``clock``: what lifetimes are measured and scheduled by (the wall clock unless
         a simulation brings its own)."""
@@ -146,16 +144,11 @@ class ControlPlane:
         self.limits = limits
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = Registry(self.clock)
-        # The Prometheus metrics: fed by the lifecycle, reading the registry at each scrape.
-        self.telemetry = telemetry
-        if telemetry is not None:
-            telemetry.watch(self.registry, self.clock)
         self.keys = KeyService(key_store)
         source = templates.resolver
         self.lifecycle = Lifecycle(
             backend=backend, sandbox_store=sandbox_store, registry=self.registry, limits=limits,
             templates=source, clock=self.clock, idle_cpu_window_s=idle_cpu_window_s,
-            observer=telemetry,
         )
         self.creator = Creator(
             backend=backend,
@@ -166,7 +159,6 @@ class ControlPlane:
             lifecycle=self.lifecycle,
             limits=limits,
             start_snapshots=templates.start_snapshots,
-            observer=telemetry,
         )
         self.history = History(sandbox_store=sandbox_store, metric_store=metric_store,
                                registry=self.registry)
@@ -190,6 +182,9 @@ class ControlPlane:
             retention_s=metrics_retention_s,
         )
         self._sampler_task: asyncio.Task[None] | None = None
+        self.traces = Traces(sandbox_store=sandbox_store, registry=self.registry,
+                             history=self.history, settings=trace_settings)
+        self.registry.on_gone(self.traces.intake.forget)
         # The events API, webhooks and their deliverer (None: the plane has none).
         self.events = events
 
@@ -202,6 +197,9 @@ class ControlPlane:
             lifecycle=self.lifecycle,
         )
         self._sampler_task = asyncio.create_task(self.sampler.run())
+        self.traces.start()
+        if isinstance(self.backend, Traced):
+            self.backend.trace_to(self.traces.intake.receive)
         if self.events is not None:
             self.events.start()
         await self.checkpoints.sweep()
@@ -228,6 +226,9 @@ class ControlPlane:
         await self.templates.close()
         self.lifecycle.close()
         self.checkpoints.close()
+        if isinstance(self.backend, Traced):
+            self.backend.trace_to(None)
+        await self.traces.stop()
         if self._sampler_task is not None:
             self._sampler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

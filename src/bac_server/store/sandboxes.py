@@ -4,7 +4,7 @@ live or ended, so a restart re-attaches the live ones (``control.sandboxes.recon
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -41,10 +41,30 @@ class EventRecord:
     kind: str  # created, started, timeout_set, connected, timeout, killed, died, ...
     message: str
     level: str = "info"
-    fields: dict[str, str] = field(default_factory=dict)
+    # Strings for the lifecycle kinds; a trace report's numbers and flags stay typed.
+    fields: dict[str, Any] = field(default_factory=dict)
+    # Set by the store: the event's id (ascending in write order), the sandbox's metadata
+    # when it was written (a record written with metadata keeps its own).
+    event_id: int | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
     # Its type on the events API and webhooks (``sandbox.lifecycle.*``), None when it is
     # not one of theirs; set by the control plane's vocabulary of kinds.
     wire_type: str | None = None
+
+
+@dataclass(frozen=True)
+class TraceQuery:
+    """Events of one team, oldest first after ``after_id``: one sandbox's, or (no
+    ``sandbox_id``) every sandbox's whose metadata holds each ``metadata`` pair."""
+
+    team_id: str
+    sandbox_id: str | None = None
+    after_id: int = 0
+    kinds: frozenset[str] = frozenset()  # empty: every kind
+    since: datetime | None = None
+    until: datetime | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    limit: int = 100
 
 
 class SandboxStore(Protocol):
@@ -78,3 +98,15 @@ class SandboxStore(Protocol):
     async def events(
         self, sandbox_id: str, *, since: datetime | None, limit: int, newest_first: bool
     ) -> list[EventRecord]: ...
+
+    async def add_events(self, events: Sequence[EventRecord]) -> None:
+        """Append many, in one transaction (a trace's batch)."""
+        ...
+
+    async def trace(self, query: TraceQuery) -> list[EventRecord]: ...
+
+    async def prune_events(self, *, before: datetime, keep_per_sandbox: int,
+                           counted_kinds: Collection[str]) -> int:
+        """Delete every event older than ``before``, and of each sandbox's events of the
+        ``counted_kinds`` all but its newest ``keep_per_sandbox``; returns how many went."""
+        ...

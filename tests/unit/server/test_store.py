@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -102,8 +103,9 @@ async def test_sandbox_rows_round_trip_and_update(tmp_path: Path) -> None:
     assert kinds == ["created", "killed"]
     newest = await store.sandboxes.events("abc", since=None, limit=1, newest_first=True)
     assert [e.kind for e in newest] == ["killed"]
+    # Read back with the id the store gave it and the sandbox's metadata copied in.
     assert await store.sandboxes.events("abc", since=later, limit=10, newest_first=False) == [
-        _event(kind="killed", at=later)
+        dataclasses.replace(_event(kind="killed", at=later), event_id=2, metadata={"k": "v"})
     ]
     await store.close()
 

@@ -41,6 +41,7 @@ from bac_server.backends.base import (
     SandboxSpec,
     SandboxStatus,
     TemplateImage,
+    TraceSink,
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 
@@ -91,6 +92,7 @@ class NamespaceBackend:
         self._flusher = Flusher(self._tasks)
         self._parts: _Parts | None = None
         self._start_lock = asyncio.Lock()
+        self._trace_sink: TraceSink | None = None
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -128,6 +130,8 @@ class NamespaceBackend:
         await restore_egress(ctx, records.values())
         criu = await prepare_checkpoints(ctx)
         slots = SlotTable(ctx, records, self._tasks)
+        slots.traces.sink = self._trace_sink
+        await slots.open_traces()
         suspender = Suspender(slots, criu, self._flusher, self._tasks)
         await suspender.reattached(records.values())
         checkpointer = Checkpointer(slots, suspender, self._flusher)
@@ -174,6 +178,13 @@ class NamespaceBackend:
 
     async def usage(self, sandbox_id: str) -> ResourceUsage:
         return await (await self._started()).slots.usage(sandbox_id)
+
+    # -- Traced ---------------------------------------------------------------------------
+
+    def trace_to(self, sink: TraceSink | None) -> None:
+        self._trace_sink = sink
+        if self._parts is not None:
+            self._parts.slots.traces.sink = sink
 
     # -- Pausable ------------------------------------------------------------------------
 
@@ -265,4 +276,5 @@ class NamespaceBackend:
             closing.append(asyncio.wait(set(self._tasks), timeout=CLOSE_BOUND_S))
         await asyncio.gather(*closing)
         parts.ctx.egress.close()
+        parts.slots.traces.close_all()
         self._parts = None

@@ -8,7 +8,6 @@ the gateway read of them, and what they leave in the store.
   record and start at once, arm its timeout).
 * ``_lifecycle``: ``Lifecycle``, timeouts, kill, connect and refresh, pause and resume.
 * ``_idle``: ``IdleWatch``, the idle policy (pause, or end, a sandbox left alone).
-* ``_observer``: ``LifecycleObserver``, what the lifecycle reports to its metrics.
 * ``_pausing``: which pause this backend gives, and automatic resume on traffic.
 * ``_specs``: the backend's view of an existing sandbox, for the steps that start it again.
 * ``_reconcile``: the store against what the backend holds, at start-up.
@@ -18,6 +17,8 @@ the gateway read of them, and what they leave in the store.
   events API and webhooks (``WIRE_TYPES``).
 * ``_history``: the event log and resource samples of a sandbox, also after its end.
 * ``_sampler``: ``MetricsSampler``, resource samples taken periodically.
+* ``_trace``: ``Traces``, the event log as a trace (by sandbox or by run, paged, followed
+  live), fed also by envd's reports from inside (``TraceIntake``), and its retention.
 """
 
 from ._creation import CreateRequest, Creator, IdlePolicy
@@ -27,7 +28,6 @@ from ._idle import IdleWatch
 from ._lifecycle import Lifecycle
 from ._listing import MAX_LIMIT, Cursor, ListQuery, page
 from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
-from ._observer import LifecycleObserver
 from ._reconcile import ReconcileReport, reconcile
 from ._registry import NO_END, LiveSandbox, OnTimeout, Registry, Route
 from ._sampler import MetricsSampler
@@ -40,6 +40,7 @@ from ._states import (
     can_transition,
     check_transition,
 )
+from ._trace import TraceFilter, TraceIntake, Traces, TraceSettings
 
 __all__ = [
     "EVENT_TYPES",
@@ -57,7 +58,6 @@ __all__ = [
     "IdleWatch",
     "InvalidTransition",
     "Lifecycle",
-    "LifecycleObserver",
     "ListQuery",
     "LiveSandbox",
     "MetricsSampler",
@@ -68,6 +68,10 @@ __all__ = [
     "Registry",
     "Route",
     "SandboxState",
+    "TraceFilter",
+    "TraceIntake",
+    "TraceSettings",
+    "Traces",
     "can_transition",
     "check_transition",
     "egress_policy",

@@ -31,6 +31,9 @@ class EventKind(enum.Enum):
     SNAPSHOT_TAKEN = "snapshot_taken"
     FORKED = "forked"
     NETWORK_UPDATED = "network_updated"
+    # Reported from inside the sandbox by envd (``control.sandboxes._trace``).
+    PROCESS = "process"
+    TRANSFER = "transfer"
     # Something is near a bound (e.g. 80 % of a cap): a Bac event type, delivered by webhooks.
     WARNING = "warning"
 

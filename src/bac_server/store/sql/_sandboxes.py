@@ -4,14 +4,14 @@ Env vars and access tokens are sealed on the way in and opened on the way out
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bac_server.store.sandboxes import EventRecord, SandboxRecord
+from bac_server.store.sandboxes import EventRecord, SandboxRecord, TraceQuery
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
@@ -72,7 +72,7 @@ def _sandbox_record(row: Any, sealer: Sealer) -> SandboxRecord:
     )
 
 
-def _event_values(e: EventRecord) -> dict[str, Any]:
+def _event_values(e: EventRecord, metadata: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "sandbox_id": e.sandbox_id,
         "team_id": e.team_id,
@@ -82,7 +82,29 @@ def _event_values(e: EventRecord) -> dict[str, Any]:
         "message": e.message,
         "fields": e.fields,
         "wire_type": e.wire_type,
+        "metadata": e.metadata or metadata or {},
     }
+
+
+def _event_record(r: Any) -> EventRecord:
+    return EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level, r.fields,
+                       event_id=r.event_id, metadata=dict(r.metadata or {}),
+                       wire_type=r.wire_type)
+
+
+async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
+    """Each event with its sandbox's metadata as it is now (read in the same transaction)."""
+    if not events:
+        return
+    wanted = {e.sandbox_id for e in events if not e.metadata}
+    owners: dict[str, dict[str, str]] = {}
+    if wanted:
+        c = t.sandboxes.c
+        rows = await conn.execute(
+            sa.select(c.sandbox_id, c.metadata).where(c.sandbox_id.in_(sorted(wanted))))
+        owners = {r.sandbox_id: dict(r.metadata or {}) for r in rows}
+    await conn.execute(sa.insert(t.sandbox_events),
+                       [_event_values(e, owners.get(e.sandbox_id)) for e in events])
 
 
 class SqlSandboxes:
@@ -95,7 +117,8 @@ class SqlSandboxes:
             await conn.execute(
                 sa.insert(t.sandboxes).values(**_sandbox_values(sandbox, self._sealer)))
             if events:
-                await conn.execute(sa.insert(t.sandbox_events), [_event_values(e) for e in events])
+                await conn.execute(sa.insert(t.sandbox_events),
+                                   [_event_values(e, sandbox.metadata) for e in events])
 
     async def update_sandbox(
         self,
@@ -130,7 +153,7 @@ class SqlSandboxes:
                     .values(**values)
                 )
             if event is not None:
-                await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+                await _insert_events(conn, [event])
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
         query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
@@ -146,7 +169,51 @@ class SqlSandboxes:
 
     async def add_event(self, event: EventRecord) -> None:
         async with self._engine.begin() as conn:
-            await conn.execute(sa.insert(t.sandbox_events).values(**_event_values(event)))
+            await _insert_events(conn, [event])
+
+    async def add_events(self, events: Sequence[EventRecord]) -> None:
+        async with self._engine.begin() as conn:
+            await _insert_events(conn, events)
+
+    async def trace(self, query: TraceQuery) -> list[EventRecord]:
+        c = t.sandbox_events.c
+        select = sa.select(t.sandbox_events).where(c.team_id == query.team_id,
+                                                   c.event_id > query.after_id)
+        if query.sandbox_id is not None:
+            select = select.where(c.sandbox_id == query.sandbox_id)
+        if query.kinds:
+            select = select.where(c.kind.in_(sorted(query.kinds)))
+        if query.since is not None:
+            select = select.where(c.at >= ts(query.since))
+        if query.until is not None:
+            select = select.where(c.at < ts(query.until))
+        for key, value in sorted(query.metadata.items()):
+            select = select.where(c.metadata[key].as_string() == value)
+        select = select.order_by(c.event_id).limit(query.limit)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(select)).all()
+        return [_event_record(r) for r in rows]
+
+    async def prune_events(self, *, before: datetime, keep_per_sandbox: int,
+                           counted_kinds: Collection[str]) -> int:
+        c = t.sandbox_events.c
+        async with self._engine.begin() as conn:
+            gone = (await conn.execute(
+                sa.delete(t.sandbox_events).where(c.at < ts(before)))).rowcount or 0
+            if counted_kinds:
+                kinds = sorted(counted_kinds)
+                counted = (sa.select(c.sandbox_id).where(c.kind.in_(kinds))
+                           .group_by(c.sandbox_id)
+                           .having(sa.func.count() > keep_per_sandbox))
+                for sandbox_id in (await conn.execute(counted)).scalars().all():
+                    newest = (sa.select(c.event_id)
+                              .where(c.sandbox_id == sandbox_id, c.kind.in_(kinds))
+                              .order_by(c.event_id.desc()).limit(keep_per_sandbox))
+                    gone += (await conn.execute(
+                        sa.delete(t.sandbox_events).where(
+                            c.sandbox_id == sandbox_id, c.kind.in_(kinds),
+                            c.event_id.not_in(newest)))).rowcount or 0
+        return gone
 
     async def events(
         self, sandbox_id: str, *, since: datetime | None, limit: int, newest_first: bool
@@ -159,8 +226,4 @@ class SqlSandboxes:
         query = query.order_by(*order).limit(limit)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [
-            EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level, r.fields,
-                        wire_type=r.wire_type)
-            for r in rows
-        ]
+        return [_event_record(r) for r in rows]

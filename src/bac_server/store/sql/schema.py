@@ -88,7 +88,11 @@ sandbox_events = sa.Table(
     sa.Column("fields", sa.JSON, nullable=False),
     # The event's type on the events API and webhooks (None: not one of theirs).
     sa.Column("wire_type", sa.String(64), nullable=True),
+    # The sandbox's metadata when the event was written (migration 5).
+    sa.Column("metadata", sa.JSON, nullable=True),
     sa.Index("ix_sandbox_events_team", "team_id", "event_id"),
+    sa.Index("ix_sandbox_events_sandbox", "sandbox_id", "event_id"),
+    sa.Index("ix_sandbox_events_at", "at"),
 )
 
 sandbox_metrics = sa.Table(

@@ -90,6 +90,12 @@ def make_slot_dirs(paths: SlotPaths, ids: IdRange) -> None:
     _mkdir(paths.layer / "work", 0o700, 0, 0)
     _mkdir(paths.rootfs, 0o755, 0, 0)
     _mkdir(paths.etc, 0o710, 0, ids.root)
+    make_trace_dir(paths, ids)
+
+
+def make_trace_dir(paths: SlotPaths, ids: IdRange) -> None:
+    """The directory of the trace socket (``_trace``): the sandbox's root may traverse."""
+    _mkdir(paths.trace, 0o710, 0, ids.root)
 
 
 def write_identity(paths: SlotPaths, hostname: str, ids: IdRange) -> None:

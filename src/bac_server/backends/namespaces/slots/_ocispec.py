@@ -36,6 +36,7 @@ READONLY_PATHS = [
 ]
 
 ENVD_MOUNT = "/opt/bac"
+TRACE_MOUNT = "/run/bac"
 NOFILE_LIMIT = 65536
 READY_FD = 3
 # (type, major, minor) the sandbox may open, everything else is denied: the host nodes the
@@ -89,6 +90,8 @@ class SandboxPlan:
     envd_bundle: Path | None  # None: no /opt/bac (build steps run no envd)
     etc_dir: Path  # holds the per-sandbox hosts/hostname files bound over /etc
     recursive_sys: bool = False  # runc cannot bind /sys non-recursively in a user namespace
+    # Bound read-only at /run/bac: the host's trace socket for envd (slots._trace).
+    trace_dir: Path | None = None
 
 
 def _bind(source: Path | str, destination: str, *extra: str) -> dict[str, Any]:
@@ -98,6 +101,8 @@ def _bind(source: Path | str, destination: str, *extra: str) -> dict[str, Any]:
 
 def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
     envd = [] if plan.envd_bundle is None else [_bind(plan.envd_bundle, ENVD_MOUNT, "ro")]
+    if plan.trace_dir is not None:
+        envd.append(_bind(plan.trace_dir, TRACE_MOUNT, "ro", "noexec"))
     return [
         {"destination": "/proc", "type": "proc", "source": "proc",
          "options": ["nosuid", "noexec", "nodev"]},

@@ -131,6 +131,10 @@ class SlotPaths:
         return self.root / "etc"
 
     @property
+    def trace(self) -> Path:  # bound read-only at /run/bac: envd's trace socket
+        return self.root / "trace"
+
+    @property
     def envd_log(self) -> Path:
         return self.root / "envd.log"
 

@@ -32,6 +32,7 @@ from ._process import is_alive
 from ._record import SlotPhase, SlotRecord, save_record
 from ._recovery import PENDING_CLAIM
 from ._teardown import teardown
+from ._trace import TraceSockets
 from ._usage import UsageSampler
 from ._validate import validate
 
@@ -45,6 +46,18 @@ class SlotTable:
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks = tasks
         self._usage = UsageSampler()
+        self.traces = TraceSockets(ctx.config.id_range, self._sandbox_in)
+
+    def _sandbox_in(self, slot: str) -> str | None:
+        for sandbox_id, record in self._records.items():
+            if record.slot == slot:
+                return sandbox_id
+        return None
+
+    async def open_traces(self) -> None:
+        """The trace sockets of the sandboxes re-attached at start-up."""
+        for record in list(self._records.values()):
+            await self.traces.open(record.slot, self.ctx.paths(record.slot))
 
     def record(self, sandbox_id: str) -> SlotRecord:
         record = self._records.get(sandbox_id)
@@ -81,6 +94,7 @@ class SlotTable:
             self.ctx.claim_path(sandbox_id).unlink(missing_ok=True)
             raise
         self._records[sandbox_id] = record
+        await self.traces.open(record.slot, self.ctx.paths(record.slot))
         return SandboxEndpoint(sandbox_id, record.sandbox_address)
 
     async def boot(self, spec: SandboxSpec) -> SandboxEndpoint:
@@ -102,6 +116,8 @@ class SlotTable:
             if record.phase is not SlotPhase.DESTROYING:
                 record.move(SlotPhase.DESTROYING)
                 save_record(ctx.paths(record.slot), record)
+            # Nothing it reports from here on is attributed to it.
+            self.traces.close(record.slot, ctx.paths(record.slot))
             # To the end even if the caller is cancelled (an expiry at shutdown); close()
             # waits for it, so a stop never leaves a sandbox half torn down.
             task = asyncio.ensure_future(teardown(ctx, record))

@@ -126,7 +126,7 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
     remove_slot_state(paths)
-    for child in (paths.layer, paths.rootfs, paths.etc, paths.binds):
+    for child in (paths.layer, paths.rootfs, paths.etc, paths.binds, paths.trace):
         remove_tree(child)
     if record.work_dir is not None:
         # SECURITY: a build slot's upper layer (the step's result) is never removed here;

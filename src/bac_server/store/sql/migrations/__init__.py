@@ -31,6 +31,7 @@ from bac_server.store.sql.migrations import (
     m0002_checkpoints,
     m0003_templates,
     m0004_sealed_secrets,
+    m0005_event_trace,
     m0006_webhooks,
 )
 
@@ -53,7 +54,8 @@ def _step(module: ModuleType) -> Step:
 
 STEPS: tuple[Step, ...] = (
     _unsealed(m0001_initial), _unsealed(m0002_checkpoints), _unsealed(m0003_templates),
-    _step(m0004_sealed_secrets), _step(m0006_webhooks),
+    _step(m0004_sealed_secrets), _step(m0005_event_trace),
+    _step(m0006_webhooks),
 )
 LATEST = STEPS[-1].version
 

@@ -1,0 +1,354 @@
+"""A sandbox's trace: its event log read as one stream, fed also from inside the sandbox.
+
+envd reports every process it ran and every ``/files`` transfer (``bac_envd._trace``);
+the backend hands each report to :meth:`TraceIntake.receive` with the sandbox it named by
+the channel the report came on (``backends.base.Traced``). A report is untrusted (the
+sandbox's root can send anything): it is size-capped, parsed, checked against the schema
+of its kind (unknown fields dropped, text clipped), rate-limited per sandbox (a token
+bucket) and only then queued; what fails is counted by reason and dropped. The queue is
+written in batches (:meth:`TraceIntake.flush`, every ``flush_s`` or at ``batch_max``).
+
+:class:`Traces` reads it back: one sandbox's events, live or ended, or a *run* (every
+sandbox of the team whose metadata holds given pairs), filtered by kind and time, paged by
+event id; ``follow`` streams new events until the sandbox ends. Retention: events older
+than ``retention_days`` go, and of each sandbox's in-sandbox events (process, transfer)
+only the newest ``keep_per_sandbox`` stay (:meth:`Traces.prune`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bac_server.store import EventRecord, SandboxStore, TraceQuery
+
+from ..errors import InvalidRequest
+from ..keys import Team
+from ._events import EventKind
+from ._history import History
+from ._registry import Registry
+
+log = logging.getLogger(__name__)
+
+IN_SANDBOX_KINDS = frozenset({EventKind.PROCESS.value, EventKind.TRANSFER.value})
+MAX_PAGE = 1000
+_TEXT = 1024
+
+
+class BadReport(ValueError):
+    """A report from inside a sandbox that is not one (the message is the reason)."""
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    max_datagram: int = 16 * 1024
+    rate_per_s: float = 200.0  # sustained reports per sandbox
+    burst: float = 1000.0
+    batch_max: int = 500
+    queue_max: int = 20_000  # beyond: dropped ("backlog"), the store is not keeping up
+    flush_s: float = 0.2
+    retention_days: float = 7.0
+    keep_per_sandbox: int = 10_000
+    prune_every_s: float = 600.0
+
+
+# -- what a report may say ---------------------------------------------------------------
+
+def _text(value: Any, limit: int = _TEXT) -> str:
+    if not isinstance(value, str):
+        raise BadReport("a text field is not a string")
+    return value[:limit]
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 62:
+        raise BadReport("a count is not a non-negative integer")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value \
+            or not 0 <= value < 1e13:
+        raise BadReport("a duration or time is not a non-negative number")
+    return float(value)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise BadReport("a flag is not a boolean")
+    return value
+
+
+_Check = Callable[[Any], Any]
+_PROCESS: dict[str, _Check] = {
+            "pid": _count, "cmd": _text, "user": _text, "cwd": _text, "pty": _flag,
+            "started_at": _number, "duration_ms": _number, "stdout_bytes": _count,
+            "stderr_bytes": _count, "timed_out": _flag, "client_left": _flag,
+            "exit_code": lambda v: _count(v) if v != -1 else -1, "signal": _count,
+            "tag": lambda v: None if v is None else _text(v, 256), "unsent": _count}
+_TRANSFER: dict[str, _Check] = {
+             "direction": _text, "path": _text, "bytes": _count, "user": _text,
+             "duration_ms": _number, "status": _count, "ok": _flag, "unsent": _count,
+             "paths": lambda v: [_text(p, 256) for p in v[:16]] if isinstance(v, list)
+             else _text(v)}
+_REQUIRED = {"process": ("pid", "cmd", "duration_ms"), "transfer": ("direction", "bytes")}
+
+
+def parse_report(data: bytes, max_size: int) -> tuple[EventKind, str, str, dict[str, Any]]:
+    """(kind, level, message, fields) of one report, or ``BadReport``."""
+    if len(data) > max_size:
+        raise BadReport("too large")
+    try:
+        body = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadReport("not JSON") from exc
+    if not isinstance(body, dict):
+        raise BadReport("not an object")
+    kind = body.get("kind")
+    if kind not in _REQUIRED:
+        raise BadReport("unknown kind")
+    schema = _PROCESS if kind == "process" else _TRANSFER
+    if any(name not in body for name in _REQUIRED[kind]):
+        raise BadReport("a required field is missing")
+    fields: dict[str, Any] = {"kind": kind}
+    for name, check in schema.items():
+        if name in body:
+            fields[name] = check(body[name])
+    if kind == "process":
+        if ("exit_code" in fields) == ("signal" in fields):
+            raise BadReport("a process ends with an exit code or a signal")
+        end = (f"killed by signal {fields['signal']}" if "signal" in fields
+               else f"exited {fields['exit_code']}")
+        if fields.get("timed_out"):
+            end += " (its timeout)"
+        message = f"process {fields['pid']} `{fields['cmd'][:200]}` {end} " \
+                  f"in {fields['duration_ms']:.0f} ms"
+        level = "info" if fields.get("exit_code") == 0 else "warn"
+        return EventKind.PROCESS, level, message, fields
+    if fields["direction"] not in ("upload", "download"):
+        raise BadReport("a transfer is an upload or a download")
+    ok = fields.get("ok", False)
+    message = (f"{fields['direction']} {fields.get('path', '')} {fields['bytes']} bytes "
+               f"{'ok' if ok else 'failed'} ({fields.get('status', 0)})")
+    return EventKind.TRANSFER, "info" if ok else "warn", message, fields
+
+
+# -- the intake ----------------------------------------------------------------------------
+
+class _Bucket:
+    __slots__ = ("at", "tokens")
+
+    def __init__(self, tokens: float, at: float) -> None:
+        self.tokens = tokens
+        self.at = at
+
+
+class Changes:
+    """Wakes whoever waits for new events (a follow), at most once per write."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, within: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), within)
+
+
+class TraceIntake:
+    def __init__(self, *, sandbox_store: SandboxStore, registry: Registry,
+                 settings: TraceSettings, changes: Changes,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._store = sandbox_store
+        self._registry = registry
+        self._settings = settings
+        self._changes = changes
+        self._monotonic = monotonic
+        self._queue: list[EventRecord] = []
+        self._buckets: dict[str, _Bucket] = {}
+        self._wake = asyncio.Event()
+        self.accepted = 0
+        self.dropped: Counter[str] = Counter()  # by reason
+
+    def receive(self, sandbox_id: str, data: bytes) -> None:
+        """The backend's sink: never raises, never blocks."""
+        sbx = self._registry.get(sandbox_id)
+        if sbx is None:
+            self.dropped["no sandbox"] += 1
+            return
+        if not self._take_token(sandbox_id):
+            self.dropped["rate"] += 1
+            return
+        if len(self._queue) >= self._settings.queue_max:
+            self.dropped["backlog"] += 1
+            return
+        try:
+            kind, level, message, fields = parse_report(data, self._settings.max_datagram)
+        except BadReport as exc:
+            self.dropped[str(exc)] += 1
+            return
+        self._queue.append(EventRecord(
+            sandbox_id=sandbox_id, team_id=sbx.team_id, at=datetime.now(UTC),
+            kind=kind.value, message=message, level=level, fields=fields,
+            metadata=dict(sbx.metadata)))
+        self.accepted += 1
+        if len(self._queue) >= self._settings.batch_max:
+            self._wake.set()
+
+    def _take_token(self, sandbox_id: str) -> bool:
+        now, s = self._monotonic(), self._settings
+        bucket = self._buckets.get(sandbox_id)
+        if bucket is None:
+            bucket = self._buckets[sandbox_id] = _Bucket(s.burst, now)
+        bucket.tokens = min(s.burst, bucket.tokens + (now - bucket.at) * s.rate_per_s)
+        bucket.at = now
+        if bucket.tokens < 1:
+            return False
+        bucket.tokens -= 1
+        return True
+
+    def forget(self, sandbox_id: str) -> None:
+        self._buckets.pop(sandbox_id, None)
+
+    async def flush(self) -> int:
+        """Write what is queued; returns how many were written."""
+        batch, self._queue = self._queue, []
+        if not batch:
+            return 0
+        try:
+            await self._store.add_events(batch)
+        except Exception:
+            self.dropped["store"] += len(batch)
+            log.exception("writing %d trace events failed", len(batch))
+            return 0
+        self._changes.notify()
+        return len(batch)
+
+    async def run(self) -> None:
+        """Flush forever (cancel to stop; the caller flushes once more after)."""
+        while True:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._settings.flush_s)
+            await self.flush()
+
+
+# -- reading it back ---------------------------------------------------------------------
+
+def _kinds(raw: str | None) -> frozenset[str]:
+    if not raw:
+        return frozenset()
+    kinds = frozenset(k.strip() for k in raw.split(",") if k.strip())
+    known = {k.value for k in EventKind}
+    unknown = sorted(kinds - known)
+    if unknown:
+        raise InvalidRequest(f"unknown event kind {unknown[0]!r}; known: "
+                             + ", ".join(sorted(known)))
+    return kinds
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    kinds: frozenset[str] = frozenset()
+    since: datetime | None = None
+    until: datetime | None = None
+    after_id: int = 0
+    limit: int = 100
+
+    @classmethod
+    def of(cls, *, kinds: str | None, since: datetime | None, until: datetime | None,
+           after_id: int, limit: int) -> TraceFilter:
+        return cls(_kinds(kinds), since, until, after_id, max(1, min(limit, MAX_PAGE)))
+
+
+class Traces:
+    def __init__(self, *, sandbox_store: SandboxStore, registry: Registry, history: History,
+                 settings: TraceSettings | None = None,
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.settings = settings or TraceSettings()
+        self._store = sandbox_store
+        self._registry = registry
+        self._history = history
+        self._now = now
+        self.changes = Changes()
+        self.intake = TraceIntake(sandbox_store=sandbox_store, registry=registry,
+                                  settings=self.settings, changes=self.changes)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def sandbox(self, team: Team, sandbox_id: str, flt: TraceFilter) -> list[EventRecord]:
+        await self._history.sandbox(team, sandbox_id)  # NotFound for another team's
+        return await self._store.trace(self._query(team, flt, sandbox_id=sandbox_id))
+
+    async def run_trace(self, team: Team, metadata: dict[str, str],
+                        flt: TraceFilter) -> list[EventRecord]:
+        if not metadata:
+            raise InvalidRequest("a run is named by at least one metadata pair key:value")
+        return await self._store.trace(self._query(team, flt, metadata=metadata))
+
+    def _query(self, team: Team, flt: TraceFilter, *, sandbox_id: str | None = None,
+               metadata: dict[str, str] | None = None) -> TraceQuery:
+        return TraceQuery(team_id=team.team_id, sandbox_id=sandbox_id, after_id=flt.after_id,
+                          kinds=flt.kinds, since=flt.since, until=flt.until,
+                          metadata=metadata or {}, limit=flt.limit)
+
+    async def follow(self, team: Team, sandbox_id: str, flt: TraceFilter,
+                     *, poll_s: float = 1.0) -> AsyncGenerator[EventRecord, None]:
+        """The events after ``flt.after_id``, then each new one as it is written, until
+        the sandbox has ended and its last events were given (an ended one: what it has).
+        Reports from inside arrive at once; events written elsewhere within ``poll_s``."""
+        await self._history.sandbox(team, sandbox_id)
+        cursor = flt.after_id
+        while True:
+            live = self._registry.get(sandbox_id) is not None
+            batch = await self._store.trace(self._query(
+                team, TraceFilter(flt.kinds, flt.since, flt.until, cursor, MAX_PAGE),
+                sandbox_id=sandbox_id))
+            for record in batch:
+                yield record
+                cursor = record.event_id or cursor
+            if len(batch) == MAX_PAGE:
+                continue
+            if not live:
+                return
+            await self.changes.wait(poll_s)
+
+    async def prune(self) -> int:
+        """Apply the retention once (now as the clock says); returns how many went."""
+        before = self._now() - timedelta(days=self.settings.retention_days)
+        return await self._store.prune_events(
+            before=before, keep_per_sandbox=self.settings.keep_per_sandbox,
+            counted_kinds=IN_SANDBOX_KINDS)
+
+    async def _prune_forever(self) -> None:
+        while True:
+            try:
+                gone = await self.prune()
+                if gone:
+                    log.info("trace retention: %d event(s) pruned", gone)
+            except Exception:
+                log.exception("trace retention pass failed")
+            await asyncio.sleep(self.settings.prune_every_s)
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self.intake.run()),
+                       asyncio.create_task(self._prune_forever())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.intake.flush()
