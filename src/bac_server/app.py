@@ -17,12 +17,14 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from bac_server.api import ApiSettings, build_api
+from bac_server.api.scrape import ScrapeConfigError, ScrapeListener, parse_address
 from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
 from bac_server.control import Clock, ControlPlane, Limits, TemplateServices
 from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
+from bac_server.control.telemetry import MetricLimits, Telemetry
 from bac_server.control.templates import StartSnapshots
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 from bac_server.host import Destinations, IdRange, prepare_host, secure_data_dir
@@ -150,6 +152,17 @@ def build_events(config: ServerConfig, store: Store) -> EventServices:
             max_age_s=config.webhook_max_age_s))
 
 
+def build_scrape(config: ServerConfig, telemetry: Telemetry) -> ScrapeListener | None:
+    """The metrics' own listener (None when ``BAC_METRICS_ADDRESS`` is empty)."""
+    if not config.metrics_address:
+        return None
+    try:
+        host, port = parse_address(config.metrics_address, config.metrics_token)
+    except ScrapeConfigError as exc:
+        raise ConfigError(f"BAC_METRICS_ADDRESS: {exc}") from exc
+    return ScrapeListener(telemetry, host, port, config.metrics_token)
+
+
 def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
     """``clock``: the control plane's (the wall clock unless a simulation brings one)."""
     settings = ApiSettings(
@@ -160,6 +173,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if config.prepare_host:
             await asyncio.to_thread(prepare_host)
+        telemetry = Telemetry(MetricLimits(max_teams=config.metrics_max_teams,
+                                           max_templates=config.metrics_max_templates))
+        scrape = build_scrape(config, telemetry)
         store = await open_store(config)
         backend = build_backend(config)
         templates = build_templates(config)
@@ -176,7 +192,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             max_upload_bytes=config.max_upload_mb << 20,
             upload_quota_bytes=config.upload_quota_mb << 20,
             concurrency=config.template_builds, start_snapshots=start_snapshots,
-            on_template_deleted=gc.soon)
+            on_template_deleted=gc.soon, on_build_finished=telemetry.build_finished)
         events = build_events(config, store)
         plane = ControlPlane(
             backend=backend,
@@ -191,13 +207,24 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             events=events,
             clock=clock,
             idle_cpu_window_s=config.idle_cpu_window_s,
+            telemetry=telemetry,
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))
         gc.start()
         app.state.plane = plane
-        gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic)
+        gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic,
+                          telemetry=telemetry)
         gateways.attach(gateway)
+        if scrape is not None:
+            try:
+                await scrape.start()
+                app.state.scrape = scrape
+            except OSError as exc:
+                # The sandboxes matter more than their metrics: serve on, say it loudly.
+                log.error("metrics are not served: cannot listen on %s: %s",
+                          config.metrics_address, exc)
+                scrape = None
         log.info(
             "bac server ready: %d sandboxes re-attached, %d cleaned",
             len(report.reattached), len(report.died) + len(report.orphans_destroyed),
@@ -209,6 +236,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             with contextlib.suppress(asyncio.CancelledError):
                 await warming
             gateways.detach()
+            if scrape is not None:
+                await scrape.close()
             try:
                 await gc.close()
                 await plane.stop()

@@ -55,6 +55,14 @@ class ServerConfig:
     idle_cpu_pct: float = 5.0
     # How long the CPU is measured when a sandbox's idle time is up, seconds.
     idle_cpu_window_s: float = 1.0
+    # Prometheus metrics (docs/observability.md): ``GET /metrics`` on this ``host:port``
+    # of its own (empty: not served); beyond loopback only with a token, which scrapes
+    # send as ``Authorization: Bearer <token>``.
+    metrics_address: str = "127.0.0.1:9464"
+    metrics_token: str = ""
+    # Teams and templates with series of their own; the rest are counted as "other".
+    metrics_max_teams: int = 100
+    metrics_max_templates: int = 100
     default_cpu_count: int = 2
     default_memory_mb: int = 512
     default_disk_mb: int = 10_240

@@ -65,6 +65,8 @@ class ServerProcess:
             BAC_TEMPLATES_DIR=TEMPLATES_DIR,
             BAC_POOL_SIZE="2",
             BAC_METRICS_INTERVAL_S="0.5",
+            # Servers run side by side: each its own metrics port.
+            BAC_METRICS_ADDRESS="127.0.0.1:0",
         )
         env.update(self.extra_env)
         return env

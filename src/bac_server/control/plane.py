@@ -37,6 +37,7 @@ from bac_server.control.sandboxes import (
     TraceSettings,
     reconcile,
 )
+from bac_server.control.telemetry import Telemetry
 from bac_server.control.templates import (
     BuiltImages,
     StartSnapshots,
@@ -78,10 +79,12 @@ class TemplateServices:
                engine: BuildEngine | None, limits: Limits, uploads_dir: Path,
                max_upload_bytes: int, upload_quota_bytes: int = 0, concurrency: int,
                start_snapshots: StartSnapshots | None = None,
-               on_template_deleted: Callable[[], None] | None = None) -> TemplateServices:
+               on_template_deleted: Callable[[], None] | None = None,
+               on_build_finished: Callable[[str, float], None] | None = None,
+               ) -> TemplateServices:
         """``upload_quota_bytes``: what each team's uploads may use together (0: no
         quota); ``on_template_deleted``: called after each delete (the collector's
-        ``soon``)."""
+        ``soon``); ``on_build_finished(outcome, seconds)`` after each build."""
         catalog = TemplateCatalog(catalog_store=catalog_store, build_store=build_store,
                                   limits=limits, on_delete=on_template_deleted)
         resolver = TemplateResolver(images=images, catalog_store=catalog_store, catalog=catalog)
@@ -90,7 +93,8 @@ class TemplateServices:
         uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes, quota=quota)
         builds = TemplateBuilds(build_store=build_store, engine=engine, catalog=catalog,
                                 resolver=resolver, uploads=uploads, limits=limits,
-                                concurrency=concurrency, start_snapshots=start_snapshots)
+                                concurrency=concurrency, start_snapshots=start_snapshots,
+                                on_finished=on_build_finished)
         return cls(catalog, resolver, uploads, builds, gc_store, start_snapshots)
 
     async def start(self) -> None:
@@ -135,6 +139,7 @@ class ControlPlane:
         events: EventServices | None = None,
         clock: Clock | None = None,
         idle_cpu_window_s: float = 1.0,
+        telemetry: Telemetry | None = None,
     ) -> None:
         """``clock``: what lifetimes are measured and scheduled by (the wall clock unless
         a simulation brings its own)."""
@@ -144,11 +149,16 @@ class ControlPlane:
         self.limits = limits
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = Registry(self.clock)
+        # The Prometheus metrics: fed by the lifecycle, reading the registry at each scrape.
+        self.telemetry = telemetry
+        if telemetry is not None:
+            telemetry.watch(self.registry, self.clock)
         self.keys = KeyService(key_store)
         source = templates.resolver
         self.lifecycle = Lifecycle(
             backend=backend, sandbox_store=sandbox_store, registry=self.registry, limits=limits,
             templates=source, clock=self.clock, idle_cpu_window_s=idle_cpu_window_s,
+            observer=telemetry,
         )
         self.creator = Creator(
             backend=backend,
@@ -159,6 +169,7 @@ class ControlPlane:
             lifecycle=self.lifecycle,
             limits=limits,
             start_snapshots=templates.start_snapshots,
+            observer=telemetry,
         )
         self.history = History(sandbox_store=sandbox_store, metric_store=metric_store,
                                registry=self.registry)

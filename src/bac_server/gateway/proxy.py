@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from starlette.types import Receive, Scope, Send
 
 from bac_server.control import Registry, Route
+from bac_server.control.telemetry import Telemetry
 from bac_server.gateway.errors import (
     BAD_TRAFFIC_HEADER,
     NO_TRAFFIC_HEADER,
@@ -26,6 +27,7 @@ from bac_server.gateway.errors import (
     send_error,
 )
 from bac_server.gateway.http_relay import HttpRelay, UpstreamFailed
+from bac_server.gateway.metering import Metered
 from bac_server.gateway.pool import Pool
 from bac_server.gateway.routing import Target
 from bac_server.gateway.websocket_relay import deny, relay_websocket
@@ -49,8 +51,10 @@ def is_internal_path(raw_path: bytes) -> bool:
 
 class Gateway:
     def __init__(self, registry: Registry, pool: Pool | None = None, *,
-                 waker: Callable[[str], Awaitable[Route | None]] | None = None) -> None:
+                 waker: Callable[[str], Awaitable[Route | None]] | None = None,
+                 telemetry: Telemetry | None = None) -> None:
         self._registry = registry
+        self._telemetry = telemetry
         self._waker = waker
         self._pool = pool or Pool()
         self._http = HttpRelay(self._pool)
@@ -82,16 +86,26 @@ class Gateway:
         if route is None and self._waker is not None:
             route = await self._waker(target.sandbox_id)
         refusal = (502, NOT_FOUND) if route is None else self._refusal(scope, route, target)
-        if refusal is not None:
-            await self._refuse(scope, send, refusal, target)
-            return
-        assert route is not None
-        # The sandbox is active while a request to it is in flight (its idle policy).
-        self._registry.traffic_started(target.sandbox_id)
+        metered = None if self._telemetry is None else Metered(
+            self._telemetry, scope, envd=route is not None and target.port == route.envd_port)
+        if metered is not None:
+            receive, send = metered.receive(receive), metered.send(send)
+        error: str | None = None
         try:
-            await self._relay(scope, receive, send, target, route)
+            if refusal is not None:
+                error = "sandbox_not_found" if refusal[0] == 502 else "refused"
+                await self._refuse(scope, send, refusal, target)
+                return
+            assert route is not None
+            # The sandbox is active while a request to it is in flight (its idle policy).
+            self._registry.traffic_started(target.sandbox_id)
+            try:
+                error = await self._relay(scope, receive, send, target, route)
+            finally:
+                self._registry.traffic_ended(target.sandbox_id)
         finally:
-            self._registry.traffic_ended(target.sandbox_id)
+            if metered is not None:
+                metered.finish(error)
 
     async def _refuse(self, scope: Scope, send: Send, refusal: tuple[int, str],
                       target: Target) -> None:
@@ -101,11 +115,12 @@ class Gateway:
             await send_error(send, refusal[0], refusal[1], target.sandbox_id)
 
     async def _relay(self, scope: Scope, receive: Receive, send: Send, target: Target,
-                     route: Route) -> None:
+                     route: Route) -> str | None:
+        """Relay; returns why it could not, if it could not (the metrics' reason)."""
         if scope["type"] == "websocket":
             await relay_websocket(scope, receive, send, target.sandbox_id, route.address,
                                   target.port)
-            return
+            return None
         try:
             await self._http.relay(
                 scope, receive, send, target.sandbox_id, route.address, target.port
@@ -115,10 +130,13 @@ class Gateway:
                 # Returning with the response incomplete makes the server cut the client
                 # connection: the client sees a broken stream, never a truncated success.
                 log.info("relay to %s:%d broke: %s", target.sandbox_id, target.port, exc)
-                return
+                return "upstream_broke"
             gone = self._registry.route(target.sandbox_id) is None
             await send_error(send, 502, NOT_FOUND if gone else str(exc), target.sandbox_id)
+            return "sandbox_not_found" if gone else "upstream_closed"
         except OSError:
             gone = self._registry.route(target.sandbox_id) is None
             message = NOT_FOUND if gone else PORT_CLOSED
             await send_error(send, 502, message, target.sandbox_id)
+            return "sandbox_not_found" if gone else "port_closed"
+        return None

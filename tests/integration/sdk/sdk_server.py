@@ -84,6 +84,8 @@ def running_server() -> Iterator[BacServer]:
         "BAC_PORT": str(port),
         "BAC_DATA_DIR": str(data_dir),
         "BAC_TEMPLATES_DIR": os.environ.get("BAC_TEMPLATES_DIR", "/var/lib/bac"),
+        # Servers run side by side: each its own metrics port.
+        "BAC_METRICS_ADDRESS": "127.0.0.1:0",
     }
     for name in ("BAC_API_KEY", "E2B_API_KEY", "BAC_API_URL", "E2B_API_URL", "E2B_SANDBOX_URL"):
         env.pop(name, None)

@@ -42,6 +42,12 @@ class InProcessServer:
         assert isinstance(plane, ControlPlane)
         return plane
 
+    @property
+    def metrics_url(self) -> str:
+        """Where the metrics are scraped (their own listener)."""
+        scrape = self.app.api.state.scrape  # type: ignore[attr-defined]
+        return f"http://127.0.0.1:{scrape.port}/metrics"
+
     def opts(self, team: int = 0) -> dict[str, Any]:
         """Connection options for the official SDK (its sandboxes' traffic through this
         server's gateway, too)."""
@@ -64,7 +70,7 @@ async def inprocess_server(label: str, *, teams: tuple[str, ...] = ("alpha",),
     settings = dataclasses.replace(
         ServerConfig(), host="127.0.0.1", port=port, data_dir=data_dir,
         templates_dir=Path(TEMPLATES_DIR), pool_size=1, metrics_interval_s=0.5,
-        **config)
+        **({"metrics_address": "127.0.0.1:0"} | config))
     clock = ManualClock()
     app = create_app(settings, clock=clock)
     assert isinstance(app, Dispatcher)

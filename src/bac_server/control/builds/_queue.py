@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,7 +67,11 @@ class TemplateBuilds:
     def __init__(self, *, build_store: BuildStore, engine: BuildEngine | None,
                  catalog: TemplateCatalog, resolver: TemplateResolver, uploads: Uploads,
                  limits: Limits, concurrency: int = 1,
-                 start_snapshots: StartSnapshots | None = None) -> None:
+                 start_snapshots: StartSnapshots | None = None,
+                 on_finished: Callable[[str, float], None] | None = None) -> None:
+        """``on_finished(outcome, seconds)``: after each build that ran (``ready``,
+        ``error``, ``cancelled``), with how long it ran."""
+        self._on_finished = on_finished
         self._build_store = build_store
         self._engine = engine
         self._catalog = catalog
@@ -112,6 +117,7 @@ class TemplateBuilds:
         build_id = build.build_id
         writer = BuildLog(self._build_store, build_id, on_write=lambda: self._notify(build_id),
                           secrets=secrets_of(recipe))
+        began, outcome = time.monotonic(), "error"
         try:
             await self._build_store.start_build(build_id, from_states=[BuildStatus.WAITING.value],
                                                 status=BuildStatus.WAITING.value,
@@ -130,7 +136,9 @@ class TemplateBuilds:
                 build_id, status=BuildStatus.READY.value, at=datetime.now(UTC),
                 from_states=sources_of(BuildStatus.READY), digest=built.digest,
                 config=config_record(built.config))
+            outcome = "ready"
         except asyncio.CancelledError:
+            outcome = "cancelled"
             await self._fail(build_id, writer, self._stop_reason.pop(build_id, "cancelled"))
         except _StepRefused as exc:
             await self._fail(build_id, writer, str(exc), exc.step)
@@ -144,6 +152,8 @@ class TemplateBuilds:
                              writer.last_step)
         finally:
             self._notify(build_id)
+            if self._on_finished is not None:
+                self._on_finished(outcome, time.monotonic() - began)
 
     async def _build(self, template: TemplateRecord, build: BuildRecord, recipe: BuildRecipe,
                      writer: BuildLog) -> BuiltTemplate:

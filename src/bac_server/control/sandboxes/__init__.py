@@ -8,6 +8,7 @@ the gateway read of them, and what they leave in the store.
   record and start at once, arm its timeout).
 * ``_lifecycle``: ``Lifecycle``, timeouts, kill, connect and refresh, pause and resume.
 * ``_idle``: ``IdleWatch``, the idle policy (pause, or end, a sandbox left alone).
+* ``_observer``: ``LifecycleObserver``, what the lifecycle reports to its metrics.
 * ``_pausing``: which pause this backend gives, and automatic resume on traffic.
 * ``_specs``: the backend's view of an existing sandbox, for the steps that start it again.
 * ``_reconcile``: the store against what the backend holds, at start-up.
@@ -28,6 +29,7 @@ from ._idle import IdleWatch
 from ._lifecycle import Lifecycle
 from ._listing import MAX_LIMIT, Cursor, ListQuery, page
 from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
+from ._observer import LifecycleObserver
 from ._reconcile import ReconcileReport, reconcile
 from ._registry import NO_END, LiveSandbox, OnTimeout, Registry, Route
 from ._sampler import MetricsSampler
@@ -58,6 +60,7 @@ __all__ = [
     "IdleWatch",
     "InvalidTransition",
     "Lifecycle",
+    "LifecycleObserver",
     "ListQuery",
     "LiveSandbox",
     "MetricsSampler",

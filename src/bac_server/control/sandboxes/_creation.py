@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -43,6 +44,7 @@ from ..templates import Resolved, StartSnapshots, TemplateSource
 from ..tokens import new_access_token, new_sandbox_id
 from ._events import EventKind, event
 from ._lifecycle import Lifecycle
+from ._observer import LifecycleObserver
 from ._registry import NO_END, LiveSandbox, OnTimeout, Registry
 from ._states import SandboxState, check_transition
 
@@ -91,8 +93,10 @@ class Creator:
         lifecycle: Lifecycle,
         limits: Limits,
         start_snapshots: StartSnapshots | None = None,
+        observer: LifecycleObserver | None = None,
     ) -> None:
         self._backend = backend
+        self._observer = observer
         self._start_snapshots = start_snapshots
         self._templates = templates
         self._sandbox_store = sandbox_store
@@ -247,11 +251,20 @@ class Creator:
         created = event(sbx.sandbox_id, sbx.team_id, EventKind.CREATED,
                         f"created from template {image.template_id}", template=image.template_id)
         started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
+        began = time.monotonic()
         stored, made = await asyncio.gather(
             self._sandbox_store.insert_sandbox(row, created, started),
             self._start(spec, source),
             return_exceptions=True,
         )
+        if self._observer is not None:
+            if isinstance(made, BaseException) or isinstance(stored, BaseException):
+                self._observer.create_failed(image.template_id)
+            else:
+                # The backend does not say yet how it made the sandbox (pool, start
+                # snapshot, boot): "unknown" until its create result does.
+                self._observer.created("checkpoint" if source is not None else "unknown",
+                                       image.template_id, time.monotonic() - began)
         if isinstance(made, BaseException):
             await self._failed(sbx, made, recorded=not isinstance(stored, BaseException))
             raise _domain_error(made, image) from made

@@ -29,6 +29,7 @@ from ..limits import Limits
 from ..templates import TemplateSource
 from ._events import EventKind, event
 from ._idle import IdleWatch
+from ._observer import LifecycleObserver
 from ._pausing import Pausing
 from ._registry import NO_END, LiveSandbox, OnTimeout, Registry
 from ._states import SandboxState, check_transition
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 class Lifecycle:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
                  limits: Limits, templates: TemplateSource, clock: Clock | None = None,
-                 idle_cpu_window_s: float = 1.0):
+                 idle_cpu_window_s: float = 1.0, observer: LifecycleObserver | None = None):
         self._backend = backend
         self._sandbox_store = sandbox_store
         self._registry = registry
@@ -47,7 +48,8 @@ class Lifecycle:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.pausing = Pausing(backend=backend, sandbox_store=sandbox_store, registry=registry,
-                               templates=templates, arm=self.arm, clock=self.clock)
+                               templates=templates, arm=self.arm, clock=self.clock,
+                               observer=observer)
         self.idle = IdleWatch(backend=backend, clock=self.clock, act=self._idle_act,
                               cpu_window_s=idle_cpu_window_s)
         # Called with each sandbox that ended (e.g. to drop its checkpoints).

@@ -17,6 +17,7 @@ Callers hold ``sbx.lock``. A paused sandbox has no timer: it never expires.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -33,6 +34,7 @@ from ..clock import Clock, SystemClock
 from ..errors import NotSupported, PauseFailed, ResumeFailed
 from ..templates import TemplateSource
 from ._events import EventKind, event
+from ._observer import LifecycleObserver
 from ._registry import NO_END, LiveSandbox, OnTimeout, Registry, Route
 from ._specs import spec_of
 from ._states import SandboxState, check_transition
@@ -42,8 +44,9 @@ log = logging.getLogger(__name__)
 class Pausing:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
                  templates: TemplateSource, arm: Callable[[LiveSandbox], None],
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, observer: LifecycleObserver | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._observer = observer
         self._backend = backend
         self._sandbox_store = sandbox_store
         self._registry = registry
@@ -73,6 +76,7 @@ class Pausing:
         sbx.paused_as = paused_as
         self._registry.update(sbx)
         self._arm(sbx)  # cancels the timer: paused sandboxes do not expire
+        began = time.monotonic()
         try:
             if paused_as is PauseKind.FREEZER:
                 assert isinstance(self._backend, Pausable)
@@ -90,6 +94,8 @@ class Pausing:
                 raise PauseFailed(f"pausing sandbox {sbx.sandbox_id!r} failed: its state "
                                   "could not be saved") from exc
             raise
+        if self._observer is not None:
+            self._observer.paused(paused_as.value, time.monotonic() - began)
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
             event=event(sbx.sandbox_id, sbx.team_id, kind, message,
@@ -102,6 +108,8 @@ class Pausing:
         ``on_resume="reboot"``); ``on_timeout`` replaces what its timeout does, once it
         runs again."""
         check_transition(sbx.state, SandboxState.RUNNING)
+        kind = sbx.paused_as
+        began = time.monotonic()
         if isinstance(self._backend, Checkpointable):
             # wake() continues any kind of pause; the spec is for a fresh start.
             spec = await spec_of(self._templates, sbx)
@@ -117,6 +125,8 @@ class Pausing:
             endpoint = await self._backend.resume(sbx.sandbox_id)
         else:
             raise NotSupported(f"the {self._backend.name!r} backend cannot resume it")
+        if self._observer is not None and kind is not None:
+            self._observer.resumed(kind.value, time.monotonic() - began)
         sbx.state, sbx.paused_as = SandboxState.RUNNING, None
         sbx.attach(endpoint.address, endpoint.envd_port)
         now = self._clock.now()

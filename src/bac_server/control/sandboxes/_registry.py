@@ -186,14 +186,18 @@ class Registry:
         self._sandboxes: dict[str, LiveSandbox] = {}
         self._routes: dict[str, Route] = {}
         self._gone_listeners: list[Callable[[str], None]] = []
+        self._change_listeners: list[Callable[[LiveSandbox], None]] = []
 
     def add(self, sbx: LiveSandbox) -> None:
         sbx.last_active = self._clock.now()
         self._sandboxes[sbx.sandbox_id] = sbx
         self._sync_route(sbx)
+        self._changed(sbx)
 
     def remove(self, sandbox_id: str) -> None:
-        self._sandboxes.pop(sandbox_id, None)
+        sbx = self._sandboxes.pop(sandbox_id, None)
+        if sbx is not None:
+            self._changed(sbx)
         if self._routes.pop(sandbox_id, None) is not None:
             for listener in self._gone_listeners:
                 listener(sandbox_id)
@@ -205,6 +209,7 @@ class Registry:
             return
         had_route = sbx.sandbox_id in self._routes
         self._sync_route(sbx)
+        self._changed(sbx)
         if had_route and sbx.sandbox_id not in self._routes:
             for listener in self._gone_listeners:
                 listener(sbx.sandbox_id)
@@ -214,6 +219,14 @@ class Registry:
             self._routes[sbx.sandbox_id] = sbx.route
         else:
             self._routes.pop(sbx.sandbox_id, None)
+
+    def on_change(self, listener: Callable[[LiveSandbox], None]) -> None:
+        """Call ``listener(sbx)`` when a sandbox is added, changes state or is removed."""
+        self._change_listeners.append(listener)
+
+    def _changed(self, sbx: LiveSandbox) -> None:
+        for listener in self._change_listeners:
+            listener(sbx)
 
     def on_gone(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(sandbox_id)`` when a sandbox stops being routable."""
