@@ -57,6 +57,16 @@ from bac._errors import (
     ServerUnreachableError,
     TimeoutError,
 )
+from bac._events import (
+    LIFECYCLE_TYPES,
+    WARNING_TYPE,
+    AsyncEvents,
+    LifecycleEvent,
+    Webhook,
+    WebhookDelivery,
+    verify_signature,
+)
+from bac._events_sync import Events
 from bac._lifecycle import Lifecycle
 from bac._models import (
     CommandResult,
@@ -98,9 +108,12 @@ from bac._template import (
 from bac._version import __version__
 
 __all__ = [
+    "LIFECYCLE_TYPES",
+    "WARNING_TYPE",
     "AlreadyExistsError",
     "AsyncCommandHandle",
     "AsyncCommands",
+    "AsyncEvents",
     "AsyncFileStream",
     "AsyncFilesystem",
     "AsyncPty",
@@ -125,6 +138,7 @@ __all__ = [
     "DockerfileError",
     "DockerfileWarning",
     "EntryInfo",
+    "Events",
     "Execution",
     "ExecutionError",
     "FileType",
@@ -134,6 +148,7 @@ __all__ = [
     "FromKind",
     "InvalidArgumentError",
     "Lifecycle",
+    "LifecycleEvent",
     "Logs",
     "NetworkOpts",
     "NotEnoughSpaceError",
@@ -169,10 +184,13 @@ __all__ = [
     "Templates",
     "TimeoutError",
     "WatchHandle",
+    "Webhook",
+    "WebhookDelivery",
     "WriteData",
     "WriteEntry",
     "WriteInfo",
     "__version__",
     "classify_from",
     "sign",
+    "verify_signature",
 ]

@@ -10,6 +10,7 @@ import click
 
 from bac._version import __version__
 from bac.cli._admin import admin, keys, serve
+from bac.cli._events import events, webhooks
 from bac.cli._exec import exec_
 from bac.cli._files import files
 from bac.cli._output import BacGroup
@@ -48,6 +49,8 @@ cli.add_command(shell)
 cli.add_command(files)
 cli.add_command(run_code)
 cli.add_command(template)
+cli.add_command(events)
+cli.add_command(webhooks)
 
 
 def main() -> None:
