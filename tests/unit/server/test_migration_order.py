@@ -1,0 +1,78 @@
+"""The migration runner applies every step not yet recorded: a step numbered below one
+already applied (the program gained it later) still runs, once, and a database whose
+single version row was written by the older runner counts every step up to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from bac_server.store.sealing import Sealer
+from bac_server.store.sql import migrations
+from bac_server.store.sql.engine import open_engine
+
+SEALER = Sealer(Sealer.new_key())
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}"
+
+
+async def _state(url: str) -> tuple[set[int], set[str], set[str], set[str]]:
+    engine = open_engine(url)
+
+    def read(conn: sa.Connection) -> tuple[set[int], set[str], set[str], set[str]]:
+        inspector = sa.inspect(conn)
+        versions = {int(v) for v in conn.execute(sa.text(
+            "SELECT version FROM schema_version")).scalars()}
+        columns = {c["name"] for c in inspector.get_columns("sandbox_events")}
+        indexes = {i["name"] or "" for i in inspector.get_indexes("sandbox_events")}
+        return versions, set(inspector.get_table_names()), columns, indexes
+
+    async with engine.connect() as conn:
+        found = await conn.run_sync(read)
+    await engine.dispose()
+    return found
+
+
+async def test_a_lower_step_added_later_still_runs(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server without step 5 migrated to 6; a later one with 5 applies it, and
+    re-running changes nothing."""
+    url = _url(tmp_path)
+    without_5 = tuple(s for s in migrations.STEPS if s.version != 5)
+    monkeypatch.setattr(migrations, "STEPS", without_5)
+    engine = open_engine(url)
+    await migrations.migrate(engine, SEALER)
+    await engine.dispose()
+    versions, tables, columns, indexes = await _state(url)
+    assert versions == {1, 2, 3, 4, 6}
+    assert "webhooks" in tables and "wire_type" in columns and "metadata" not in columns
+    assert "ix_sandbox_events_team" in indexes
+
+    monkeypatch.undo()
+    engine = open_engine(url)
+    assert await migrations.migrate(engine, SEALER) == 6
+    assert await migrations.migrate(engine, SEALER) == 6
+    await engine.dispose()
+    versions, _tables, columns, _indexes = await _state(url)
+    assert versions == {1, 2, 3, 4, 5, 6}
+    assert "metadata" in columns  # step 5's column
+
+
+async def test_the_older_runners_single_row_counts_every_step_up_to_it(
+        tmp_path: Path) -> None:
+    url = _url(tmp_path)
+    engine = open_engine(url)
+    async with engine.begin() as conn:
+        for step in migrations.STEPS[:4]:
+            await conn.run_sync(step.upgrade, SEALER)
+        await conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        await conn.exec_driver_sql("INSERT INTO schema_version VALUES (4)")
+    assert await migrations.migrate(engine, SEALER) == 4
+    await engine.dispose()
+    versions, tables, columns, _indexes = await _state(url)
+    assert versions == {4, 5, 6}  # 1 to 3 not run again (they would fail on their tables)
+    assert "webhook_deliveries" in tables and {"wire_type", "metadata"} <= columns
