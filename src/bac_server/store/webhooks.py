@@ -112,9 +112,11 @@ class EventLogStore(Protocol):
     async def events_for_delivery(
         self, *, team_ids: Collection[str], types: Collection[str], after_id: int,
         up_to_id: int | None = None, since: datetime | None = None, limit: int,
+        newest_first: bool = False,
     ) -> list[LoggedEvent]:
         """Events of ``types`` of these teams with ids in (``after_id``, ``up_to_id``],
-        written at or after ``since`` when given, by event id."""
+        written at or after ``since`` when given, by event id (the highest first with
+        ``newest_first``)."""
         ...
 
 

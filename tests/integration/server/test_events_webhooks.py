@@ -18,6 +18,7 @@ import httpx
 import pytest
 from bac_process import ServerProcess, fresh_data_dir, remove_data_dir, running
 from e2b import Sandbox
+from openapi_check import check
 from webhook_receiver import Receiver, e2b_signature, receiving
 
 pytestmark = pytest.mark.root
@@ -95,27 +96,30 @@ def _types(events: list[dict[str, Any]]) -> list[str]:
 
 def test_events_of_a_sandbox_paged_filtered_and_ordered(
         server: ServerProcess, alpha: httpx.Client, beta: httpx.Client) -> None:
-    """create, set_timeout, pause, resume (connect) and kill each leave one event of
+    """create, set_timeout, a snapshot, pause, resume (connect) and kill each leave one event of
     E2B's type and shape; offset/limit page them, orderAsc orders them, types filters
     them; the team route lists them too; another team's view has none of them."""
     sbx = Sandbox.create(timeout=120, metadata={"run": "events-1"}, **_sdk(server))
     sbx.set_timeout(200)
+    snapshot = sbx.create_snapshot()
     assert sbx.pause() is True
     Sandbox.connect(sbx.sandbox_id, **_sdk(server)).kill()
+    assert Sandbox.delete_snapshot(snapshot.snapshot_id, **_sdk(server))
     route = f"/events/sandboxes/{sbx.sandbox_id}"
 
     listed = alpha.get(route, params={"orderAsc": "true", "limit": 100})
     assert listed.status_code == 200, listed.text
     events = listed.json()
-    assert _types(events) == ["created", "updated", "paused", "resumed", "killed"]
-    created, paused, killed = events[0], events[2], events[4]
+    assert _types(events) == ["created", "updated", "checkpointed", "paused", "resumed",
+                              "killed"]
+    created, paused, killed = events[0], events[3], events[5]
     assert created["sandboxId"] == sbx.sandbox_id
     assert created["sandboxTemplateId"] == "base"
     assert created["sandboxBuildId"] == ""  # a built-in template has no build
     assert created["eventCategory"] == "lifecycle" and created["eventLabel"] == "create"
     assert created["eventData"]["sandbox_metadata"] == {"run": "events-1"}
     assert created["timestamp"].endswith("Z") and created["version"] == "v2"
-    assert len({e["id"] for e in events}) == 5
+    assert len({e["id"] for e in events}) == 6
     assert len({e["sandboxExecutionId"] for e in events}) == 1
     assert {e["sandboxTeamId"] for e in events} == {created["sandboxTeamId"]}
     for with_execution in (paused, killed):
@@ -127,10 +131,10 @@ def test_events_of_a_sandbox_paged_filtered_and_ordered(
     newest_first = alpha.get(route, params={"limit": 100}).json()
     assert newest_first == list(reversed(events))  # orderAsc defaults to false
     assert alpha.get(route).json() == newest_first[:10]  # limit defaults to 10
-    pages = [alpha.get(route, params={"orderAsc": "true", "limit": 2, "offset": n}).json()
-             for n in (0, 2, 4, 6)]
+    pages = [alpha.get(route, params={"orderAsc": "true", "limit": 4, "offset": n}).json()
+             for n in (0, 4, 8)]
     assert [e for page in pages for e in page] == events
-    assert [len(p) for p in pages] == [2, 2, 1, 0]
+    assert [len(p) for p in pages] == [4, 2, 0]
     picked = alpha.get(route, params=[("types", LIFECYCLE + "paused"),
                                       ("types", LIFECYCLE + "killed"),
                                       ("orderAsc", "true")]).json()
@@ -366,3 +370,53 @@ def test_no_duplicate_or_loss_across_a_restart(receiver: Receiver) -> None:
             srv.kill_all_sandboxes()
         srv.stop()
     remove_data_dir(srv)
+
+
+def test_responses_conform_to_the_spec(server: ServerProcess, alpha: httpx.Client,
+                                       receiver: Receiver) -> None:
+    """Every events and webhooks operation answers what spec/openapi.yaml says, on
+    success and on error."""
+    sbx = Sandbox.create(timeout=60, metadata={"k": "v"}, **_sdk(server))
+    hook_made = alpha.post("/events/webhooks", json={
+        "name": "spec", "url": receiver.url("/spec"), "events": [LIFECYCLE + "killed"],
+        "signatureSecret": SECRET})
+    check("POST", "/events/webhooks", hook_made)
+    hook = hook_made.json()["id"]
+    sbx.kill()
+    receiver.until(lambda a: a.path == "/spec")
+    _eventually(lambda: alpha.get(f"/events/webhooks/{hook}/deliveries").json(),
+                "the delivery logged")
+    delivery = alpha.get(f"/events/webhooks/{hook}/deliveries").json()[0]["id"]
+    w = "/events/webhooks/{webhookID}"
+    calls = [
+        ("GET", "/events/sandboxes", "/events/sandboxes", {"params": {"limit": 3}}),
+        ("GET", "/events/sandboxes/{sandboxID}", f"/events/sandboxes/{sbx.sandbox_id}", {}),
+        ("GET", "/events/sandboxes/{sandboxID}", "/events/sandboxes/nosuch", {}),
+        ("GET", "/events/sandboxes", "/events/sandboxes", {"params": {"limit": 0}}),
+        ("GET", "/events/webhooks", "/events/webhooks", {}),
+        ("GET", w, f"/events/webhooks/{hook}", {}),
+        ("PATCH", w, f"/events/webhooks/{hook}", {"json": {"enabled": False}}),
+        ("PATCH", w, f"/events/webhooks/{hook}", {"json": {"events": []}}),
+        ("GET", w + "/deliveries", f"/events/webhooks/{hook}/deliveries",
+         {"params": {"limit": 1}}),
+        ("GET", w + "/deliveries", f"/events/webhooks/{hook}/deliveries",
+         {"params": {"cursor": "x"}}),
+        ("GET", w + "/deliveries/{deliveryID}",
+         f"/events/webhooks/{hook}/deliveries/{delivery}", {}),
+        ("GET", w + "/deliveries/{deliveryID}", f"/events/webhooks/{hook}/deliveries/nosuch",
+         {}),
+        ("GET", w + "/stats", f"/events/webhooks/{hook}/stats", {}),
+        ("POST", "/events/webhooks", "/events/webhooks", {"json": {"url": "x"}}),
+        ("DELETE", w, f"/events/webhooks/{hook}", {}),
+        ("GET", w, f"/events/webhooks/{hook}", {}),
+    ]
+    statuses = []
+    for method, template, path, kwargs in calls:
+        response = alpha.request(method, path, **kwargs)
+        check(method, template, response)
+        statuses.append(response.status_code)
+    assert statuses == [200, 200, 404, 400, 200, 200, 200, 400, 200, 400, 200, 404, 200, 400,
+                        204, 404]
+    anonymous = httpx.get(server.url + "/events/webhooks")
+    check("GET", "/events/webhooks", anonymous)
+    assert anonymous.status_code == 401

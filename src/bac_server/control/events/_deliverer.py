@@ -181,7 +181,7 @@ class WebhookDeliverer:
         rescan = max(oldest_hook, self._clock() - timedelta(seconds=self.settings.rescan_s))
         recent = await self._event_log.events_for_delivery(
             team_ids=teams, types=types, after_id=0, up_to_id=cursor, since=rescan,
-            limit=batch * 4)
+            limit=batch * 4, newest_first=True)  # the nearest the cursor: the likeliest late
         if recent:
             await self._store.owe(self._owed(recent, hooks), cursor)
         while True:

@@ -62,6 +62,7 @@ class SqlEventLog:
     async def events_for_delivery(
         self, *, team_ids: Collection[str], types: Collection[str], after_id: int,
         up_to_id: int | None = None, since: datetime | None = None, limit: int,
+        newest_first: bool = False,
     ) -> list[LoggedEvent]:
         if not team_ids or not types:
             return []
@@ -72,5 +73,6 @@ class SqlEventLog:
         if since is not None:
             query = query.where(_e.at >= ts(since))
         async with self._engine.connect() as conn:
-            rows = (await conn.execute(query.order_by(_e.event_id).limit(limit))).all()
+            order = _e.event_id.desc() if newest_first else _e.event_id
+            rows = (await conn.execute(query.order_by(order).limit(limit))).all()
         return [_logged(r) for r in rows]
