@@ -17,11 +17,16 @@ from bac._models import SandboxInfo
 class Lifecycle(TypedDict, total=False):
     """What happens at the timeout: ``on_timeout="pause"`` pauses instead of killing
     (``keep_memory=False``: files only), ``auto_resume`` resumes a paused sandbox on the next
-    call to it."""
+    call to it. The idle policy (Bac): after ``idle_after`` seconds with no API or gateway
+    traffic and its CPU under ``idle_cpu_below_pct`` %, ``idle_action`` (pause by default;
+    ``idle_after=0``: never); each left out is the server's default."""
 
     on_timeout: Literal["kill", "pause"]
     keep_memory: bool
     auto_resume: bool
+    idle_after: int
+    idle_cpu_below_pct: float
+    idle_action: Literal["pause", "kill"]
 
 
 def lifecycle_body(lifecycle: Lifecycle | None) -> dict[str, Any]:
@@ -36,7 +41,15 @@ def lifecycle_body(lifecycle: Lifecycle | None) -> dict[str, Any]:
         body["autoPauseMemory"] = bool(lifecycle["keep_memory"])
     if "auto_resume" in lifecycle:
         body["autoResume"] = {"enabled": bool(lifecycle["auto_resume"])}
+    idle = {wire: lifecycle[key] for key, wire in _IDLE_FIELDS.items()  # type: ignore[literal-required]
+            if key in lifecycle}
+    if idle:
+        body["idle"] = idle
     return body
+
+
+_IDLE_FIELDS = {"idle_after": "after", "idle_cpu_below_pct": "cpuBelowPct",
+                "idle_action": "action"}
 
 
 def sandbox_path(sandbox_id: str, suffix: str = "") -> str:

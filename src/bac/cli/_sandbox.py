@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from bac import AsyncSandbox, SandboxInfo, SandboxQuery, SandboxState
+from bac import AsyncSandbox, Lifecycle, SandboxInfo, SandboxQuery, SandboxState
 from bac.cli._context import connection, run
 from bac.cli._output import (
     BacGroup,
@@ -38,18 +38,23 @@ def sandbox() -> None:
 @click.option("-m", "--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata (repeat).")
 @click.option("-e", "--env", multiple=True, metavar="KEY=VALUE",
               help="Environment variable for every process in the sandbox (repeat).")
+@click.option("--idle-after", type=click.IntRange(min=0), default=None,
+              help="Pause it after this many seconds with no traffic and an idle CPU "
+                   "(0: never; default: the server's).")
 @json_option
 @click.pass_context
 def create(
     ctx: click.Context, template: str, timeout: int, metadata: tuple[str, ...],
-    env: tuple[str, ...], as_json: bool,
+    env: tuple[str, ...], idle_after: int | None, as_json: bool,
 ) -> None:
     """Start a sandbox and print its id."""
     meta = parse_pairs(metadata, "--metadata")
     envs = parse_pairs(env, "--env")
+    lifecycle: Lifecycle | None = None if idle_after is None else {"idle_after": idle_after}
 
     async def body() -> AsyncSandbox:
-        made = await AsyncSandbox.create(template, timeout, meta, envs, **connection(ctx))
+        made = await AsyncSandbox.create(template, timeout, meta, envs, lifecycle=lifecycle,
+                                         **connection(ctx))
         await made.aclose()  # the sandbox keeps running; the command's connections end
         return made
 

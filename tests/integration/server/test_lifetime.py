@@ -150,3 +150,23 @@ async def _cli(server: InProcessServer, *args: str) -> str:
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     return out.decode()
+
+
+async def test_bac_cli_sets_an_idle_policy_at_create(server: InProcessServer) -> None:
+    """`bac sandbox create --timeout 0 --idle-after 60` (Bac's SDK's lifecycle idle_after):
+    no end, paused after 60 idle seconds, resumed by the next command."""
+    made = await _cli(server, "sandbox", "create", "--timeout", "0", "--idle-after", "60")
+    sandbox_id = made.strip().split()[-1]
+    try:
+        info = await AsyncSandbox.get_info(sandbox_id, **server.opts())
+        assert info.end_at.year == 9999
+        await server.advance(59)
+        assert await _state(server, sandbox_id) == "running"  # an API call: activity
+        await server.advance(59)
+        assert await _state(server, sandbox_id) == "running"
+        await server.advance(61)
+        assert await _state(server, sandbox_id) == "paused"
+        assert (await _cli(server, "exec", sandbox_id, "--", "echo", "up")).strip() == "up"
+        assert await _state(server, sandbox_id) == "running"
+    finally:
+        await AsyncSandbox.kill(sandbox_id, **server.opts())
