@@ -148,8 +148,10 @@ class WebhookStore(Protocol):
         cursor to ``cursor`` (never back), together; returns how many were new."""
         ...
 
-    async def due(self, now: datetime, limit: int) -> list[DeliveryRecord]:
-        """Pending deliveries whose next attempt is due, oldest first."""
+    async def due(self, now: datetime, limit: int,
+                  skip: Collection[str] = ()) -> list[DeliveryRecord]:
+        """Pending deliveries whose next attempt is due, oldest first, but those of the
+        webhooks in ``skip``."""
         ...
 
     async def record_attempt(self, delivery_id: str, attempt: Attempt) -> None: ...

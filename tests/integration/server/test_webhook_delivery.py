@@ -6,6 +6,7 @@ written to the log is delivered like any lifecycle event."""
 
 from __future__ import annotations
 
+import asyncio
 import queue
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         event_log=store.event_log, sandbox_store=store.sandboxes, webhook_store=store.webhooks,
         allowed=Destinations.parse("127.0.0.1"), clock=clock, rand=lambda: 0.0,
         delivery=DeliverySettings(backoff_s=10, max_backoff_s=40, max_attempts=3,
-                                  max_age_s=3600, rescan_s=60))
+                                  max_age_s=3600, rescan_s=60, timeout_s=2))
     services.deliverer.open()
     try:
         yield World(store, services, clock, url)
@@ -92,6 +93,12 @@ def _sandbox(sandbox_id: str) -> SandboxRecord:
 async def _created(world: World, sandbox_id: str) -> None:
     await world.store.sandboxes.insert_sandbox(
         _sandbox(sandbox_id), event(sandbox_id, "team", EventKind.CREATED, "created"))
+
+
+async def _step(world: World) -> None:
+    """One step of the deliverer, and the sends it started, to their end."""
+    await world.services.deliverer.step()
+    await world.services.deliverer.settle()
 
 
 def _drained(receiver: Receiver) -> list[Any]:
@@ -115,7 +122,9 @@ async def test_retries_wait_for_their_backoff_on_the_clock(world: World,
     hook = await world.services.webhooks.create(TEAM, WebhookSpec(
         url=receiver.url("/r"), events=[CREATED], secret=SECRET))
     await _created(world, "s1")
-    step = world.services.deliverer.step
+
+    async def step() -> None:
+        await _step(world)
 
     await step()
     assert [a.status for a in _drained(receiver)] == [500]
@@ -153,7 +162,7 @@ async def test_gives_up_after_the_attempts_allowed_and_at_once_on_a_4xx(
         url=receiver.url("/gone"), events=[CREATED], secret=SECRET))
     await _created(world, "s2")
     for _ in range(4):
-        await world.services.deliverer.step()
+        await _step(world)
         world.clock.advance(100)
     arrivals = _drained(receiver)
     assert sorted(a.path for a in arrivals) == ["/down"] * 3 + ["/gone"]
@@ -188,14 +197,14 @@ async def test_a_late_commit_is_delivered_and_nothing_twice(world: World,
     try:
         await logged(100, "a")
         await logged(102, "b")
-        await world.services.deliverer.step()
+        await _step(world)
         assert await world.store.webhooks.cursor() == 102
         await logged(101, "late")  # committed after 102 was read
         async with engine.connect() as conn:
             assert (await conn.execute(sa.select(sa.func.count()).where(
                 c.event_id == 101))).scalar() == 1
-        await world.services.deliverer.step()
-        await world.services.deliverer.step()
+        await _step(world)
+        await _step(world)
     finally:
         await engine.dispose()
     got = [a.json()["sandboxId"] for a in _drained(receiver)]
@@ -214,7 +223,7 @@ async def test_a_warning_is_an_event_and_is_delivered(world: World,
     await _created(world, "w1")
     await world.store.sandboxes.add_event(warning("w1", "team", "80 % of the daily cap",
                                                   cap="daily", used_pct="80"))
-    await world.services.deliverer.step()
+    await _step(world)
     arrivals = _drained(receiver)
     assert len(arrivals) == 1  # the created event is not asked for
     body = arrivals[0].json()
@@ -226,3 +235,45 @@ async def test_a_warning_is_an_event_and_is_delivered(world: World,
         TEAM, EventQuery(types=("bac.sandbox.warning",)), "w1")
     assert listed == [body]
     assert (await _only_delivery(world, hook.webhook_id)).status == "success"
+
+
+
+async def test_a_silent_receiver_holds_up_only_its_own_deliveries(
+        world: World, receiver: Receiver) -> None:
+    """While one webhook's receiver gives no answer, the deliverer goes on: another
+    webhook gets this event and the next one, the silent one's attempt still in flight."""
+    gate = receiver.hold("/silent")
+    silent = await world.services.webhooks.create(TEAM, WebhookSpec(
+        url=receiver.url("/silent"), events=[CREATED], secret=SECRET))
+    await world.services.webhooks.create(TEAM, WebhookSpec(
+        url=receiver.url("/fast"), events=[CREATED], secret=SECRET))
+    try:
+        for sandbox_id in ("f1", "f2"):
+            await _created(world, sandbox_id)
+            await world.services.deliverer.step()  # starts the sends, does not wait
+            arrival = await asyncio.to_thread(receiver.until, lambda a: a.path == "/fast")
+            assert arrival[-1].json()["sandboxId"] == sandbox_id
+        in_flight = await world.store.webhooks.deliveries("team", silent.webhook_id,
+                                                          DeliveryQuery(limit=10))
+        assert [(d.status, d.attempts) for d in in_flight] == [("pending", 0)] * 2
+    finally:
+        gate.set()
+    await world.services.deliverer.settle()
+    await _step(world)  # the silent webhook's second event, skipped while it was busy
+    owed = await world.store.webhooks.deliveries("team", silent.webhook_id,
+                                                DeliveryQuery(limit=10))
+    assert [(d.status, d.attempts) for d in owed] == [("success", 1), ("success", 1)]
+
+
+async def test_an_attempt_has_one_deadline(world: World, receiver: Receiver) -> None:
+    """A receiver that never answers is cut at ``timeout_s`` and the delivery retried."""
+    gate = receiver.hold("/never")
+    hook = await world.services.webhooks.create(TEAM, WebhookSpec(
+        url=receiver.url("/never"), events=[CREATED], secret=SECRET))
+    await _created(world, "n1")
+    try:
+        await _step(world)
+    finally:
+        gate.set()
+    cut = await _only_delivery(world, hook.webhook_id)
+    assert (cut.status, cut.attempts, cut.last_error) == ("pending", 1, "no answer in 2 s")

@@ -36,6 +36,7 @@ class Receiver:
     server: ThreadingHTTPServer
     arrivals: queue.Queue[Arrival] = field(default_factory=queue.Queue)
     answers: dict[str, list[int]] = field(default_factory=dict)
+    held: dict[str, threading.Event] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -48,6 +49,12 @@ class Receiver:
     def answer(self, path: str, *codes: int) -> None:
         with self.lock:
             self.answers[path] = list(codes)
+
+    def hold(self, path: str) -> threading.Event:
+        """Requests to ``path`` get no answer until the returned event is set."""
+        with self.lock:
+            gate = self.held[path] = threading.Event()
+        return gate
 
     def next(self, timeout: float = 30.0) -> Arrival:
         """The next request to arrive (waits on it, bounded)."""
@@ -78,6 +85,10 @@ def receiving() -> Iterator[Receiver]:
             # Recorded before the answer: once the sender has its status, the test has it.
             receiver.arrivals.put(Arrival(self.path, {k.lower(): v for k, v in
                                                       self.headers.items()}, body, status))
+            with receiver.lock:
+                gate = receiver.held.get(self.path)
+            if gate is not None:
+                gate.wait(30)
             self.send_response(status)
             self.send_header("content-length", "2")
             self.end_headers()

@@ -98,6 +98,8 @@ class WebhookDeliverer:
         self._wake = asyncio.Event()
         self._client: httpx.AsyncClient | None = None
         self._last_prune: datetime | None = None
+        self._sending: dict[str, asyncio.Task[None]] = {}  # by webhook id
+        self._gate = asyncio.Semaphore(settings.concurrency)
 
     # running ------------------------------------------------------------------------------
     def open(self) -> None:
@@ -117,11 +119,16 @@ class WebhookDeliverer:
         self._wake.set()
 
     async def stop(self) -> None:
+        """Stop reading and sending; an attempt cut short stays pending (sent again at
+        the next start, with the same delivery id)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        for task in list(self._sending.values()):
+            task.cancel()
+        await asyncio.gather(*list(self._sending.values()), return_exceptions=True)
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -139,10 +146,12 @@ class WebhookDeliverer:
             self._wake.clear()
 
     async def step(self) -> None:
-        """Owe what the log holds, then send what is due (and forget old deliveries)."""
+        """Owe what the log holds, start sending what is due (``settle`` waits for it),
+        and forget old deliveries."""
         hooks = await self._store.enabled_webhooks()
         await self._owe(hooks)
-        await self._send_due({h.webhook_id: h for h in hooks})
+        due = await self._store.due(self._clock(), self.settings.batch, skip=set(self._sending))
+        self._dispatch(due, {h.webhook_id: h for h in hooks})
         now = self._clock()
         if self._last_prune is None or now - self._last_prune > timedelta(hours=1):
             self._last_prune = now
@@ -195,26 +204,41 @@ class WebhookDeliverer:
                 return
 
     # sending ------------------------------------------------------------------------------
-    async def _send_due(self, hooks: dict[str, WebhookRecord]) -> None:
+    def _dispatch(self, due: list[DeliveryRecord], hooks: dict[str, WebhookRecord]) -> None:
         """Each webhook's due deliveries one after another, in the order owed (so a
-        receiver sees a sandbox's events in order unless one is retried); different
-        webhooks at once, ``concurrency`` at most."""
-        due = await self._store.due(self._clock(), self.settings.batch)
-        if not due:
-            return
+        receiver sees a sandbox's events in order unless one is retried), in a task of
+        the webhook's own: a slow or dead receiver holds up only its own deliveries.
+        A webhook whose task still runs gets no new one (``due`` skips its deliveries)."""
         queues: dict[str, list[DeliveryRecord]] = {}
         for delivery in sorted(due, key=lambda d: d.seq):
             queues.setdefault(delivery.webhook_id, []).append(delivery)
-        gate = asyncio.Semaphore(self.settings.concurrency)
+        for webhook_id, deliveries in queues.items():
+            task = asyncio.create_task(self._in_order(hooks.get(webhook_id), deliveries),
+                                       name=f"webhook-{webhook_id}")
+            self._sending[webhook_id] = task
+            task.add_done_callback(self._sent)
 
-        async def in_order(webhook_id: str, deliveries: list[DeliveryRecord]) -> None:
-            async with gate:
-                for delivery in deliveries:
-                    await self._attempt(delivery, hooks.get(webhook_id))
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        for webhook_id, running in list(self._sending.items()):
+            if running is task:
+                del self._sending[webhook_id]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("webhook sending failed", exc_info=task.exception())
 
-        await asyncio.gather(*(in_order(w, ds) for w, ds in queues.items()))
+    async def _in_order(self, hook: WebhookRecord | None,
+                        deliveries: list[DeliveryRecord]) -> None:
+        async with self._gate:
+            for delivery in deliveries:
+                if not await self._attempt(delivery, hook):
+                    return  # the receiver is failing: the rest wait for their next turn
 
-    async def _attempt(self, delivery: DeliveryRecord, hook: WebhookRecord | None) -> None:
+    async def settle(self) -> None:
+        """Wait for every send in flight (the tests' step, then its outcome)."""
+        while self._sending:
+            await asyncio.gather(*list(self._sending.values()), return_exceptions=True)
+
+    async def _attempt(self, delivery: DeliveryRecord, hook: WebhookRecord | None) -> bool:
+        """One attempt, its outcome written; False when it failed and will be retried."""
         started = time.monotonic()
         code: int | None = None
         error: str | None = None
@@ -231,6 +255,8 @@ class WebhookDeliverer:
                     retry = code >= 500 or code in _RETRIED_CODES
             except RefusedDestination as exc:
                 error = str(exc)
+            except TimeoutError:
+                error, retry = f"no answer in {self.settings.timeout_s:g} s", True
             except (httpx.TimeoutException, httpx.TransportError, OSError) as exc:
                 error, retry = _short(exc), True
         now = self._clock()
@@ -249,6 +275,7 @@ class WebhookDeliverer:
         if status == "failed":
             log.info("webhook delivery %s failed after %d attempts: %s",
                      delivery.delivery_id, attempts, error)
+        return status != "pending"
 
     async def _post(self, delivery: DeliveryRecord, hook: WebhookRecord) -> int:
         assert self._client is not None, "the deliverer is not started"
@@ -266,6 +293,9 @@ class WebhookDeliverer:
         request = self._client.build_request(
             "POST", target.url, content=body, headers=headers,
             extensions={"sni_hostname": target.server_name})
-        response = await self._client.send(request, stream=True)
-        await response.aclose()  # the status is all that is kept; the body is not read
+        # One deadline for the whole attempt: a receiver that dribbles its answer byte by
+        # byte cannot hold a delivery longer than timeout_s.
+        async with asyncio.timeout(self.settings.timeout_s):
+            response = await self._client.send(request, stream=True)
+            await response.aclose()  # the status is all that is kept; the body is not read
         return response.status_code

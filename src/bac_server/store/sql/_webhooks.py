@@ -4,7 +4,7 @@ on the way in and opened on the way out, bound to its row."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -146,10 +146,13 @@ class SqlWebhooks:
                                    .values(value=cursor))
         return new
 
-    async def due(self, now: datetime, limit: int) -> list[DeliveryRecord]:
-        query = (sa.select(t.webhook_deliveries)
-                 .where(_d.status == "pending", _d.next_attempt_at <= ts(now))
-                 .order_by(_d.next_attempt_at, _d.seq).limit(limit))
+    async def due(self, now: datetime, limit: int,
+                  skip: Collection[str] = ()) -> list[DeliveryRecord]:
+        query = sa.select(t.webhook_deliveries).where(
+            _d.status == "pending", _d.next_attempt_at <= ts(now))
+        if skip:
+            query = query.where(_d.webhook_id.not_in(sorted(skip)))
+        query = query.order_by(_d.next_attempt_at, _d.seq).limit(limit)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
         return [_delivery(r) for r in rows]
