@@ -4,6 +4,7 @@ with its bearer token, parsed with the Prometheus client's own parser."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 import httpx
@@ -13,6 +14,8 @@ from e2b import AsyncSandbox
 from e2b.exceptions import NotFoundException
 from inprocess_server import InProcessServer, inprocess_server
 from prometheus_client.parser import text_string_to_metric_families
+
+from bac import AsyncTemplates, Template, TemplateBuildError
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -108,3 +111,19 @@ async def test_team_labels_stay_bounded(server: InProcessServer) -> None:
     spenders = {dict(labels)["team"] for (name, labels) in samples
                 if name == "bac_sandbox_vcpu_seconds_total"}
     assert len(spenders) <= 3, spenders
+
+
+async def test_template_builds_are_counted_by_outcome(server: InProcessServer) -> None:
+    """A build that succeeds and one whose RUN fails: one each, with their durations."""
+    before = _samples((await _scrape(server)).text)
+    tag = uuid.uuid4().hex[:8]
+    opts = {"api_url": server.url, "api_key": server.keys[0]}
+    async with AsyncTemplates(**opts) as templates:
+        await templates.build(Template("base").run(f"echo {tag} > /tmp/tag"), f"ok-{tag}")
+        with pytest.raises(TemplateBuildError):
+            await templates.build(Template("base").run(f"echo {tag}; exit 7"), f"no-{tag}")
+    after = _samples((await _scrape(server)).text)
+    for outcome in ("ready", "error"):
+        name = "bac_template_build_seconds_count"
+        assert _value(after, name, outcome=outcome) - _value(before, name, outcome=outcome) == 1
+    assert _value(after, "bac_template_build_seconds_sum", outcome="ready") > 0
