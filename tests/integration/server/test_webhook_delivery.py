@@ -28,7 +28,7 @@ from bac_server.control.events import (
 from bac_server.control.sandboxes import EventKind, event, warning
 from bac_server.host import Destinations
 from bac_server.store import DeliveryQuery, SandboxRecord
-from bac_server.store.sealing import Sealer
+from bac_server.store.sealing import Sealer, is_sealed
 from bac_server.store.sql import SqlStore, schema
 from bac_server.store.sql.engine import open_engine
 
@@ -277,3 +277,21 @@ async def test_an_attempt_has_one_deadline(world: World, receiver: Receiver) -> 
         gate.set()
     cut = await _only_delivery(world, hook.webhook_id)
     assert (cut.status, cut.attempts, cut.last_error) == ("pending", 1, "no answer in 2 s")
+
+
+async def test_the_secret_is_sealed_at_rest(world: World, receiver: Receiver) -> None:
+    """The database holds the signature secret sealed, bound to its webhook: a copy of the
+    file without the key file reads no secret."""
+    hook = await world.services.webhooks.create(TEAM, WebhookSpec(
+        url=receiver.url("/sealed"), events=[CREATED], secret="a-very-particular-secret"))
+    engine = open_engine(world.url)
+    try:
+        async with engine.connect() as conn:
+            stored = (await conn.execute(sa.select(schema.webhooks.c.secret).where(
+                schema.webhooks.c.webhook_id == hook.webhook_id))).scalar_one()
+    finally:
+        await engine.dispose()
+    assert is_sealed(stored) and "a-very-particular-secret" not in stored
+    assert (await world.store.webhooks.get_webhook("team", hook.webhook_id)).secret == \
+        "a-very-particular-secret"
+    assert await world.store.webhooks.get_webhook("other", hook.webhook_id) is None

@@ -76,3 +76,27 @@ async def test_the_older_runners_single_row_counts_every_step_up_to_it(
     versions, tables, columns, _indexes = await _state(url)
     assert versions == {4, 5, 6}  # 1 to 3 not run again (they would fail on their tables)
     assert "webhook_deliveries" in tables and {"wire_type", "metadata"} <= columns
+
+
+async def test_step_6_gives_the_events_already_logged_their_types(tmp_path: Path) -> None:
+    """Rows written before version 6 get their type: a timeout that paused (its fields
+    name a pause mode) is a pause, one that did not a kill; kinds that are no events none."""
+    url = _url(tmp_path)
+    engine = open_engine(url)
+    async with engine.begin() as conn:
+        for step in migrations.STEPS[:5]:
+            await conn.run_sync(step.upgrade, SEALER)
+        await conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        await conn.exec_driver_sql("INSERT INTO schema_version VALUES (5)")
+        for kind, fields in (("created", "{}"), ("timeout", '{"mode": "disk"}'),
+                             ("timeout", "{}"), ("started", "{}"), ("snapshot_taken", "{}")):
+            await conn.exec_driver_sql(
+                "INSERT INTO sandbox_events (sandbox_id, team_id, at, kind, level, message, "
+                "fields) VALUES ('s', 't', 0, ?, 'info', 'm', ?)", (kind, fields))
+    await migrations.migrate(engine, SEALER)
+    async with engine.connect() as conn:
+        types = list((await conn.exec_driver_sql(
+            "SELECT wire_type FROM sandbox_events ORDER BY event_id")).scalars())
+    await engine.dispose()
+    assert types == ["sandbox.lifecycle.created", "sandbox.lifecycle.paused",
+                     "sandbox.lifecycle.killed", None, "sandbox.lifecycle.checkpointed"]
