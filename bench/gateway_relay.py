@@ -48,10 +48,11 @@ def upstream(port: int) -> None:
     _run(app, port)
 
 
-def bac_gateway(port: int, upstream_port: int) -> None:
+def bac_gateway(port: int, upstream_port: int, metered: bool = False) -> None:
     from starlette.applications import Starlette
 
     from bac_server.control import LiveSandbox, Registry, Route, SandboxState
+    from bac_server.control.telemetry import Telemetry
     from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 
     registry = Registry()
@@ -63,7 +64,8 @@ def bac_gateway(port: int, upstream_port: int) -> None:
         end_at=now + timedelta(days=1), state=SandboxState.RUNNING,
         route=Route("bench", "127.0.0.1", upstream_port, None, "x"),
     ))
-    _run(Dispatcher(Starlette(), "localhost", GatewaySlot(Gateway(registry))), port)
+    gateway = Gateway(registry, telemetry=Telemetry() if metered else None)
+    _run(Dispatcher(Starlette(), "localhost", GatewaySlot(gateway)), port)
 
 
 def httpx_gateway(port: int, upstream_port: int) -> None:
@@ -126,19 +128,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", type=int, default=3000)
     args = parser.parse_args()
-    up, bac, hx = _free_port(), _free_port(), _free_port()
+    up, bac, metered, hx = _free_port(), _free_port(), _free_port(), _free_port()
     procs = [
         multiprocessing.Process(target=upstream, args=(up,), daemon=True),
         multiprocessing.Process(target=bac_gateway, args=(bac, up), daemon=True),
+        # What the server runs: the relay counting for the Prometheus metrics.
+        multiprocessing.Process(target=bac_gateway, args=(metered, up, True), daemon=True),
         multiprocessing.Process(target=httpx_gateway, args=(hx, up), daemon=True),
     ]
     for proc in procs:
         proc.start()
     try:
-        for port in (up, bac, hx):
+        for port in (up, bac, metered, hx):
             _wait(port)
         results = {name: measure(port, up, args.n)
-                   for name, port in (("direct", up), ("bac relay", bac), ("httpx relay", hx))}
+                   for name, port in (("direct", up), ("bac relay", bac), ("bac metered", metered),
+                                      ("httpx relay", hx))}
     finally:
         for proc in procs:
             proc.terminate()
