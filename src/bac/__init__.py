@@ -85,7 +85,7 @@ from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._sandbox import AsyncSandbox
 from bac._saving import Checkpoint, SnapshotInfo
-from bac._sync import Sandbox, SandboxPaginator
+from bac._sync import Sandbox, SandboxPaginator, TraceStream
 from bac._template import (
     AsyncTemplates,
     BaseRef,
@@ -105,6 +105,7 @@ from bac._template import (
     TemplateTag,
     classify_from,
 )
+from bac._trace import SandboxLogEntry, SandboxMetrics, TraceEvent, TracePage
 from bac._version import __version__
 
 __all__ = [
@@ -165,6 +166,8 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxInfo",
+    "SandboxLogEntry",
+    "SandboxMetrics",
     "SandboxNotFoundError",
     "SandboxNotRunningError",
     "SandboxPaginator",
@@ -183,6 +186,9 @@ __all__ = [
     "TemplateTag",
     "Templates",
     "TimeoutError",
+    "TraceEvent",
+    "TracePage",
+    "TraceStream",
     "WatchHandle",
     "Webhook",
     "WebhookDelivery",

@@ -15,12 +15,15 @@ and one call to the module that does the work.
 from __future__ import annotations
 
 import builtins
+from collections.abc import AsyncGenerator, Collection, Mapping
+from datetime import datetime
 from typing import Any, Literal, Unpack
 
 from bac import _errors as e
 from bac import _lifecycle as lifecycle
 from bac import _network as network_api
 from bac import _saving as saving
+from bac import _trace as trace_api
 from bac._api import ApiClient
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
@@ -40,6 +43,7 @@ from bac._models import SandboxInfo, SandboxQuery
 from bac._network import NetworkOpts
 from bac._paginator import AsyncSandboxPaginator
 from bac._saving import Checkpoint, SnapshotInfo
+from bac._trace import SandboxLogEntry, SandboxMetrics, TraceEvent, TracePage
 
 DEFAULT_TEMPLATE = "base"
 DEFAULT_TIMEOUT = 300
@@ -237,6 +241,60 @@ class AsyncSandbox:
     async def network_usage(self) -> dict[str, Any]:
         """Egress policy, bytes in and out, and recent destinations (allowed or not)."""
         return await network_api.usage(self._api, self._sandbox_id)
+
+    async def _trace(self, *, kinds: Collection[str] | None = None,
+                     since: datetime | None = None, until: datetime | None = None,
+                     after: int = 0, limit: int = 100) -> TracePage:
+        """A page of the sandbox's trace, oldest first: its lifecycle, each process envd
+        ran and each file transfer (``kinds`` filters, e.g. ``["process"]``); pass the
+        page's ``next_cursor`` as ``after`` for the next. Readable after the end too."""
+        return await trace_api.page(self._api, self._sandbox_id, kinds=kinds, since=since,
+                                    until=until, after=after, limit=limit)
+
+    async def _trace_by_id(cls: Any, /, sandbox_id: str, *,
+                           kinds: Collection[str] | None = None,
+                           since: datetime | None = None, until: datetime | None = None,
+                           after: int = 0, limit: int = 100,
+                           **opts: Unpack[ConnectionOpts]) -> TracePage:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            return await trace_api.page(api, sandbox_id, kinds=kinds, since=since,
+                                        until=until, after=after, limit=limit)
+
+    trace = dual_method(_trace_by_id, _trace)
+
+    def _follow_trace(self, *, kinds: Collection[str] | None = None,
+                      after: int = 0) -> AsyncGenerator[TraceEvent, None]:
+        """The trace after ``after``, then each new event as it happens, until the sandbox
+        ends (``async for event in sandbox.follow_trace(): ...``)."""
+        return trace_api.follow(self._api.config, self._sandbox_id, kinds=kinds, after=after)
+
+    def _follow_trace_by_id(cls: Any, /, sandbox_id: str, *,
+                            kinds: Collection[str] | None = None, after: int = 0,
+                            **opts: Unpack[ConnectionOpts]
+                            ) -> AsyncGenerator[TraceEvent, None]:
+        return trace_api.follow(ConnectionConfig.resolve(**opts), sandbox_id, kinds=kinds,
+                                after=after)
+
+    follow_trace = dual_method(_follow_trace_by_id, _follow_trace)
+
+    @staticmethod
+    async def trace_run(metadata: Mapping[str, str], *,
+                        kinds: Collection[str] | None = None, after: int = 0,
+                        limit: int = 100, **opts: Unpack[ConnectionOpts]) -> TracePage:
+        """A page of a run's trace: every sandbox of the team whose metadata holds each
+        pair of ``metadata`` (e.g. ``{"run_id": "r42"}``), oldest first."""
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            return await trace_api.run(api, metadata, kinds=kinds, after=after, limit=limit)
+
+    async def logs(self, *, start: datetime | None = None,
+                   limit: int = 1000) -> builtins.list[SandboxLogEntry]:
+        """The sandbox's log as E2B shapes it (``GET /sandboxes/{id}/logs``)."""
+        return await trace_api.logs(self._api, self._sandbox_id, start=start, limit=limit)
+
+    async def get_metrics(self, start: datetime | None = None,
+                          end: datetime | None = None) -> builtins.list[SandboxMetrics]:
+        """Resource samples (CPU, memory, disk) between ``start`` and ``end``."""
+        return await trace_api.metrics(self._api, self._sandbox_id, start=start, end=end)
 
     async def is_running(self) -> bool:
         """Whether envd in the sandbox answers; False once the sandbox is gone."""

@@ -7,6 +7,8 @@ Each method runs its async twin on the portal loop (:mod:`bac._portal`); callbac
 from __future__ import annotations
 
 import builtins
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Iterator, Mapping
+from datetime import datetime
 from typing import Any, Literal, Unpack
 
 from bac import _errors as e
@@ -22,6 +24,7 @@ from bac._paginator import AsyncSandboxPaginator
 from bac._portal import PORTAL
 from bac._sandbox import DEFAULT_TEMPLATE, DEFAULT_TIMEOUT, AsyncSandbox
 from bac._saving import Checkpoint, SnapshotInfo
+from bac._trace import SandboxLogEntry, SandboxMetrics, TraceEvent, TracePage
 
 
 class SandboxPaginator:
@@ -40,6 +43,33 @@ class SandboxPaginator:
 
     def next_items(self) -> list[SandboxInfo]:
         return PORTAL.run(self._inner.next_items())
+
+
+async def _next_event(stream: AsyncIterator[TraceEvent]) -> TraceEvent:
+    return await anext(stream)
+
+
+class TraceStream(Iterator[TraceEvent]):
+    """A sandbox's trace as it happens (``Sandbox.follow_trace``)."""
+
+    def __init__(self, inner: AsyncIterator[TraceEvent]) -> None:
+        self._inner = inner
+
+    def __next__(self) -> TraceEvent:
+        try:
+            return PORTAL.run(_next_event(self._inner))
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        if isinstance(self._inner, AsyncGenerator):
+            PORTAL.run(self._inner.aclose())
+
+    def __enter__(self) -> TraceStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class Sandbox:
@@ -156,6 +186,50 @@ class Sandbox:
         return PORTAL.run(AsyncSandbox.get_info(sandbox_id, **opts))
 
     get_info = dual_method(_get_info_by_id, _get_info)
+
+    def _trace(self, *, kinds: Collection[str] | None = None, since: datetime | None = None,
+               until: datetime | None = None, after: int = 0, limit: int = 100) -> TracePage:
+        """A page of the sandbox's trace, oldest first (see ``AsyncSandbox.trace``)."""
+        return PORTAL.run(self._inner.trace(kinds=kinds, since=since, until=until,
+                                            after=after, limit=limit))
+
+    def _trace_by_id(cls: Any, /, sandbox_id: str, *, kinds: Collection[str] | None = None,
+                     since: datetime | None = None, until: datetime | None = None,
+                     after: int = 0, limit: int = 100,
+                     **opts: Unpack[ConnectionOpts]) -> TracePage:
+        return PORTAL.run(AsyncSandbox.trace(sandbox_id, kinds=kinds, since=since,
+                                             until=until, after=after, limit=limit, **opts))
+
+    trace = dual_method(_trace_by_id, _trace)
+
+    def _follow_trace(self, *, kinds: Collection[str] | None = None,
+                      after: int = 0) -> TraceStream:
+        """The trace as it happens, until the sandbox ends: iterate it; close it (or use
+        ``with``) to stop early."""
+        return TraceStream(self._inner.follow_trace(kinds=kinds, after=after))
+
+    def _follow_trace_by_id(cls: Any, /, sandbox_id: str, *,
+                            kinds: Collection[str] | None = None, after: int = 0,
+                            **opts: Unpack[ConnectionOpts]) -> TraceStream:
+        return TraceStream(AsyncSandbox.follow_trace(sandbox_id, kinds=kinds, after=after,
+                                                     **opts))
+
+    follow_trace = dual_method(_follow_trace_by_id, _follow_trace)
+
+    @staticmethod
+    def trace_run(metadata: Mapping[str, str], *, kinds: Collection[str] | None = None,
+                  after: int = 0, limit: int = 100,
+                  **opts: Unpack[ConnectionOpts]) -> TracePage:
+        return PORTAL.run(AsyncSandbox.trace_run(metadata, kinds=kinds, after=after,
+                                                 limit=limit, **opts))
+
+    def logs(self, *, start: datetime | None = None,
+             limit: int = 1000) -> builtins.list[SandboxLogEntry]:
+        return PORTAL.run(self._inner.logs(start=start, limit=limit))
+
+    def get_metrics(self, start: datetime | None = None,
+                    end: datetime | None = None) -> builtins.list[SandboxMetrics]:
+        return PORTAL.run(self._inner.get_metrics(start, end))
 
     def is_running(self) -> bool:
         return PORTAL.run(self._inner.is_running())

@@ -21,7 +21,7 @@ from bac_server.api.scrape import ScrapeConfigError, ScrapeListener, parse_addre
 from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
-from bac_server.control import Clock, ControlPlane, Limits, TemplateServices
+from bac_server.control import Clock, ControlPlane, Limits, TemplateServices, TraceSettings
 from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.telemetry import MetricLimits, Telemetry
@@ -34,6 +34,12 @@ from bac_server.store.sql import SqlStore
 from bac_server.templates import BuildEngine, RegistryAccess, StorageCollector, TemplateStore
 
 log = logging.getLogger(__name__)
+
+
+def trace_settings_of(config: ServerConfig) -> TraceSettings:
+    return TraceSettings(retention_days=config.trace_retention_days,
+                         keep_per_sandbox=config.trace_keep_per_sandbox,
+                         rate_per_s=config.trace_rate_per_s, burst=config.trace_burst)
 
 
 def limits_of(config: ServerConfig) -> Limits:
@@ -141,6 +147,8 @@ def build_events(config: ServerConfig, store: Store) -> EventServices:
                                      refused=(NamespaceConfig.address_pool,))
     except ValueError as exc:
         raise ConfigError(f"BAC_WEBHOOK_ALLOW: {exc}") from exc
+    if config.webhook_ca_file is not None and not config.webhook_ca_file.is_file():
+        raise ConfigError(f"BAC_WEBHOOK_CA_FILE: {config.webhook_ca_file} is not a file")
     return EventServices.create(
         event_log=store.event_log, sandbox_store=store.sandboxes,
         webhook_store=store.webhooks, allowed=allowed,
@@ -149,7 +157,7 @@ def build_events(config: ServerConfig, store: Store) -> EventServices:
             poll_s=config.webhook_poll_s, timeout_s=config.webhook_timeout_s,
             max_attempts=config.webhook_max_attempts, backoff_s=config.webhook_backoff_s,
             max_backoff_s=config.webhook_max_backoff_s,
-            max_age_s=config.webhook_max_age_s))
+            max_age_s=config.webhook_max_age_s, ca_file=config.webhook_ca_file))
 
 
 def build_scrape(config: ServerConfig, telemetry: Telemetry) -> ScrapeListener | None:
@@ -204,6 +212,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             limits=limits_of(config),
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,
+            trace_settings=trace_settings_of(config),
             events=events,
             clock=clock,
             idle_cpu_window_s=config.idle_cpu_window_s,

@@ -63,6 +63,13 @@ class ServerConfig:
     # Teams and templates with series of their own; the rest are counted as "other".
     metrics_max_teams: int = 100
     metrics_max_templates: int = 100
+    # The trace (docs/observability.md, "Trace"): events older than this many days are
+    # pruned (E2B keeps 7), and of each sandbox's process and transfer reports only the
+    # newest ``trace_keep_per_sandbox``; reports each sandbox may send per second (burst).
+    trace_retention_days: float = 7.0
+    trace_keep_per_sandbox: int = 10_000
+    trace_rate_per_s: float = 200.0
+    trace_burst: int = 1_000
     default_cpu_count: int = 2
     default_memory_mb: int = 512
     default_disk_mb: int = 10_240
@@ -111,6 +118,8 @@ class ServerConfig:
     webhook_backoff_s: float = 10.0
     webhook_max_backoff_s: float = 600.0
     webhook_max_age_s: float = 3600.0
+    # CA certificates (PEM) trusted for https webhook receivers besides the host's store.
+    webhook_ca_file: Path | None = None
     # Template builds run at once (each step is a sandbox); the others wait in a queue.
     template_builds: int = 1
     # Keep built templates that have a start or ready command as a checkpoint of a started,
@@ -145,6 +154,12 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("BAC_TLS_CERT and BAC_TLS_KEY go together: set both or neither")
+        for name, low in (("trace_retention_days", 0.0), ("trace_rate_per_s", 0.0)):
+            if not getattr(self, name) > low:
+                raise ConfigError(f"BAC_{name.upper()} must be more than {low:g}")
+        for name in ("trace_keep_per_sandbox", "trace_burst"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"BAC_{name.upper()} must be at least 1")
 
     @property
     def template_root(self) -> Path:

@@ -19,6 +19,7 @@ from bac.cli._sandbox import sandbox
 from bac.cli._sandbox_state import STATE_COMMANDS
 from bac.cli._shell import shell
 from bac.cli._template import template
+from bac.cli._trace import trace
 
 
 @click.group(cls=BacGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,6 +51,7 @@ cli.add_command(files)
 cli.add_command(run_code)
 cli.add_command(template)
 cli.add_command(events)
+cli.add_command(trace)
 cli.add_command(webhooks)
 
 
