@@ -147,6 +147,8 @@ def build_events(config: ServerConfig, store: Store) -> EventServices:
                                      refused=(NamespaceConfig.address_pool,))
     except ValueError as exc:
         raise ConfigError(f"BAC_WEBHOOK_ALLOW: {exc}") from exc
+    if config.webhook_ca_file is not None and not config.webhook_ca_file.is_file():
+        raise ConfigError(f"BAC_WEBHOOK_CA_FILE: {config.webhook_ca_file} is not a file")
     return EventServices.create(
         event_log=store.event_log, sandbox_store=store.sandboxes,
         webhook_store=store.webhooks, allowed=allowed,
@@ -155,7 +157,7 @@ def build_events(config: ServerConfig, store: Store) -> EventServices:
             poll_s=config.webhook_poll_s, timeout_s=config.webhook_timeout_s,
             max_attempts=config.webhook_max_attempts, backoff_s=config.webhook_backoff_s,
             max_backoff_s=config.webhook_max_backoff_s,
-            max_age_s=config.webhook_max_age_s))
+            max_age_s=config.webhook_max_age_s, ca_file=config.webhook_ca_file))
 
 
 def build_scrape(config: ServerConfig, telemetry: Telemetry) -> ScrapeListener | None:

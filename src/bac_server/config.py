@@ -118,6 +118,8 @@ class ServerConfig:
     webhook_backoff_s: float = 10.0
     webhook_max_backoff_s: float = 600.0
     webhook_max_age_s: float = 3600.0
+    # CA certificates (PEM) trusted for https webhook receivers besides the host's store.
+    webhook_ca_file: Path | None = None
     # Template builds run at once (each step is a sandbox); the others wait in a queue.
     template_builds: int = 1
     # Keep built templates that have a start or ready command as a checkpoint of a started,

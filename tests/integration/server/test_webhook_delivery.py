@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -295,3 +296,46 @@ async def test_the_secret_is_sealed_at_rest(world: World, receiver: Receiver) ->
     assert (await world.store.webhooks.get_webhook("team", hook.webhook_id)).secret == \
         "a-very-particular-secret"
     assert await world.store.webhooks.get_webhook("other", hook.webhook_id) is None
+
+
+
+def _certificate(directory: Path, name: str) -> tuple[Path, Path]:
+    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", f"/CN={name}", "-addext",
+                    f"subjectAltName=DNS:{name}"], check=True, capture_output=True)
+    return cert, key
+
+
+async def test_https_is_checked_against_the_urls_name(world: World, tmp_path: Path) -> None:
+    """Delivery connects to the address it checked, yet an https receiver's certificate
+    is verified against the URL's name: one for that name (its CA trusted through
+    ``ca_file``) is delivered to, one for another name is refused and retried."""
+    right = _certificate(tmp_path, "localhost")
+    wrong = _certificate(tmp_path, "elsewhere.test")
+    trusted = tmp_path / "trusted.pem"
+    trusted.write_bytes(right[0].read_bytes() + wrong[0].read_bytes())
+    services = EventServices.create(
+        event_log=world.store.event_log, sandbox_store=world.store.sandboxes,
+        webhook_store=world.store.webhooks, allowed=Destinations.parse("127.0.0.1"),
+        clock=world.clock, rand=lambda: 0.0,
+        delivery=DeliverySettings(timeout_s=5, ca_file=trusted))
+    services.deliverer.open()
+    try:
+        with receiving(tls=right) as good, receiving(tls=wrong) as bad:
+            ok = await services.webhooks.create(TEAM, WebhookSpec(
+                url=good.url("/tls", "localhost", "https"), events=[CREATED], secret=SECRET))
+            refused = await services.webhooks.create(TEAM, WebhookSpec(
+                url=bad.url("/tls", "localhost", "https"), events=[CREATED], secret=SECRET))
+            await _created(world, "tls1")
+            await services.deliverer.step()
+            await services.deliverer.settle()
+            arrivals = _drained(good)
+            assert len(arrivals) == 1 and arrivals[0].headers["host"] == f"localhost:{good.port}"
+            assert _drained(bad) == []
+    finally:
+        await services.stop()
+    assert (await _only_delivery(world, ok.webhook_id)).status == "success"
+    failed = await _only_delivery(world, refused.webhook_id)
+    assert failed.status == "pending" and "CERTIFICATE_VERIFY_FAILED" in (failed.last_error or "")

@@ -7,11 +7,13 @@ import base64
 import hashlib
 import json
 import queue
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -43,8 +45,8 @@ class Receiver:
     def port(self) -> int:
         return int(self.server.server_address[1])
 
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    def url(self, path: str, host: str = "127.0.0.1", scheme: str = "http") -> str:
+        return f"{scheme}://{host}:{self.port}{path}"
 
     def answer(self, path: str, *codes: int) -> None:
         with self.lock:
@@ -71,7 +73,8 @@ class Receiver:
 
 
 @contextmanager
-def receiving() -> Iterator[Receiver]:
+def receiving(tls: tuple[Path, Path] | None = None) -> Iterator[Receiver]:
+    """A receiver on 127.0.0.1; with ``tls`` (certificate, key) it speaks https."""
     holder: list[Receiver] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -98,6 +101,10 @@ def receiving() -> Iterator[Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     server.daemon_threads = True
     receiver = Receiver(server)
     holder.append(receiver)

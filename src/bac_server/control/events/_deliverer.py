@@ -29,10 +29,12 @@ import json
 import logging
 import random
 import secrets
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 
@@ -68,6 +70,8 @@ class DeliverySettings:
     batch: int = 200
     max_body_bytes: int = 64 * 1024
     retention_s: float = 7 * 86_400.0  # finished deliveries kept this long
+    # CA certificates (PEM) trusted for https receivers besides the host's trust store.
+    ca_file: Path | None = None
 
 
 def retry_delay(attempts: int, settings: DeliverySettings, rand: Callable[[], float]) -> float:
@@ -106,8 +110,12 @@ class WebhookDeliverer:
         """Make the HTTP client (``start`` does; a caller driving ``step`` itself calls
         this, and ``stop`` after)."""
         if self._client is None:
+            trusted = ssl.create_default_context()  # the host's trust store
+            if self.settings.ca_file is not None:
+                trusted.load_verify_locations(cafile=self.settings.ca_file)
             self._client = httpx.AsyncClient(
                 timeout=self.settings.timeout_s, follow_redirects=False, trust_env=False,
+                verify=trusted,
                 limits=httpx.Limits(max_connections=self.settings.concurrency * 2))
 
     def start(self) -> None:
