@@ -69,7 +69,8 @@ def _start(name: str, *args: str) -> subprocess.Popen[bytes]:
     line = proc.stdout.readline()  # the server says when it listens
     if line.strip() != b"ready":
         proc.kill()
-        raise RuntimeError(f"fake {args[0]} server failed: {line!r}{proc.stdout.read()!r}")
+        rest, _ = proc.communicate()
+        raise RuntimeError(f"fake {args[0]} server failed: {line!r}{rest!r}")
     return proc
 
 
@@ -86,7 +87,7 @@ def fake_internet() -> Iterator[FakeInternet]:
     finally:
         for proc in procs:
             proc.kill()
-            proc.wait()
+            proc.communicate()  # reaps it and closes its stdout pipe
         for route in ("198.51.100.0/24", f"{DNS_SERVER}/32", f"{METADATA}/32"):
             subprocess.run(["ip", "route", "del", route], capture_output=True)
         for name, link in (("bacfi-web", "bacfi0"), ("bacfi-dns", "bacfi1")):

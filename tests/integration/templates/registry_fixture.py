@@ -98,11 +98,12 @@ def _start(storage: Path, auth: tuple[str, str] | None) -> Registry:
     ready = threading.Event()
 
     def drain(stream: io.BufferedReader) -> None:
-        for raw in stream:
-            line = raw.decode(errors="replace")
-            registry.log.append(line)
-            if "listening on" in line:
-                ready.set()
+        with stream:  # closed here, at the end of its output
+            for raw in stream:
+                line = raw.decode(errors="replace")
+                registry.log.append(line)
+                if "listening on" in line:
+                    ready.set()
         ready.set()  # the registry exited: stop waiting, the caller checks why
 
     for stream in (proc.stdout, proc.stderr):

@@ -36,7 +36,7 @@ def supervisor(config: Mapping[str, object], tmp: Path) -> Iterator[tuple[subpro
         yield proc, ready_r
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+        proc.communicate(timeout=10)  # reaps it and closes its stderr pipe
         os.close(ready_r)
 
 

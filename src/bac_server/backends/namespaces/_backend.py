@@ -275,6 +275,6 @@ class NamespaceBackend:
         if self._tasks:
             closing.append(asyncio.wait(set(self._tasks), timeout=CLOSE_BOUND_S))
         await asyncio.gather(*closing)
-        parts.ctx.egress.close()
+        await parts.ctx.egress.close()
         parts.slots.traces.close_all()
         self._parts = None

@@ -86,9 +86,15 @@ class _Datagrams(asyncio.DatagramProtocol):
         self._answer = answer
         self._transport: asyncio.DatagramTransport | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Set once the transport has really closed its socket (a loop turn after close()).
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # a datagram transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, ...]) -> None:
         task = asyncio.ensure_future(self._reply(data, addr))
@@ -156,6 +162,14 @@ class DnsListeners:
             found[0].close()
             found[1].close()
 
-    def close_all(self) -> None:
-        for address in list(self._listeners):
-            self.close(address)
+    async def close_all(self) -> None:
+        """Close every listener and wait until their sockets are closed (a TCP server's
+        listening socket closes at once; a datagram transport's a loop turn later). Not
+        ``Server.wait_closed``: from Python 3.12 on it waits for the connections too."""
+        listeners = list(self._listeners.values())
+        self._listeners.clear()
+        for datagrams, server in listeners:
+            datagrams.close()
+            server.close()
+        for datagrams, _server in listeners:
+            await datagrams.closed

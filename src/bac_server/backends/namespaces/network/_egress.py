@@ -190,7 +190,10 @@ class Egress:
             await asyncio.to_thread(
                 nft, remove_script(SandboxNames(veth, lease.host_address), _SWEEP_SPECS))
 
-    def close(self) -> None:
-        self._listeners.close_all()
+    async def close(self) -> None:
+        """Close the DNS and proxy listeners of every sandbox (their rules stay: the
+        sandboxes keep running and a next server attaches them again) and the pins'
+        socket, and wait until every socket is closed."""
+        await self._listeners.close_all()
         self._proxy.close_all()
-        self._pins.close()
+        await asyncio.to_thread(self._pins.close)

@@ -149,5 +149,7 @@ class EgressProxy:
             server.close()
 
     def close_all(self) -> None:
+        """Close every listener (its listening socket closes at once; the relays in
+        flight end on their own)."""
         for address in list(self._servers):
             self.close(address)
