@@ -32,6 +32,21 @@ class Clock(Protocol):
         ...
 
 
+async def sleep(clock: Clock, seconds: float) -> None:
+    """Wait ``seconds`` on ``clock`` (a loop that repeats on the control plane's time)."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    scheduled = clock.call_at(clock.now() + timedelta(seconds=seconds), wake)
+    try:
+        await done
+    finally:
+        scheduled.cancel()
+
+
 class SystemClock:
     """The wall clock; callbacks on the running event loop's timers."""
 

@@ -170,3 +170,26 @@ async def test_bac_cli_sets_an_idle_policy_at_create(server: InProcessServer) ->
         assert await _state(server, sandbox_id) == "running"
     finally:
         await AsyncSandbox.kill(sandbox_id, **server.opts())
+
+
+async def test_scheduled_checkpoints_are_not_activity(server: InProcessServer) -> None:
+    """A checkpoint the server takes on its schedule (on the clock too) does not keep the
+    sandbox from its idle pause: only what a user does is activity."""
+    sandbox_id = await _create(server, timeout=0, idle={"after": 100})
+    checkpoints = server.data_dir / "checkpoints"
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30,
+                                     headers={"X-API-KEY": server.keys[0]}) as api:
+            put = await api.put(f"/sandboxes/{sandbox_id}/checkpoints/schedule",
+                                json={"intervalSeconds": 60, "keep": 1})
+        assert put.status_code == 204, put.text
+        taken = set(checkpoints.iterdir()) if checkpoints.is_dir() else set()
+        await server.advance(60)  # the schedule's first checkpoint
+        async with asyncio.timeout(60):
+            # The checkpoint is taken in the schedule's task: wait for its directory.
+            while not (checkpoints.is_dir() and set(checkpoints.iterdir()) - taken):
+                await asyncio.sleep(0.05)
+        await server.advance(41)  # 101 s after the create: idle for 100 s
+        assert await _state(server, sandbox_id) == "paused"
+    finally:
+        await AsyncSandbox.kill(sandbox_id, **server.opts())

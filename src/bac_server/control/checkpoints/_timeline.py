@@ -23,6 +23,7 @@ from bac_server.backends.base import (
 )
 from bac_server.store import CheckpointKind, CheckpointRecord, CheckpointStore, SandboxStore
 
+from ..clock import sleep
 from ..errors import (
     Conflict,
     InvalidRequest,
@@ -67,20 +68,21 @@ class Checkpoints:
         return self._backend
 
     async def take(self, team: Team, sandbox_id: str, *, name: str | None = None,
-                   memory: bool = True, kind: CheckpointKind = CheckpointKind.CHECKPOINT
-                   ) -> CheckpointRecord:
-        """Save the running sandbox's state; it keeps running."""
+                   memory: bool = True, kind: CheckpointKind = CheckpointKind.CHECKPOINT,
+                   scheduled: bool = False) -> CheckpointRecord:
+        """Save the running sandbox's state; it keeps running. A ``scheduled`` one is not
+        the sandbox's activity (its idle policy does not see it)."""
         backend = self._checkpointable()
         if memory and not backend.memory_checkpoints:
             raise NotSupported("this host cannot save memory (no CRIU); use memory=false")
-        sbx = self._registry.owned(team, sandbox_id)
+        sbx = self._registry.owned(team, sandbox_id, activity=not scheduled)
         quota = self._limits.max_checkpoint_bytes_per_team
         used = await self._checkpoint_store.checkpoint_bytes(team.team_id)
         if quota and used >= quota:
             raise QuotaExceeded(f"the team's checkpoints use {used} bytes of its {quota}-byte "
                                 "quota; delete some first")
         async with sbx.lock:
-            self._registry.owned(team, sandbox_id)
+            self._registry.owned(team, sandbox_id, activity=not scheduled)
             if sbx.state is not SandboxState.RUNNING and sbx.paused_as is not PauseKind.FREEZER:
                 raise Conflict(f"sandbox {sandbox_id!r} is paused; resume it first")
             checkpoint_id = new_checkpoint_id()
@@ -181,12 +183,12 @@ class Checkpoints:
 
     async def _every(self, sbx: LiveSandbox, team: Team) -> None:
         while sbx.checkpoint_every_s:
-            await asyncio.sleep(sbx.checkpoint_every_s)
+            await sleep(self._lifecycle.clock, sbx.checkpoint_every_s)
             if sbx.state is not SandboxState.RUNNING:
                 continue  # paused sandboxes do not change
             try:
                 stamp = f"auto-{datetime.now(UTC):%Y%m%dT%H%M%S}"
-                await self.take(team, sbx.sandbox_id, name=stamp)
+                await self.take(team, sbx.sandbox_id, name=stamp, scheduled=True)
                 kept = await self._checkpoint_store.list_checkpoints(
                     team.team_id, sandbox_id=sbx.sandbox_id, kind=CheckpointKind.CHECKPOINT)
                 autos = [c for c in kept if (c.name or "").startswith("auto-")]

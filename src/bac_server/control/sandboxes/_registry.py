@@ -241,12 +241,15 @@ class Registry:
     def get(self, sandbox_id: str) -> LiveSandbox | None:
         return self._sandboxes.get(sandbox_id)
 
-    def owned(self, team: Team, sandbox_id: str) -> LiveSandbox:
-        """The team's visible sandbox; another team's looks exactly like a missing one."""
+    def owned(self, team: Team, sandbox_id: str, *, activity: bool = True) -> LiveSandbox:
+        """The team's visible sandbox; another team's looks exactly like a missing one.
+        A lookup is the sandbox's API activity unless ``activity`` is False (a step the
+        server takes on its own, such as a scheduled checkpoint)."""
         sbx = self._sandboxes.get(sandbox_id)
         if sbx is None or sbx.team_id != team.team_id or sbx.state not in VISIBLE_STATES:
             raise SandboxNotFoundError(sandbox_id)
-        sbx.last_active = self._clock.now()
+        if activity:
+            sbx.last_active = self._clock.now()
         return sbx
 
     def traffic_started(self, sandbox_id: str) -> None:
