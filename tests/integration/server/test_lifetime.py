@@ -187,7 +187,7 @@ async def test_scheduled_checkpoints_are_not_activity(server: InProcessServer) -
         await server.advance(60)  # the schedule's first checkpoint
         async with asyncio.timeout(60):
             # The checkpoint is taken in the schedule's task: wait for its directory.
-            while not (checkpoints.is_dir() and set(checkpoints.iterdir()) - taken):
+            while not (checkpoints.is_dir() and set(checkpoints.iterdir()) - taken):  # noqa: ASYNC110 - a file to wait on, no event crosses into the test
                 await asyncio.sleep(0.05)
         await server.advance(41)  # 101 s after the create: idle for 100 s
         assert await _state(server, sandbox_id) == "paused"
