@@ -293,3 +293,70 @@ def test_reports_survive_pause_resume_and_a_fork_reports_as_itself(
             assert not [e for e in source if "m-fork" in e["fields"]["cmd"]]
         finally:
             api.delete(f"/sandboxes/{fork_id}")
+
+
+def test_lifecycle_events_say_how_and_why(api: httpx.Client) -> None:
+    sbx = Sandbox.create(timeout=120)
+    try:
+        events = api.get(f"/sandboxes/{sbx.sandbox_id}/trace").json()["events"]
+        created, started = events[0], events[1]
+        assert created["kind"] == "created" and created["fields"]["template"] == "base"
+        assert started["kind"] == "started"
+        how = started["fields"]["how"]
+        assert how in ("pool", "start_snapshot", "boot")
+        part = {"pool": "handout_ms", "start_snapshot": "restore_ms", "boot": "boot_ms"}[how]
+        assert float(started["fields"][part]) > 0
+        assert float(started["fields"]["total_ms"]) >= float(started["fields"][part])
+        start = _last_id(api, sbx.sandbox_id)
+        assert sbx.pause() is True
+        sbx.connect()
+        paused, resumed = api.get(f"/sandboxes/{sbx.sandbox_id}/trace", params={
+            "kind": "paused,resumed", "after": start}).json()["events"]
+        assert paused["fields"]["mode"] == resumed["fields"]["mode"]
+        assert float(paused["fields"]["duration_ms"]) > 0
+        assert float(resumed["fields"]["duration_ms"]) > 0
+    finally:
+        sbx.kill()
+    killed = api.get(f"/sandboxes/{sbx.sandbox_id}/trace", params={"kind": "killed"})
+    assert killed.json()["events"][0]["fields"]["reason"] == "request"
+
+    short = Sandbox.create(timeout=1)
+    # The follow stream ends when the sandbox does: its last event says why.
+    with api.stream("GET", f"/sandboxes/{short.sandbox_id}/trace",
+                    params={"follow": "true"}) as response:
+        last = [json.loads(line) for line in response.iter_lines() if line][-1]
+    assert last["kind"] == "timeout" and last["fields"]["reason"] == "timeout"
+
+
+def test_an_oom_kill_inside_is_an_error_event(api: httpx.Client) -> None:
+    made = api.post("/sandboxes", json={"templateID": "base", "timeout": 120,
+                                        "memoryMB": 128})
+    assert made.status_code == 201, made.text
+    sandbox_id = made.json()["sandboxID"]
+    try:
+        sbx = Sandbox.connect(sandbox_id)
+        with pytest.raises(CommandExitException):
+            sbx.commands.run("python3 -c 'x = bytearray(400 << 20)' # m-oom")
+        oom = wait_event(api, sandbox_id, lambda e: e["kind"] == "oom_kill")
+        assert oom["level"] == "error" and int(oom["fields"]["count"]) >= 1
+        assert oom["fields"]["memory_mb"] == "128"
+        hog = process_event(api, sbx, "m-oom", 0)["fields"]
+        assert hog.get("signal") == 9 or hog.get("exit_code") == 137
+    finally:
+        api.delete(f"/sandboxes/{sandbox_id}")
+
+
+def test_a_failed_resume_is_an_error_event(api: httpx.Client, server: ServerProcess) -> None:
+    from e2b import SandboxException
+
+    with Sandbox.create(timeout=120) as sbx:
+        assert sbx.pause() is True
+        slot = (server.data_dir / "claims" / sbx.sandbox_id).read_text().strip()
+        (server.data_dir / "sandboxes" / slot / "suspend" / "images" / "pstree.img").unlink()
+        with pytest.raises(SandboxException):
+            sbx.connect()
+        failed = api.get(f"/sandboxes/{sbx.sandbox_id}/trace",
+                         params={"kind": "resume_failed"}).json()["events"]
+        assert len(failed) == 1 and failed[0]["level"] == "error"
+        assert failed[0]["fields"]["mode"] == "disk"
+        sbx.connect(on_resume="reboot")

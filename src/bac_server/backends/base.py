@@ -134,6 +134,17 @@ class SandboxSpec:
 
 
 @dataclass(frozen=True)
+class CreateTiming:
+    """How ``create`` made a sandbox and how long each part took, in milliseconds."""
+
+    how: str  # "pool" (handed out ready), "start_snapshot" (restored from it), "boot"
+    total_ms: float
+    # The parts, in order (e.g. {"handout": 3.1} or {"restore": 80.2}); a part that
+    # failed and was fallen back from is listed too (e.g. {"restore": 40, "boot": 900}).
+    parts_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SandboxEndpoint:
     """How the host reaches a running sandbox."""
 
@@ -144,6 +155,8 @@ class SandboxEndpoint:
     # checkpoint is gone or its images incomplete): the sandbox was booted instead, and the
     # snapshot's owner should drop it. A restore that failed otherwise leaves it False.
     start_snapshot_lost: bool = False
+    # Set by ``create`` when the backend can tell how it made the sandbox.
+    timing: CreateTiming | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +168,9 @@ class ResourceUsage:
     mem_cache_bytes: int
     disk_used_bytes: int
     disk_total_bytes: int
+    # Processes the kernel's OOM killer ended inside, since the sandbox started (a
+    # counter: a rise between two samples is a kill in between).
+    oom_kills: int = 0
 
 
 class Backend(Protocol):

@@ -191,6 +191,7 @@ class ControlPlane:
             registry=self.registry,
             interval_s=metrics_interval_s,
             retention_s=metrics_retention_s,
+            sandbox_store=sandbox_store,
         )
         self._sampler_task: asyncio.Task[None] | None = None
         self.traces = Traces(sandbox_store=sandbox_store, registry=self.registry,

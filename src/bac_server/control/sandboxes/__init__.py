@@ -23,7 +23,15 @@ the gateway read of them, and what they leave in the store.
 """
 
 from ._creation import CreateRequest, Creator, IdlePolicy
-from ._events import EVENT_TYPES, WIRE_TYPES, EventKind, event, warning, wire_type
+from ._events import (
+    EVENT_TYPES,
+    WIRE_TYPES,
+    EndReason,
+    EventKind,
+    event,
+    warning,
+    wire_type,
+)
 from ._history import History
 from ._idle import IdleWatch
 from ._lifecycle import Lifecycle
@@ -54,6 +62,7 @@ __all__ = [
     "CreateRequest",
     "Creator",
     "Cursor",
+    "EndReason",
     "EventKind",
     "History",
     "IdlePolicy",

@@ -249,28 +249,32 @@ class Creator:
         # "died", a sandbox without a row is destroyed.
         row = dataclasses.replace(sbx.to_record(), state=SandboxState.RUNNING.value)
         created = event(sbx.sandbox_id, sbx.team_id, EventKind.CREATED,
-                        f"created from template {image.template_id}", template=image.template_id)
-        started = event(sbx.sandbox_id, sbx.team_id, EventKind.STARTED, "started")
+                        f"created from template {image.template_id}",
+                        **_template_fields(image, resolved, source))
         began = time.monotonic()
         stored, made = await asyncio.gather(
-            self._sandbox_store.insert_sandbox(row, created, started),
+            self._sandbox_store.insert_sandbox(row, created),
             self._start(spec, source),
             return_exceptions=True,
         )
+        took = time.monotonic() - began
+        how = _how(made, source)
         if self._observer is not None:
             if isinstance(made, BaseException) or isinstance(stored, BaseException):
                 self._observer.create_failed(image.template_id)
             else:
-                # The backend does not say yet how it made the sandbox (pool, start
-                # snapshot, boot): "unknown" until its create result does.
-                self._observer.created("checkpoint" if source is not None else "unknown",
-                                       image.template_id, time.monotonic() - began)
+                self._observer.created(how, image.template_id, took)
         if isinstance(made, BaseException):
             await self._failed(sbx, made, recorded=not isinstance(stored, BaseException))
             raise _domain_error(made, image) from made
         if isinstance(stored, BaseException):
             await self._failed(sbx, stored, recorded=False)
             raise SandboxCreateFailed(f"recording the sandbox failed: {stored}") from stored
+        # How it was made and what each part took: known once the backend answered.
+        await self._sandbox_store.add_event(event(
+            sbx.sandbox_id, sbx.team_id, EventKind.STARTED, f"started ({how}, "
+            f"{took * 1000:.0f} ms)", how=how, total_ms=f"{took * 1000:.1f}",
+            **_timing_fields(made)))
         if made.start_snapshot_lost and self._start_snapshots is not None:
             await self._start_snapshots.lost(resolved, image)
         async with sbx.lock:
@@ -322,3 +326,34 @@ def _domain_error(exc: BaseException, image: TemplateImage) -> BaseException:
     if isinstance(exc, Exception):
         return SandboxCreateFailed(f"creating the sandbox failed: {exc}")
     return exc
+
+
+def _template_fields(image: TemplateImage, resolved: Resolved,
+                     source: CheckpointRecord | None) -> dict[str, str]:
+    """What a created event says of where the sandbox came from."""
+    fields = {"template": image.template_id}
+    if resolved.build_id is not None:
+        fields["build"] = resolved.build_id
+    if resolved.digest is not None:
+        fields["digest"] = resolved.digest
+    if source is not None:
+        fields["checkpoint"] = source.checkpoint_id
+    if image.start_snapshot is not None:
+        fields["start_snapshot"] = image.start_snapshot.checkpoint_id
+    return fields
+
+
+def _how(made: SandboxEndpoint | BaseException, source: CheckpointRecord | None) -> str:
+    """How the backend made it: pool, start_snapshot or boot (its word), a checkpoint's
+    copy, or unknown when it cannot tell."""
+    if source is not None:
+        return "checkpoint"
+    if isinstance(made, SandboxEndpoint) and made.timing is not None:
+        return made.timing.how
+    return "unknown"
+
+
+def _timing_fields(made: SandboxEndpoint) -> dict[str, str]:
+    if made.timing is None:
+        return {}
+    return {f"{name}_ms": f"{ms:.1f}" for name, ms in made.timing.parts_ms.items()}

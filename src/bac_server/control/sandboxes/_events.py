@@ -34,8 +34,24 @@ class EventKind(enum.Enum):
     # Reported from inside the sandbox by envd (``control.sandboxes._trace``).
     PROCESS = "process"
     TRANSFER = "transfer"
+    # Errors inside: the kernel's OOM killer ended a process (seen by the sampler), a
+    # resume could not restore the saved state (the sandbox stays paused).
+    OOM_KILL = "oom_kill"
+    RESUME_FAILED = "resume_failed"
     # Something is near a bound (e.g. 80 % of a cap): a Bac event type, delivered by webhooks.
     WARNING = "warning"
+
+
+class EndReason(enum.Enum):
+    """Why a sandbox ended: the ``reason`` field of its last event."""
+
+    REQUEST = "request"  # killed through the API (or the SDK, the CLI)
+    TIMEOUT = "timeout"  # its end came
+    IDLE = "idle"  # the idle policy ended it
+    CAP = "cap"  # a spending cap's action
+    KILL_SWITCH = "kill_switch"  # the operator's fleet kill
+    CRASH = "crash"  # its processes died on their own
+    SERVER_RESTART = "server_restart"  # gone (or half-made) when the server started
 
 
 _LIFECYCLE = "sandbox.lifecycle."

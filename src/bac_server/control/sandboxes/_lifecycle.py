@@ -27,7 +27,7 @@ from ..errors import Conflict
 from ..keys import Team
 from ..limits import Limits
 from ..templates import TemplateSource
-from ._events import EventKind, event
+from ._events import EndReason, EventKind, event
 from ._idle import IdleWatch
 from ._observer import LifecycleObserver
 from ._pausing import Pausing
@@ -101,7 +101,7 @@ class Lifecycle:
         """The idle policy's action (``idle_action``), the caller holding the lock."""
         if sbx.idle_action is OnTimeout.KILL:
             await self.end(sbx, SandboxState.KILLED, EventKind.KILLED,
-                           f"{why}: killed (idle policy)")
+                           f"{why}: killed (idle policy)", reason=EndReason.IDLE)
             return
         await self.pausing.pause(sbx, memory=sbx.pause_memory, kind=EventKind.PAUSED,
                                  message=f"{why}: paused (idle policy)")
@@ -124,9 +124,13 @@ class Lifecycle:
 
     # ending -------------------------------------------------------------------------------
     async def end(
-        self, sbx: LiveSandbox, state: SandboxState, kind: EventKind, message: str
+        self, sbx: LiveSandbox, state: SandboxState, kind: EventKind, message: str,
+        *, reason: EndReason | None = None,
     ) -> None:
-        """Move to a final state and release everything. Caller holds ``sbx.lock``."""
+        """Move to a final state and release everything. Caller holds ``sbx.lock``.
+        ``reason`` (default: the kind's, a request for a kill) goes in the event."""
+        why = reason or {EventKind.TIMEOUT: EndReason.TIMEOUT,
+                         EventKind.DIED: EndReason.CRASH}.get(kind, EndReason.REQUEST)
         check_transition(sbx.state, state)
         if sbx.timer is not None:
             sbx.timer.cancel()
@@ -140,7 +144,7 @@ class Lifecycle:
                 sbx.sandbox_id,
                 state=state.value,
                 ended_at=now,
-                event=event(sbx.sandbox_id, sbx.team_id, kind, message),
+                event=event(sbx.sandbox_id, sbx.team_id, kind, message, reason=why.value),
             )
         finally:
             try:

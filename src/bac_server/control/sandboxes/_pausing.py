@@ -94,12 +94,13 @@ class Pausing:
                 raise PauseFailed(f"pausing sandbox {sbx.sandbox_id!r} failed: its state "
                                   "could not be saved") from exc
             raise
+        took = time.monotonic() - began
         if self._observer is not None:
-            self._observer.paused(paused_as.value, time.monotonic() - began)
+            self._observer.paused(paused_as.value, took)
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
             event=event(sbx.sandbox_id, sbx.team_id, kind, message,
-                        mode=paused_as.value))
+                        mode=paused_as.value, duration_ms=f"{took * 1000:.1f}"))
 
     async def resume(self, sbx: LiveSandbox, *, seconds: int | None, memory: bool = True,
                      message: str = "resumed", on_timeout: OnTimeout | None = None) -> None:
@@ -117,6 +118,11 @@ class Pausing:
                 endpoint = await self._backend.wake(spec, memory=memory)
             except CheckpointFailed as exc:
                 log.warning("resuming %s failed: %s", sbx.sandbox_id, exc)
+                await self._sandbox_store.add_event(event(
+                    sbx.sandbox_id, sbx.team_id, EventKind.RESUME_FAILED,
+                    "resume failed: the saved state could not be restored; still paused",
+                    level="error", mode=kind.value if kind is not None else "",
+                    memory=str(memory).lower()))
                 raise ResumeFailed(
                     f"resuming sandbox {sbx.sandbox_id!r} failed: its saved state could not "
                     "be restored; it stays paused (resuming without its memory, E2B "
@@ -125,8 +131,9 @@ class Pausing:
             endpoint = await self._backend.resume(sbx.sandbox_id)
         else:
             raise NotSupported(f"the {self._backend.name!r} backend cannot resume it")
+        took = time.monotonic() - began
         if self._observer is not None and kind is not None:
-            self._observer.resumed(kind.value, time.monotonic() - began)
+            self._observer.resumed(kind.value, took)
         sbx.state, sbx.paused_as = SandboxState.RUNNING, None
         sbx.attach(endpoint.address, endpoint.envd_port)
         now = self._clock.now()
@@ -138,7 +145,9 @@ class Pausing:
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, end_at=sbx.end_at,
             lifecycle=sbx.lifecycle(),
-            event=event(sbx.sandbox_id, sbx.team_id, EventKind.RESUMED, message))
+            event=event(sbx.sandbox_id, sbx.team_id, EventKind.RESUMED, message,
+                        mode=kind.value if kind is not None else "",
+                        memory=str(memory).lower(), duration_ms=f"{took * 1000:.1f}"))
         self._arm(sbx)
 
     async def wake_for_traffic(self, sandbox_id: str) -> Route | None:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from bac_server.backends.base import Backend, BackendError, SandboxNotFound, SandboxStatus
 from bac_server.store import SandboxRecord, SandboxStore
 
-from ._events import EventKind, event
+from ._events import EndReason, EventKind, event
 from ._lifecycle import Lifecycle
 from ._registry import LiveSandbox, Registry
 from ._states import LIVE_STATES, SandboxState
@@ -111,7 +111,8 @@ async def _finish(
         rec.sandbox_id,
         state=state.value,
         ended_at=datetime.now(UTC),
-        event=event(rec.sandbox_id, rec.team_id, kind, message, level="warn"),
+        event=event(rec.sandbox_id, rec.team_id, kind, message, level="warn",
+                    reason=EndReason.SERVER_RESTART.value),
     )
     await _destroy(backend, rec.sandbox_id)
 

@@ -1,5 +1,6 @@
 """Periodic resource sampling: every interval, ask the backend for each running sandbox's
-usage and store it, so ``GET /sandboxes/{id}/metrics`` answers from the store."""
+usage and store it, so ``GET /sandboxes/{id}/metrics`` answers from the store; a rise of
+its OOM-kill counter between two samples is an ``oom_kill`` event in its log."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from bac_server.backends.base import Backend, BackendError
-from bac_server.store import MetricRecord, MetricStore
+from bac_server.store import MetricRecord, MetricStore, SandboxStore
 
-from ._registry import Registry
+from ._events import EventKind, event
+from ._registry import LiveSandbox, Registry
 from ._states import SandboxState
 
 log = logging.getLogger(__name__)
@@ -25,12 +27,18 @@ class MetricsSampler:
         registry: Registry,
         interval_s: float,
         retention_s: float,
+        sandbox_store: SandboxStore | None = None,
     ) -> None:
         self._backend = backend
         self._metric_store = metric_store
+        self._sandbox_store = sandbox_store
         self._registry = registry
         self._interval = interval_s
         self._retention = timedelta(seconds=retention_s)
+        # OOM kills seen per sandbox. One that started before this sampler (a server
+        # restart) counts from its first sample; one started since, from zero.
+        self._oom: dict[str, int] = {}
+        self._since = datetime.now(UTC)
 
     async def sample_once(self) -> int:
         """Take one sample of every running sandbox; returns how many were stored."""
@@ -59,7 +67,27 @@ class MetricsSampler:
                 )
             )
         await self._metric_store.add_metrics(samples)
+        for sbx, usage in zip(running, results, strict=True):
+            if not isinstance(usage, BaseException):
+                await self._oom_check(sbx, usage.oom_kills)
+        gone = set(self._oom) - {s.sandbox_id for s in self._registry.all()}
+        for sandbox_id in gone:
+            del self._oom[sandbox_id]
         return len(samples)
+
+    async def _oom_check(self, sbx: LiveSandbox, kills: int) -> None:
+        seen = self._oom.get(sbx.sandbox_id)
+        if seen is None:
+            seen = 0 if sbx.started_at >= self._since else kills
+        self._oom[sbx.sandbox_id] = kills
+        if kills <= seen or self._sandbox_store is None:
+            return
+        new = kills - seen
+        await self._sandbox_store.add_event(event(
+            sbx.sandbox_id, sbx.team_id, EventKind.OOM_KILL,
+            f"the kernel's OOM killer ended {new} process{'es' if new > 1 else ''} "
+            f"(memory limit {sbx.memory_mb} MiB)", level="error", count=str(new),
+            total=str(kills), memory_mb=str(sbx.memory_mb)))
 
     async def run(self) -> None:
         """Sample forever (cancel to stop); one failed round never stops the loop."""

@@ -45,6 +45,7 @@ import collections
 import dataclasses
 import logging
 import os
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ from typing import Any
 
 from bac_server.backends.base import (
     BackendError,
+    CreateTiming,
     SandboxEndpoint,
     SandboxSetupError,
     SandboxSpec,
@@ -149,6 +151,11 @@ class ReadyPool:
         limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
         key = self._key_of(spec, limits)
         lost = False
+        parts: dict[str, float] = {}
+        began = time.perf_counter()
+
+        def part(name: str, since: float) -> None:
+            parts[name] = round((time.perf_counter() - since) * 1000, 3)
 
         async def make() -> SlotRecord:
             nonlocal lost
@@ -157,32 +164,45 @@ class ReadyPool:
                 pooled = self._take(key) if key.snapshot is None or \
                     spec.network == EgressPolicy() else None
                 if pooled is not None:
+                    step = time.perf_counter()
                     try:
                         await assign(ctx, pooled.record, spec, limits,
                                      current_token=pooled.token,
                                      egress_attached=pooled.egress_attached)
+                        part("handout", step)
                         return pooled.record
                     except SandboxSetupError:
+                        part("handout", step)
                         _log.warning("pooled slot %s failed at hand-out; making sandbox %s "
                                      "anew", pooled.record.slot, spec.sandbox_id,
                                      exc_info=True)
                 ref = spec.template.start_snapshot
                 if key.snapshot is not None and ref is not None:
+                    step = time.perf_counter()
                     try:
-                        return await self._checkpointer.copy(spec, key.snapshot,
-                                                             source_token=ref.token)
+                        restored = await self._checkpointer.copy(spec, key.snapshot,
+                                                                 source_token=ref.token)
+                        part("restore", step)
+                        return restored
                     except Exception as exc:
+                        part("restore", step)
                         lost = not await self._checkpointer.intact(key.snapshot)
                         _log.warning("sandbox %s: restoring the start snapshot of template "
                                      "%s failed, booting it instead: %s", spec.sandbox_id,
                                      spec.template.template_id, exc)
                         used = PoolKey.booted(spec.template)
-                return await boot(ctx, spec, limits)
+                step = time.perf_counter()
+                booted = await boot(ctx, spec, limits)
+                part("boot", step)
+                return booted
             finally:
                 self._want(used, spec.template)  # refill (if pooling) after the hand-out
 
         endpoint = await self._slots.start(spec.sandbox_id, make)
-        return dataclasses.replace(endpoint, start_snapshot_lost=True) if lost else endpoint
+        how = {"handout": "pool", "restore": "start_snapshot", "boot": "boot"}[
+            next(reversed(parts))]
+        timing = CreateTiming(how, round((time.perf_counter() - began) * 1000, 3), parts)
+        return dataclasses.replace(endpoint, start_snapshot_lost=lost, timing=timing)
 
     def _key_of(self, spec: SandboxSpec, limits: Limits) -> PoolKey:
         ref = spec.template.start_snapshot

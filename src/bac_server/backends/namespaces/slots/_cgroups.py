@@ -26,6 +26,7 @@ class CpuMemory:
     mem_used: int
     mem_limit: int
     mem_cache: int
+    oom_kills: int = 0  # processes the kernel's OOM killer ended in the cgroup, ever
 
 
 class CgroupTree:
@@ -98,14 +99,16 @@ class CgroupTree:
                 cpu_usage_ns=stat.get("usage_usec", 0) * 1000,
                 mem_used=int((base / "memory.current").read_text()),
                 mem_limit=0 if limit_raw == "max" else int(limit_raw),
-                mem_cache=mem.get("file", 0))
+                mem_cache=mem.get("file", 0),
+                oom_kills=_kv(base / "memory.events").get("oom_kill", 0))
         mem_dir = self._one(relative, "memory")
         mem = _kv(mem_dir / "memory.stat")
         return CpuMemory(
             cpu_usage_ns=int((self._one(relative, "cpuacct") / "cpuacct.usage").read_text()),
             mem_used=int((mem_dir / "memory.usage_in_bytes").read_text()),
             mem_limit=int((mem_dir / "memory.limit_in_bytes").read_text()),
-            mem_cache=mem.get("cache", mem.get("total_cache", 0)))
+            mem_cache=mem.get("cache", mem.get("total_cache", 0)),
+            oom_kills=_kv(mem_dir / "memory.oom_control").get("oom_kill", 0))
 
     def apply(self, relative: str, limits: Limits) -> None:
         """Set CPU, memory and pids limits of a running slot (what ``<runtime> update``

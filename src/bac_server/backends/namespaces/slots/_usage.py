@@ -39,4 +39,4 @@ class UsageSampler:
             cpu_count=record.vcpus, cpu_used_pct=round(max(pct, 0.0), 2),
             mem_used_bytes=stats.mem_used, mem_total_bytes=record.memory_mb * 1024 * 1024,
             mem_cache_bytes=stats.mem_cache, disk_used_bytes=used,
-            disk_total_bytes=record.disk_mb * 1024 * 1024)
+            disk_total_bytes=record.disk_mb * 1024 * 1024, oom_kills=stats.oom_kills)
