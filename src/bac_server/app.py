@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
@@ -104,13 +104,15 @@ async def warm_up(
             log.exception("warming template %r failed; its sandboxes start cold", ref)
 
 
-async def open_store(config: ServerConfig) -> Store:
+async def open_store(config: ServerConfig,
+                     on_lifecycle_event: Callable[[], None] | None = None) -> Store:
     """The store, after the data dir was checked private (``host.secure_data_dir``: it
     refuses what it cannot repair), its secrets sealed with the key file (made at the
     first start)."""
     await asyncio.to_thread(secure_data_dir, config.data_dir, IdRange())
     sealer = await asyncio.to_thread(load_sealer, config.store_key_path)
-    return await SqlStore.open(config.store_url, sealer)
+    return await SqlStore.open(config.store_url, sealer,
+                               on_lifecycle_event=on_lifecycle_event)
 
 
 def build_templates(config: ServerConfig) -> TemplateStore:
@@ -139,7 +141,8 @@ async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend
                                           upload_ttl_s=config.upload_ttl_s))
 
 
-def build_events(config: ServerConfig, store: Store) -> EventServices:
+def build_events(config: ServerConfig, store: Store,
+                 wake: asyncio.Event | None = None) -> EventServices:
     """The events API, webhooks and their deliverer; webhook URLs on this machine or a
     private network are refused unless ``BAC_WEBHOOK_ALLOW`` names them."""
     try:
@@ -157,7 +160,8 @@ def build_events(config: ServerConfig, store: Store) -> EventServices:
             poll_s=config.webhook_poll_s, timeout_s=config.webhook_timeout_s,
             max_attempts=config.webhook_max_attempts, backoff_s=config.webhook_backoff_s,
             max_backoff_s=config.webhook_max_backoff_s,
-            max_age_s=config.webhook_max_age_s, ca_file=config.webhook_ca_file))
+            max_age_s=config.webhook_max_age_s, ca_file=config.webhook_ca_file),
+        wake=wake)
 
 
 def build_scrape(config: ServerConfig, telemetry: Telemetry) -> ScrapeListener | None:
@@ -184,7 +188,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         telemetry = Telemetry(MetricLimits(max_teams=config.metrics_max_teams,
                                            max_templates=config.metrics_max_templates))
         scrape = build_scrape(config, telemetry)
-        store = await open_store(config)
+        # The store rings it after each lifecycle event it logs; the deliverer wakes.
+        logged = asyncio.Event()
+        store = await open_store(config, logged.set)
         backend = build_backend(config)
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
@@ -201,7 +207,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             upload_quota_bytes=config.upload_quota_mb << 20,
             concurrency=config.template_builds, start_snapshots=start_snapshots,
             on_template_deleted=gc.soon, on_build_finished=telemetry.build_finished)
-        events = build_events(config, store)
+        events = build_events(config, store, logged)
         plane = ControlPlane(
             backend=backend,
             templates=template_services,

@@ -339,3 +339,34 @@ async def test_https_is_checked_against_the_urls_name(world: World, tmp_path: Pa
     assert (await _only_delivery(world, ok.webhook_id)).status == "success"
     failed = await _only_delivery(world, refused.webhook_id)
     assert failed.status == "pending" and "CERTIFICATE_VERIFY_FAILED" in (failed.last_error or "")
+
+
+async def test_a_logged_event_wakes_the_deliverer(tmp_path: Path, receiver: Receiver) -> None:
+    """The store rings the deliverer when it logs a lifecycle event: with a poll of a
+    minute, the event still reaches the receiver at once (waited for with a bound far
+    under the poll); a trace-only entry does not ring."""
+    wake = asyncio.Event()
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}",
+                                Sealer(Sealer.new_key()), on_lifecycle_event=wake.set)
+    await store.keys.ensure_team("team")
+    services = EventServices.create(
+        event_log=store.event_log, sandbox_store=store.sandboxes,
+        webhook_store=store.webhooks, allowed=Destinations.parse("127.0.0.1"),
+        delivery=DeliverySettings(poll_s=60), wake=wake)
+    try:
+        await services.webhooks.create(TEAM, WebhookSpec(
+            url=receiver.url("/rung"), events=[CREATED], secret=SECRET))
+        await store.sandboxes.add_event(event("s7", "team", EventKind.STARTED, "started"))
+        assert not wake.is_set()  # not a lifecycle event: no ring
+        await store.sandboxes.add_event(event("s7", "team", EventKind.KILLED, "killed"))
+        assert wake.is_set()
+        wake.clear()
+        services.start()
+        await services.deliverer.parked()  # it looked (an empty log) and waits a minute
+        await store.sandboxes.insert_sandbox(
+            _sandbox("s8"), event("s8", "team", EventKind.CREATED, "created"))
+        arrival = await asyncio.to_thread(receiver.next, 10.0)
+        assert arrival.json()["sandboxId"] == "s8"
+    finally:
+        await services.stop()
+        await store.close()

@@ -91,7 +91,10 @@ class WebhookDeliverer:
     def __init__(self, *, webhook_store: WebhookStore, event_log: EventLogStore,
                  destinations: WebhookDestinations, settings: DeliverySettings,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-                 rand: Callable[[], float] = random.random) -> None:
+                 rand: Callable[[], float] = random.random,
+                 wake: asyncio.Event | None = None) -> None:
+        """``wake``: set by whoever logs an event (the store); the deliverer then reads the
+        log at once. It polls every ``poll_s`` anyway (other writers, a missed ring)."""
         self._store = webhook_store
         self._event_log = event_log
         self._destinations = destinations
@@ -99,10 +102,11 @@ class WebhookDeliverer:
         self._clock = clock
         self._rand = rand
         self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        self._wake = wake if wake is not None else asyncio.Event()
         self._client: httpx.AsyncClient | None = None
         self._last_prune: datetime | None = None
         self._sending: dict[str, asyncio.Task[None]] = {}  # by webhook id
+        self._parked = asyncio.Event()  # set while the loop waits for a ring or its poll
         self._gate = asyncio.Semaphore(settings.concurrency)
 
     # running ------------------------------------------------------------------------------
@@ -121,6 +125,10 @@ class WebhookDeliverer:
     def start(self) -> None:
         self.open()
         self._task = asyncio.create_task(self._run(), name="webhook-deliverer")
+
+    async def parked(self) -> None:
+        """Wait until the loop has looked at the log and waits for a ring or its poll."""
+        await self._parked.wait()
 
     def wake(self) -> None:
         """Look at the log now rather than at the next poll."""
@@ -149,9 +157,11 @@ class WebhookDeliverer:
                 raise
             except Exception:
                 log.exception("webhook delivery step failed; trying again")
+            self._parked.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.poll_s)
-            self._wake.clear()
+            self._parked.clear()
+            self._wake.clear()  # before the step: a ring during it is not lost
 
     async def step(self) -> None:
         """Owe what the log holds, start sending what is due (``settle`` waits for it),
@@ -232,6 +242,8 @@ class WebhookDeliverer:
                 del self._sending[webhook_id]
         if not task.cancelled() and task.exception() is not None:
             log.error("webhook sending failed", exc_info=task.exception())
+        # Deliveries owed while the webhook was busy were skipped: look again now.
+        self._wake.set()
 
     async def _in_order(self, hook: WebhookRecord | None,
                         deliveries: list[DeliveryRecord]) -> None:

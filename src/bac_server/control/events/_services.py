@@ -3,6 +3,7 @@ made from the stores and settings; the plane starts and stops the deliverer with
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,9 +29,11 @@ class EventServices:
                webhook_store: WebhookStore, allowed: Destinations,
                limits: WebhookLimits | None = None, delivery: DeliverySettings | None = None,
                clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-               rand: Callable[[], float] = random.random) -> EventServices:
+               rand: Callable[[], float] = random.random,
+               wake: asyncio.Event | None = None) -> EventServices:
         """``allowed``: the destinations webhooks may have beyond the public internet
-        (``BAC_WEBHOOK_ALLOW``)."""
+        (``BAC_WEBHOOK_ALLOW``); ``wake``: set when a lifecycle event is logged (the store
+        rings it), so the deliverer reads the log at once instead of at its next poll."""
         destinations = WebhookDestinations(allowed)
         return cls(
             events=LifecycleEvents(event_log=event_log, sandbox_store=sandbox_store,
@@ -40,7 +43,7 @@ class EventServices:
             deliverer=WebhookDeliverer(webhook_store=webhook_store, event_log=event_log,
                                        destinations=destinations,
                                        settings=delivery or DeliverySettings(),
-                                       clock=clock, rand=rand))
+                                       clock=clock, rand=rand, wake=wake))
 
     def start(self) -> None:
         self.deliverer.start()

@@ -14,6 +14,8 @@ the frozen records of the protocols' modules right here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store.builds import BuildStore
@@ -46,10 +48,11 @@ class SqlStore:
     """One engine, one transaction per call. Open with :meth:`open`; ``sealer`` seals the
     secrets of every row written and opens them in every row read."""
 
-    def __init__(self, engine: AsyncEngine, sealer: Sealer) -> None:
+    def __init__(self, engine: AsyncEngine, sealer: Sealer,
+                 on_lifecycle_event: Callable[[], None] | None = None) -> None:
         self._engine = engine
         self.keys: KeyStore = SqlKeys(engine)
-        self.sandboxes: SandboxStore = SqlSandboxes(engine, sealer)
+        self.sandboxes: SandboxStore = SqlSandboxes(engine, sealer, on_lifecycle_event)
         self.metrics: MetricStore = SqlMetrics(engine)
         self.checkpoints: CheckpointStore = SqlCheckpoints(engine, sealer)
         self.catalog: CatalogStore = SqlCatalog(engine)
@@ -60,10 +63,13 @@ class SqlStore:
         self.event_log: EventLogStore = SqlEventLog(engine)
 
     @classmethod
-    async def open(cls, url: str, sealer: Sealer) -> SqlStore:
+    async def open(cls, url: str, sealer: Sealer,
+                   on_lifecycle_event: Callable[[], None] | None = None) -> SqlStore:
+        """``on_lifecycle_event``: called after each commit that logged a lifecycle event
+        (the webhook deliverer's wake-up)."""
         engine = open_engine(url)
         await migrate(engine, sealer)
-        return cls(engine, sealer)
+        return cls(engine, sealer, on_lifecycle_event)
 
     async def close(self) -> None:
         await self._engine.dispose()

@@ -4,7 +4,7 @@ Env vars and access tokens are sealed on the way in and opened on the way out
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -107,10 +107,22 @@ async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -
                        [_event_values(e, owners.get(e.sandbox_id)) for e in events])
 
 
+def _lifecycle(events: Sequence[EventRecord]) -> bool:
+    return any(e.wire_type is not None for e in events)
+
+
 class SqlSandboxes:
-    def __init__(self, engine: AsyncEngine, sealer: Sealer) -> None:
+    def __init__(self, engine: AsyncEngine, sealer: Sealer,
+                 on_lifecycle_event: Callable[[], None] | None = None) -> None:
+        """``on_lifecycle_event``: called after each commit that logged a lifecycle
+        event (one with a ``wire_type``), e.g. to wake the webhook deliverer."""
         self._engine = engine
         self._sealer = sealer
+        self._on_lifecycle_event = on_lifecycle_event
+
+    def _logged(self, events: Sequence[EventRecord]) -> None:
+        if self._on_lifecycle_event is not None and _lifecycle(events):
+            self._on_lifecycle_event()
 
     async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
         async with inserting(self._engine, f"sandbox {sandbox.sandbox_id}") as conn:
@@ -119,6 +131,7 @@ class SqlSandboxes:
             if events:
                 await conn.execute(sa.insert(t.sandbox_events),
                                    [_event_values(e, sandbox.metadata) for e in events])
+        self._logged(events)
 
     async def update_sandbox(
         self,
@@ -154,6 +167,8 @@ class SqlSandboxes:
                 )
             if event is not None:
                 await _insert_events(conn, [event])
+        if event is not None:
+            self._logged([event])
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
         query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
@@ -170,10 +185,12 @@ class SqlSandboxes:
     async def add_event(self, event: EventRecord) -> None:
         async with self._engine.begin() as conn:
             await _insert_events(conn, [event])
+        self._logged([event])
 
     async def add_events(self, events: Sequence[EventRecord]) -> None:
         async with self._engine.begin() as conn:
             await _insert_events(conn, events)
+        self._logged(events)
 
     async def trace(self, query: TraceQuery) -> list[EventRecord]:
         c = t.sandbox_events.c
