@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 def trace_settings_of(config: ServerConfig) -> TraceSettings:
     return TraceSettings(retention_days=config.trace_retention_days,
                          keep_per_sandbox=config.trace_keep_per_sandbox,
-                         rate_per_s=config.trace_rate_per_s, burst=config.trace_burst)
+                         rate_per_s=config.trace_rate_per_s, burst=config.trace_burst,
+                         network_interval_s=config.trace_network_interval_s)
 
 
 def limits_of(config: ServerConfig) -> Limits:

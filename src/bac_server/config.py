@@ -70,6 +70,8 @@ class ServerConfig:
     trace_keep_per_sandbox: int = 10_000
     trace_rate_per_s: float = 200.0
     trace_burst: int = 1_000
+    # Seconds between reads of each sandbox's egress for the trace's network events (0: none).
+    trace_network_interval_s: float = 30.0
     default_cpu_count: int = 2
     default_memory_mb: int = 512
     default_disk_mb: int = 10_240
@@ -157,6 +159,8 @@ class ServerConfig:
         for name, low in (("trace_retention_days", 0.0), ("trace_rate_per_s", 0.0)):
             if not getattr(self, name) > low:
                 raise ConfigError(f"BAC_{name.upper()} must be more than {low:g}")
+        if self.trace_network_interval_s < 0:
+            raise ConfigError("BAC_TRACE_NETWORK_INTERVAL_S must be 0 (off) or more")
         for name in ("trace_keep_per_sandbox", "trace_burst"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"BAC_{name.upper()} must be at least 1")

@@ -195,7 +195,7 @@ class ControlPlane:
         )
         self._sampler_task: asyncio.Task[None] | None = None
         self.traces = Traces(sandbox_store=sandbox_store, registry=self.registry,
-                             history=self.history, settings=trace_settings)
+                             history=self.history, settings=trace_settings, backend=backend)
         self.registry.on_gone(self.traces.intake.forget)
         # The events API, webhooks and their deliverer (None: the plane has none).
         self.events = events

@@ -34,6 +34,9 @@ class EventKind(enum.Enum):
     # Reported from inside the sandbox by envd (``control.sandboxes._trace``).
     PROCESS = "process"
     TRANSFER = "transfer"
+    # Read from the host's egress counters and destination log (``_trace``).
+    NETWORK = "network"
+    EGRESS_DENIED = "egress_denied"
     # Errors inside: the kernel's OOM killer ended a process (seen by the sampler), a
     # resume could not restore the saved state (the sandbox stays paused).
     OOM_KILL = "oom_kill"

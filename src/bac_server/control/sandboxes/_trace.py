@@ -28,17 +28,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bac_server.backends.base import Backend, NetworkControl
+from bac_server.backends.egress import NetworkUsage
 from bac_server.store import EventRecord, SandboxStore, TraceQuery
 
 from ..errors import InvalidRequest
 from ..keys import Team
 from ._events import EventKind
 from ._history import History
-from ._registry import Registry
+from ._registry import LiveSandbox, Registry
+from ._states import SandboxState
 
 log = logging.getLogger(__name__)
 
-IN_SANDBOX_KINDS = frozenset({EventKind.PROCESS.value, EventKind.TRANSFER.value})
+IN_SANDBOX_KINDS = frozenset({EventKind.PROCESS.value, EventKind.TRANSFER.value,
+                              EventKind.NETWORK.value, EventKind.EGRESS_DENIED.value})
 MAX_PAGE = 1000
 _TEXT = 1024
 
@@ -58,6 +62,11 @@ class TraceSettings:
     retention_days: float = 7.0
     keep_per_sandbox: int = 10_000
     prune_every_s: float = 600.0
+    # Seconds between reads of each running sandbox's egress counters and destination log
+    # (a ``network`` event of the bytes since, an ``egress_denied`` per refused
+    # destination tried again); 0: none.
+    network_interval_s: float = 30.0
+    max_denials_per_read: int = 20
 
 
 # -- what a report may say ---------------------------------------------------------------
@@ -272,11 +281,22 @@ class TraceFilter:
         return cls(_kinds(kinds), since, until, after_id, max(1, min(limit, MAX_PAGE)))
 
 
+@dataclass
+class _NetSeen:
+    bytes_out: int
+    bytes_in: int
+    denied: dict[tuple[str, int | None, str], int]
+    at: datetime
+
+
 class Traces:
     def __init__(self, *, sandbox_store: SandboxStore, registry: Registry, history: History,
-                 settings: TraceSettings | None = None,
+                 settings: TraceSettings | None = None, backend: Backend | None = None,
                  now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.settings = settings or TraceSettings()
+        self._backend = backend
+        self._net: dict[str, _NetSeen] = {}
+        self._started = now()
         self._store = sandbox_store
         self._registry = registry
         self._history = history
@@ -340,9 +360,80 @@ class Traces:
                 log.exception("trace retention pass failed")
             await asyncio.sleep(self.settings.prune_every_s)
 
+    async def network_once(self) -> int:
+        """Read each running sandbox's egress once; returns how many events it wrote."""
+        backend = self._backend
+        if not isinstance(backend, NetworkControl):
+            return 0
+        running = [s for s in self._registry.all() if s.state is SandboxState.RUNNING]
+        found = await asyncio.gather(*(backend.network_usage(s.sandbox_id) for s in running),
+                                     return_exceptions=True)
+        now = self._now()
+        records: list[EventRecord] = []
+        for sbx, usage in zip(running, found, strict=True):
+            if isinstance(usage, BaseException):
+                continue
+            records += self._network_events(sbx, usage, now)
+        for sandbox_id in set(self._net) - {s.sandbox_id for s in self._registry.all()}:
+            del self._net[sandbox_id]
+        if records:
+            await self._store.add_events(records)
+            self.changes.notify()
+        return len(records)
+
+    def _network_events(self, sbx: LiveSandbox, usage: NetworkUsage,
+                        now: datetime) -> list[EventRecord]:
+        denied = {(d.address, d.port, d.protocol): d for d in usage.destinations
+                  if not d.allowed}
+        counts = {key: d.count for key, d in denied.items()}
+        seen = self._net.get(sbx.sandbox_id)
+        if seen is None:
+            # A sandbox already running when this server started counts from now on.
+            fresh = sbx.started_at >= self._started
+            seen = _NetSeen(0, 0, {}, sbx.started_at) if fresh else \
+                _NetSeen(usage.internet_bytes_out, usage.internet_bytes_in, counts, now)
+        if usage.internet_bytes_out < seen.bytes_out or usage.internet_bytes_in < seen.bytes_in:
+            seen = _NetSeen(0, 0, {}, seen.at)  # counters restarted (a restore, a wake)
+        self._net[sbx.sandbox_id] = _NetSeen(usage.internet_bytes_out, usage.internet_bytes_in,
+                                             counts, now)
+        out: list[EventRecord] = []
+
+        def add(kind: EventKind, level: str, message: str, fields: dict[str, Any]) -> None:
+            out.append(EventRecord(sandbox_id=sbx.sandbox_id, team_id=sbx.team_id, at=now,
+                                   kind=kind.value, message=message, level=level,
+                                   fields={"kind": kind.value, **fields},
+                                   metadata=dict(sbx.metadata)))
+
+        sent = usage.internet_bytes_out - seen.bytes_out
+        received = usage.internet_bytes_in - seen.bytes_in
+        if sent or received:
+            interval = max(0.0, (now - seen.at).total_seconds())
+            add(EventKind.NETWORK, "info",
+                f"network: {sent} bytes out, {received} bytes in over {interval:.0f} s",
+                {"bytes_out": sent, "bytes_in": received, "interval_s": round(interval, 3)})
+        tried = [(key, d, d.count - seen.denied.get(key, 0)) for key, d in denied.items()]
+        tried = sorted((t for t in tried if t[2] > 0), key=lambda t: -t[2])
+        for (address, port, protocol), d, times in tried[:self.settings.max_denials_per_read]:
+            where = d.name or address
+            add(EventKind.EGRESS_DENIED, "warn",
+                f"egress denied: {protocol} {where}{'' if port is None else f':{port}'}",
+                {"address": address, "port": port, "protocol": protocol, "name": d.name,
+                 "packets": times})
+        return out
+
+    async def _network_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.network_interval_s)
+            try:
+                await self.network_once()
+            except Exception:
+                log.exception("reading the sandboxes' egress failed")
+
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self.intake.run()),
                        asyncio.create_task(self._prune_forever())]
+        if self.settings.network_interval_s > 0 and isinstance(self._backend, NetworkControl):
+            self._tasks.append(asyncio.create_task(self._network_forever()))
 
     async def stop(self) -> None:
         for task in self._tasks:
