@@ -308,6 +308,14 @@ def test_lifecycle_events_say_how_and_why(api: httpx.Client) -> None:
         assert float(started["fields"][part]) > 0
         assert float(started["fields"]["total_ms"]) >= float(started["fields"][part])
         start = _last_id(api, sbx.sandbox_id)
+        sbx.set_timeout(60)
+        sbx.set_timeout(90)
+        shorter, longer = api.get(f"/sandboxes/{sbx.sandbox_id}/trace", params={
+            "kind": "timeout_set", "after": start}).json()["events"]
+        assert shorter["fields"]["change"] == "shortened"
+        assert longer["fields"]["change"] == "extended"
+        assert longer["fields"]["previous_end_at"] == shorter["fields"]["end_at"]
+        start = _last_id(api, sbx.sandbox_id)
         assert sbx.pause() is True
         sbx.connect()
         paused, resumed = api.get(f"/sandboxes/{sbx.sandbox_id}/trace", params={

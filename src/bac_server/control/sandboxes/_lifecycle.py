@@ -217,7 +217,7 @@ class Lifecycle:
             await self._move_end(sbx, wanted, kind)
 
     async def _move_end(self, sbx: LiveSandbox, end_at: datetime, kind: EventKind) -> None:
-        sbx.end_at = end_at
+        before, sbx.end_at = sbx.end_at, end_at
         said = end_at.isoformat() if end_at < NO_END else "none (no end)"
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id,
@@ -225,6 +225,8 @@ class Lifecycle:
             event=event(
                 sbx.sandbox_id, sbx.team_id, kind, f"end moved to {said}",
                 end_at=end_at.isoformat(),
+                previous_end_at=before.isoformat() if before < NO_END else "none",
+                change="extended" if end_at > before else "shortened",
             ),
         )
         self.arm(sbx)
