@@ -67,6 +67,7 @@ from bac._events import (
     verify_signature,
 )
 from bac._events_sync import Events
+from bac._fleet import AsyncFleet, FleetResult
 from bac._lifecycle import Lifecycle
 from bac._models import (
     CommandResult,
@@ -117,6 +118,7 @@ __all__ = [
     "AsyncEvents",
     "AsyncFileStream",
     "AsyncFilesystem",
+    "AsyncFleet",
     "AsyncPty",
     "AsyncSandbox",
     "AsyncSandboxPaginator",
@@ -146,6 +148,7 @@ __all__ = [
     "Filesystem",
     "FilesystemEvent",
     "FilesystemEventType",
+    "FleetResult",
     "FromKind",
     "InvalidArgumentError",
     "Lifecycle",

@@ -179,8 +179,8 @@ def build_scrape(config: ServerConfig, telemetry: Telemetry) -> ScrapeListener |
 def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
     """``clock``: the control plane's (the wall clock unless a simulation brings one)."""
     settings = ApiSettings(
-        domain=config.domain, envd_version=ENVD_VERSION, max_body_bytes=config.max_api_body_bytes
-    )
+        domain=config.domain, envd_version=ENVD_VERSION, max_body_bytes=config.max_api_body_bytes,
+        admin_token=config.admin_token)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

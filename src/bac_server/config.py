@@ -60,6 +60,9 @@ class ServerConfig:
     # send as ``Authorization: Bearer <token>``.
     metrics_address: str = "127.0.0.1:9464"
     metrics_token: str = ""
+    # The operator's token for the admin routes (the kill switch, docs/observability.md):
+    # sent as ``Authorization: Bearer <token>``, at least 32 characters; empty: they are off.
+    admin_token: str = ""
     # Teams and templates with series of their own; the rest are counted as "other".
     metrics_max_teams: int = 100
     metrics_max_templates: int = 100
@@ -156,6 +159,11 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("BAC_TLS_CERT and BAC_TLS_KEY go together: set both or neither")
+        if self.admin_token and (len(self.admin_token) < 32
+                                 or not self.admin_token.isprintable()
+                                 or self.admin_token.strip() != self.admin_token):
+            raise ConfigError("BAC_ADMIN_TOKEN must be at least 32 printable characters "
+                              "without surrounding spaces (e.g. `openssl rand -hex 32`)")
         for name, low in (("trace_retention_days", 0.0), ("trace_rate_per_s", 0.0)):
             if not getattr(self, name) > low:
                 raise ConfigError(f"BAC_{name.upper()} must be more than {low:g}")

@@ -13,6 +13,7 @@ from bac.cli._admin import admin, keys, serve
 from bac.cli._events import events, webhooks
 from bac.cli._exec import exec_
 from bac.cli._files import files
+from bac.cli._fleet import fleet
 from bac.cli._output import BacGroup
 from bac.cli._run_code import run_code
 from bac.cli._sandbox import sandbox
@@ -42,6 +43,7 @@ def cli(
 cli.add_command(serve)
 cli.add_command(keys)
 cli.add_command(admin)
+cli.add_command(fleet)
 for _command in STATE_COMMANDS:
     sandbox.add_command(_command)
 cli.add_command(sandbox)

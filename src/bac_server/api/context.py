@@ -15,6 +15,8 @@ class ApiSettings:
     domain: str
     envd_version: str
     max_body_bytes: int
+    # The operator's token for the admin routes (``BAC_ADMIN_TOKEN``); empty: they are off.
+    admin_token: str = ""
 
 
 def plane(request: Request) -> ControlPlane:

@@ -9,6 +9,7 @@ Error tree (server side, REST transport)::
 
     ApiError                 a transport-level rejection with its status
     ├── BadRequest           400  malformed JSON, wrong types, unknown fields, bad query
+    ├── Forbidden            403  the admin API asked with a team's key, or while it is off
     └── PayloadTooLarge      413  body over the limit (the message names it)
 
 Control-plane errors (:mod:`bac_server.control.errors`) are mapped here, once.
@@ -49,6 +50,10 @@ class ApiError(Exception):
 
 class BadRequest(ApiError):
     status = 400
+
+
+class Forbidden(ApiError):
+    status = 403
 
 
 class PayloadTooLarge(ApiError):

@@ -28,6 +28,7 @@ from bac_server.control.sandboxes import (
     LIVE_STATES,
     Creator,
     History,
+    KillSwitch,
     Lifecycle,
     MetricsSampler,
     NetworkService,
@@ -173,6 +174,9 @@ class ControlPlane:
         )
         self.history = History(sandbox_store=sandbox_store, metric_store=metric_store,
                                registry=self.registry)
+        # The operator's kill switch (docs/observability.md, "Kill switch").
+        self.kill_switch = KillSwitch(backend=backend, sandbox_store=sandbox_store,
+                                      registry=self.registry, lifecycle=self.lifecycle)
         self.checkpoints = Checkpoints(
             backend=backend, checkpoint_store=checkpoint_store, sandbox_store=sandbox_store,
             registry=self.registry, lifecycle=self.lifecycle, limits=limits,
@@ -232,7 +236,8 @@ class ControlPlane:
 
     async def stop(self) -> None:
         """Stop webhook deliveries, builds, timers and sampling. Sandboxes keep running for
-        the next start."""
+        the next start; a kill switch's pauses are written to disk first."""
+        await self.kill_switch.close()
         if self.events is not None:
             await self.events.stop()
         await self.templates.close()

@@ -34,6 +34,7 @@ from ._events import (
 )
 from ._history import History
 from ._idle import IdleWatch
+from ._kill_switch import KillSwitch, Selector, SwitchResult
 from ._lifecycle import Lifecycle
 from ._listing import MAX_LIMIT, Cursor, ListQuery, page
 from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
@@ -68,6 +69,7 @@ __all__ = [
     "IdlePolicy",
     "IdleWatch",
     "InvalidTransition",
+    "KillSwitch",
     "Lifecycle",
     "LifecycleObserver",
     "ListQuery",
@@ -80,6 +82,8 @@ __all__ = [
     "Registry",
     "Route",
     "SandboxState",
+    "Selector",
+    "SwitchResult",
     "TraceFilter",
     "TraceIntake",
     "TraceSettings",

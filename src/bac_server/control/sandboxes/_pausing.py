@@ -31,7 +31,7 @@ from bac_server.backends.base import (
 from bac_server.store import SandboxStore
 
 from ..clock import Clock, SystemClock
-from ..errors import NotSupported, PauseFailed, ResumeFailed
+from ..errors import Conflict, NotSupported, PauseFailed, ResumeFailed
 from ..templates import TemplateSource
 from ._events import EventKind, event
 from ._observer import LifecycleObserver
@@ -108,6 +108,9 @@ class Pausing:
         sandbox paused with its memory by starting it afresh on its files (E2B
         ``on_resume="reboot"``); ``on_timeout`` replaces what its timeout does, once it
         runs again."""
+        if sbx.held is not None:
+            raise Conflict(f"sandbox {sbx.sandbox_id!r} is held paused by the operator's "
+                           "kill switch; it resumes once the operator releases it")
         check_transition(sbx.state, SandboxState.RUNNING)
         kind = sbx.paused_as
         began = time.monotonic()
@@ -154,7 +157,7 @@ class Pausing:
         """The route to a sandbox a request is for, resuming it first if it is paused with
         auto-resume on (the gateway calls this when it finds no route)."""
         sbx = self._registry.get(sandbox_id)
-        if sbx is None or not sbx.auto_resume:
+        if sbx is None or not sbx.auto_resume or sbx.held is not None:
             return None
         async with sbx.lock:
             if sbx.state is SandboxState.PAUSED:

@@ -73,6 +73,9 @@ class LiveSandbox:
     auto_resume: bool = False
     # How it is paused now; None while running.
     paused_as: PauseKind | None = None
+    # What holds it paused, so that nothing resumes it (the operator's kill switch:
+    # "kill_switch") until the operator releases it; None: nothing.
+    held: str | None = None
     # The timeout it was created with: what an automatic resume grants again (0: no end).
     timeout_s: int = 300
     # Idle policy: after ``idle_after_s`` seconds (0: never) with no API or gateway
@@ -158,7 +161,7 @@ class LiveSandbox:
 
 _LIFECYCLE_FIELDS = ("on_timeout", "pause_memory", "auto_resume", "paused_as", "timeout_s",
                      "checkpoint_every_s", "checkpoint_keep", "idle_after_s", "idle_cpu_pct",
-                     "idle_action")
+                     "idle_action", "held")
 
 
 _LIFECYCLE_ENUMS: dict[str, type[enum.Enum]] = {"on_timeout": OnTimeout, "paused_as": PauseKind,

@@ -1,0 +1,265 @@
+"""The operator's kill switch: pause or kill every sandbox a selector matches, at once.
+
+A switch stops spending first and saves afterwards:
+
+1. **freeze**: every matching running sandbox's cgroup is frozen (the backend's freezer
+   pause), at most ``concurrency`` at a time, each under its own lock; the gateway stops
+   routing to it before its processes stop. A pause then writes its row (paused, held,
+   the event with reason ``kill switch``) and the call answers;
+2. **save**, in the background: a pause writes each frozen sandbox to disk with its memory
+   (the ordinary pause-to-disk path: CRIU, then the background write-through), so it
+   survives a restart and frees its memory; a kill ends each one (the lifecycle's end:
+   its row, its event, the backend's destroy).
+
+A sandbox paused by the switch is *held*: neither its team (resume, connect) nor traffic
+(auto-resume) can resume it until the operator releases it (``release``, same selectors);
+released, it is an ordinary paused sandbox. A switch cut short by a server restart leaves
+frozen sandboxes paused (the re-attach trusts the backend's view), never running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from bac_server.backends.base import (
+    Backend,
+    BackendError,
+    Checkpointable,
+    Pausable,
+    PauseKind,
+)
+from bac_server.store import SandboxStore
+
+from ..errors import InvalidRequest, NotSupported
+from ._events import EndReason, EventKind, event
+from ._lifecycle import Lifecycle
+from ._registry import LiveSandbox, Registry
+from ._states import SandboxState
+
+log = logging.getLogger(__name__)
+
+HOLD = "kill_switch"  # what holds a sandbox the switch paused (``LiveSandbox.held``)
+REASON = EndReason.KILL_SWITCH.value  # the events' ``reason`` field
+_MAX_SELECTOR_ENTRIES = 64
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which sandboxes a switch acts on: ``everything``, or those matching every filter
+    given (a team, metadata pairs, a template by id or alias). No filter and not
+    ``everything`` is refused: a switch never acts on the whole fleet by omission."""
+
+    everything: bool = False
+    team: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    template: str | None = None
+
+    def __post_init__(self) -> None:
+        filtered = self.team is not None or bool(self.metadata) or self.template is not None
+        if self.everything and filtered:
+            raise InvalidRequest("a selector is either all or filters (team, metadata, "
+                                 "template), not both")
+        if not self.everything and not filtered:
+            raise InvalidRequest("a selector needs all: true or at least one of team, "
+                                 "metadata, template")
+        if len(self.metadata) > _MAX_SELECTOR_ENTRIES:
+            raise InvalidRequest(f"a selector has at most {_MAX_SELECTOR_ENTRIES} "
+                                 "metadata pairs")
+        for value in (self.team, self.template):
+            if value is not None and not value:
+                raise InvalidRequest("team and template must not be empty")
+
+    def matches(self, sbx: LiveSandbox) -> bool:
+        if self.everything:
+            return True
+        if self.team is not None and sbx.team_id != self.team:
+            return False
+        if self.template is not None and self.template not in (sbx.template_id, sbx.alias):
+            return False
+        return all(sbx.metadata.get(k) == v for k, v in self.metadata.items())
+
+
+@dataclass(frozen=True)
+class SwitchResult:
+    """What a switch did: the sandboxes it acted on (ids, sorted), those it could not act
+    on (id: why), how long the freeze of all of them took, and the pause they got
+    (``disk`` once written, ``freezer`` where memory cannot be saved; None for a kill
+    and a release)."""
+
+    action: str
+    sandbox_ids: list[str]
+    failed: dict[str, str]
+    frozen_ms: float
+    mode: str | None = None
+
+
+class KillSwitch:
+    def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
+                 lifecycle: Lifecycle, concurrency: int = 32) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._backend = backend
+        self._sandbox_store = sandbox_store
+        self._registry = registry
+        self._lifecycle = lifecycle
+        self._concurrency = concurrency
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- the switch -------------------------------------------------------------------------
+
+    async def pause(self, selector: Selector) -> SwitchResult:
+        """Freeze every matching running sandbox, hold it paused, answer; then write each
+        to disk with its memory in the background."""
+        to_disk = self._disk_pause()
+        began = time.perf_counter()
+        frozen, failed = await self._freeze_all(
+            self._matching(selector, SandboxState.RUNNING), record=True)
+        frozen_ms = (time.perf_counter() - began) * 1000
+        if to_disk:
+            self._spawn(self._each(frozen, self._save))
+        return SwitchResult("pause", sorted(s.sandbox_id for s in frozen), failed,
+                            round(frozen_ms, 3), "disk" if to_disk else "freezer")
+
+    async def kill(self, selector: Selector) -> SwitchResult:
+        """Freeze every matching running sandbox, answer; then end each matching one
+        (running or paused) in the background."""
+        matching = self._matching(selector, SandboxState.RUNNING, SandboxState.PAUSED)
+        began = time.perf_counter()
+        if isinstance(self._backend, Pausable):
+            # One that could not be frozen is ended all the same: a kill needs no freeze.
+            await self._freeze_all([s for s in matching if s.state is SandboxState.RUNNING],
+                                   record=False)
+        frozen_ms = (time.perf_counter() - began) * 1000
+        for sbx in matching:
+            sbx.held = HOLD  # nothing resumes it before its end
+        self._spawn(self._each(matching, self._end))
+        return SwitchResult("kill", sorted(s.sandbox_id for s in matching), {},
+                            round(frozen_ms, 3))
+
+    async def release(self, selector: Selector) -> SwitchResult:
+        """Let the team (and traffic) resume the matching sandboxes the switch holds; they
+        stay paused until then."""
+        released: list[str] = []
+        for sbx in self._matching(selector, SandboxState.PAUSED):
+            async with sbx.lock:
+                if sbx.held != HOLD or sbx.state is not SandboxState.PAUSED:
+                    continue
+                sbx.held = None
+                await self._sandbox_store.update_sandbox(sbx.sandbox_id,
+                                                         lifecycle=sbx.lifecycle())
+                released.append(sbx.sandbox_id)
+        return SwitchResult("release", sorted(released), {}, 0.0)
+
+    async def settled(self) -> None:
+        """Wait until the background work of every switch so far is done (paused ones on
+        disk, killed ones ended)."""
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    async def close(self) -> None:
+        """At shutdown: finish what was started (a pause's state reaches the disk)."""
+        await self.settled()
+
+    # -- the steps --------------------------------------------------------------------------
+
+    def _disk_pause(self) -> bool:
+        backend = self._backend
+        if not isinstance(backend, Pausable):
+            raise NotSupported(f"the {backend.name!r} backend cannot freeze sandboxes")
+        return isinstance(backend, Checkpointable) and backend.memory_checkpoints
+
+    def _matching(self, selector: Selector, *states: SandboxState) -> list[LiveSandbox]:
+        return [s for s in self._registry.all() if s.state in states and selector.matches(s)]
+
+    async def _freeze_all(self, sandboxes: Iterable[LiveSandbox], *, record: bool,
+                          ) -> tuple[list[LiveSandbox], dict[str, str]]:
+        gate = asyncio.Semaphore(self._concurrency)
+        frozen: list[LiveSandbox] = []
+        failed: dict[str, str] = {}
+
+        async def one(sbx: LiveSandbox) -> None:
+            async with gate, sbx.lock:
+                if sbx.state is not SandboxState.RUNNING:
+                    return  # ended or paused meanwhile
+                why = await self._freeze(sbx, record=record)
+                if why is None:
+                    frozen.append(sbx)
+                else:
+                    failed[sbx.sandbox_id] = why
+
+        await asyncio.gather(*(one(s) for s in sandboxes))
+        return frozen, failed
+
+    async def _freeze(self, sbx: LiveSandbox, *, record: bool) -> str | None:
+        """Freeze one sandbox (its lock held); None when it is frozen, else why not."""
+        assert isinstance(self._backend, Pausable)
+        # The gateway stops routing first; paused, it has no timer and no idle check.
+        sbx.state, sbx.paused_as, sbx.held = SandboxState.PAUSED, PauseKind.FREEZER, HOLD
+        self._registry.update(sbx)
+        self._lifecycle.arm(sbx)
+        try:
+            await self._backend.pause(sbx.sandbox_id)
+        except Exception as exc:
+            log.warning("kill switch: freezing %s failed: %s", sbx.sandbox_id, exc)
+            sbx.state, sbx.paused_as, sbx.held = SandboxState.RUNNING, None, None
+            self._registry.update(sbx)
+            self._lifecycle.arm(sbx)
+            return "it could not be frozen"
+        if record:
+            await self._sandbox_store.update_sandbox(
+                sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
+                event=event(sbx.sandbox_id, sbx.team_id, EventKind.PAUSED,
+                            "paused by the kill switch (frozen; its state is written to "
+                            "disk next)", mode=PauseKind.FREEZER.value, reason=REASON))
+        return None
+
+    async def _save(self, sbx: LiveSandbox) -> None:
+        """Write one frozen sandbox to disk with its memory (the backend's suspend, from
+        its frozen state); one that failed stays frozen, still held."""
+        assert isinstance(self._backend, Checkpointable)
+        async with sbx.lock:
+            if sbx.state is not SandboxState.PAUSED or sbx.paused_as is not PauseKind.FREEZER:
+                return  # resumed after a release, or killed, meanwhile
+            try:
+                await self._backend.suspend(sbx.sandbox_id, memory=True)
+            except BackendError as exc:
+                log.warning("kill switch: writing %s to disk failed; it stays frozen: %s",
+                            sbx.sandbox_id, exc)
+                return
+            sbx.paused_as = PauseKind.DISK
+            self._registry.update(sbx)
+            await self._sandbox_store.update_sandbox(sbx.sandbox_id,
+                                                     lifecycle=sbx.lifecycle())
+
+    async def _end(self, sbx: LiveSandbox) -> None:
+        async with sbx.lock:
+            if sbx.state not in (SandboxState.RUNNING, SandboxState.PAUSED):
+                return
+            await self._lifecycle.end(sbx, SandboxState.KILLED, EventKind.KILLED,
+                                      "killed by the kill switch",
+                                      reason=EndReason.KILL_SWITCH)
+
+    async def _each(self, sandboxes: list[LiveSandbox],
+                    step: Callable[[LiveSandbox], Awaitable[None]]) -> None:
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def one(sbx: LiveSandbox) -> None:
+            async with gate:
+                try:
+                    await step(sbx)
+                except Exception:
+                    log.exception("kill switch: sandbox %s", sbx.sandbox_id)
+
+        await asyncio.gather(*(one(s) for s in sandboxes))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        async def run() -> None:
+            await work
+
+        task = asyncio.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
