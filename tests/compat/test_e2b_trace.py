@@ -198,7 +198,8 @@ def test_follow_streams_an_event_written_after_it_started(
         assert rest and rest[-1]["kind"] == "killed"
 
 
-def test_trace_filters_pages_and_outlives_the_sandbox(api: httpx.Client) -> None:
+def test_trace_filters_pages_and_outlives_the_sandbox(api: httpx.Client,
+                                                      server: ServerProcess) -> None:
     sbx = Sandbox.create(timeout=120)
     try:
         for n in range(3):
@@ -218,6 +219,9 @@ def test_trace_filters_pages_and_outlives_the_sandbox(api: httpx.Client) -> None
     # An ended sandbox's follow gives what it has and ends.
     with api.stream("GET", url, params={"follow": "true"}) as response:
         assert [json.loads(x)["kind"] for x in response.iter_lines() if x] == kinds
+    # Another team's key sees no such sandbox, live or ended.
+    other = httpx.get(f"{api.base_url}{url}", headers={"X-API-KEY": server.keys[1]})
+    assert other.status_code == 404
     bad = api.get(url, params={"kind": "nonsense"})
     assert bad.status_code == 400 and "nonsense" in bad.json()["message"]
     assert api.get("/sandboxes/nosuchsandbox/trace").status_code == 404
@@ -241,6 +245,8 @@ def test_a_run_reads_as_one_trace(api: httpx.Client) -> None:
         assert {e["sandboxID"] for e in only_b} == {b.sandbox_id}
         assert api.get("/trace").status_code == 400
         assert api.get("/trace", params={"metadata": "novalue"}).status_code == 400
+        odd = api.get("/trace", params={"metadata": 'a"b:1'})
+        assert odd.status_code == 400 and "cannot name a run" in odd.json()["message"]
 
 
 def test_official_cli_sandbox_logs(server: ServerProcess, api: httpx.Client) -> None:

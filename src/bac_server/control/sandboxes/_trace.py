@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 IN_SANDBOX_KINDS = frozenset({EventKind.PROCESS.value, EventKind.TRANSFER.value,
                               EventKind.NETWORK.value, EventKind.EGRESS_DENIED.value})
 MAX_PAGE = 1000
+# Keys a run query may name (the store looks them up as JSON paths).
+_RUN_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
 _TEXT = 1024
 
 
@@ -305,6 +308,7 @@ class Traces:
         self.intake = TraceIntake(sandbox_store=sandbox_store, registry=registry,
                                   settings=self.settings, changes=self.changes)
         self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
 
     async def sandbox(self, team: Team, sandbox_id: str, flt: TraceFilter) -> list[EventRecord]:
         await self._history.sandbox(team, sandbox_id)  # NotFound for another team's
@@ -314,6 +318,10 @@ class Traces:
                         flt: TraceFilter) -> list[EventRecord]:
         if not metadata:
             raise InvalidRequest("a run is named by at least one metadata pair key:value")
+        for key in metadata:
+            if not _RUN_KEY.fullmatch(key):
+                raise InvalidRequest(f"metadata key {key[:60]!r} cannot name a run: use ASCII "
+                                     "letters, digits and _ . - (at most 256)")
         return await self._store.trace(self._query(team, flt, metadata=metadata))
 
     def _query(self, team: Team, flt: TraceFilter, *, sandbox_id: str | None = None,
@@ -339,7 +347,7 @@ class Traces:
                 cursor = record.event_id or cursor
             if len(batch) == MAX_PAGE:
                 continue
-            if not live:
+            if not live or self._closed:
                 return
             await self.changes.wait(poll_s)
 
@@ -436,6 +444,8 @@ class Traces:
             self._tasks.append(asyncio.create_task(self._network_forever()))
 
     async def stop(self) -> None:
+        self._closed = True  # live follows end: the server stops
+        self.changes.notify()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
