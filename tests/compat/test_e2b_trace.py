@@ -374,3 +374,26 @@ def test_a_failed_resume_is_an_error_event(api: httpx.Client, server: ServerProc
         assert len(failed) == 1 and failed[0]["level"] == "error"
         assert failed[0]["fields"]["mode"] == "disk"
         sbx.connect(on_resume="reboot")
+
+
+def test_reports_reach_the_sandbox_after_a_server_restart() -> None:
+    """A server killed the hard way and started again binds each re-attached sandbox's
+    socket anew (its stale file replaced), so envd's next report lands in its trace."""
+    from bac_process import running
+
+    with running("tracerestart", BAC_POOL_SIZE="0") as srv:
+        key = srv.create_key("tracerestart")
+        with httpx.Client(base_url=srv.url, headers={"X-API-KEY": key},
+                          timeout=BOUND_S) as client:
+            sbx = Sandbox.create(timeout=120, api_key=key, api_url=srv.url,
+                                 sandbox_url=srv.url)
+            sbx.commands.run("true # m-before")
+            process_event(client, sbx, "m-before", 0)
+            srv.kill9()
+            srv.start()
+            again = Sandbox.connect(sbx.sandbox_id, api_key=key, api_url=srv.url,
+                                    sandbox_url=srv.url)
+            again.commands.run("true # m-after-restart")
+            seen = process_event(client, again, "m-after-restart", 0)
+            assert seen["sandboxID"] == sbx.sandbox_id
+            again.kill()
