@@ -10,7 +10,13 @@ from bac_server.store.checkpoints import CheckpointKind, CheckpointRecord, Check
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import ApiKeyRecord, KeyStore, TeamRecord
 from bac_server.store.metrics import MetricRecord, MetricStore
-from bac_server.store.sandboxes import EventRecord, SandboxRecord, SandboxStore, TraceQuery
+from bac_server.store.sandboxes import (
+    EventRecord,
+    SandboxChange,
+    SandboxRecord,
+    SandboxStore,
+    TraceQuery,
+)
 from bac_server.store.uploads import UploadRecord, UploadStore
 from bac_server.store.webhooks import (
     Attempt,
@@ -43,6 +49,7 @@ __all__ = [
     "LoggedEvent",
     "MetricRecord",
     "MetricStore",
+    "SandboxChange",
     "SandboxPin",
     "SandboxRecord",
     "SandboxStore",

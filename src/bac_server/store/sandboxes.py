@@ -53,6 +53,17 @@ class EventRecord:
 
 
 @dataclass(frozen=True)
+class SandboxChange:
+    """One sandbox's new state and lifecycle settings and the event saying why (if any),
+    one of many written together (``SandboxStore.update_sandboxes``)."""
+
+    sandbox_id: str
+    state: str
+    lifecycle: dict[str, Any]
+    event: EventRecord | None = None
+
+
+@dataclass(frozen=True)
 class TraceQuery:
     """Events of one team, oldest first after ``after_id``: one sandbox's, or (no
     ``sandbox_id``) every sandbox's whose metadata holds each ``metadata`` pair."""
@@ -87,6 +98,11 @@ class SandboxStore(Protocol):
         allow_internet_access: bool | None = None,
     ) -> None:
         """Change the given columns and append ``event``, together."""
+        ...
+
+    async def update_sandboxes(self, changes: Sequence[SandboxChange]) -> None:
+        """Apply every change and append its event, all in one transaction (a fleet's
+        pause: one commit for hundreds of rows)."""
         ...
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None: ...

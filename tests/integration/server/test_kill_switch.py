@@ -148,9 +148,9 @@ async def test_the_admin_routes_take_the_operators_token_only(server: InProcessS
 
 async def test_pause_freezes_the_selection_holds_it_and_saves_its_memory(
         server: InProcessServer) -> None:
-    """24 sandboxes of run r1 in two teams, 4 others (run r2, and r1 of a template the
-    selector excludes is not needed: a metadata pair is the run). The pause answers once
-    all 24 are frozen, with their ids; the 4 keep running and answer commands. Each of the
+    """24 sandboxes of run r1 in two teams, 4 others (run r2, or no run). The pause answers
+    once all 24 are frozen and their rows written, with their ids; the 4 keep running and
+    answer commands. Each of the
     24 has a paused event with reason kill_switch; its team's resume is refused (409) and
     traffic does not resume it. In the background each is written to disk with its memory;
     released, one resumes through the official SDK and its process still holds the value
@@ -174,6 +174,11 @@ async def test_pause_freezes_the_selection_holds_it_and_saves_its_memory(
         for sandbox_id in others:
             team = 0 if others.index(sandbox_id) < OTHERS // 2 else 1
             assert await _state(server, team, sandbox_id) == "running"
+        # Their rows say so too (what a restart reads), held.
+        for sandbox_id in matched:
+            row = await server.plane.sandbox_store.get_sandbox(sandbox_id)
+            assert row is not None and row.state == "paused", row
+            assert (row.lifecycle or {}).get("held") == "kill_switch", row.lifecycle
         bystander = await AsyncSandbox.connect(others[0], **server.opts(0))
         assert (await bystander.commands.run("echo still")).stdout == "still\n"
         # Held: the team cannot resume it, nor can traffic.

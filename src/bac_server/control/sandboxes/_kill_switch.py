@@ -32,7 +32,7 @@ from bac_server.backends.base import (
     Pausable,
     PauseKind,
 )
-from bac_server.store import SandboxStore
+from bac_server.store import SandboxChange, SandboxStore
 
 from ..errors import InvalidRequest, NotSupported
 from ._events import EndReason, EventKind, event
@@ -116,11 +116,20 @@ class KillSwitch:
         to disk with its memory in the background."""
         to_disk = self._disk_pause()
         began = time.perf_counter()
-        frozen, failed = await self._freeze_all(
-            self._matching(selector, SandboxState.RUNNING), record=True)
+        frozen, failed = await self._freeze_all(self._matching(selector, SandboxState.RUNNING),
+                                                keep_locked=True)
         frozen_ms = (time.perf_counter() - began) * 1000
-        if to_disk:
-            self._spawn(self._each(frozen, self._save))
+        try:
+            # Their rows in one commit (one each would wait on the disk once each).
+            await self._sandbox_store.update_sandboxes([SandboxChange(
+                s.sandbox_id, s.state.value, s.lifecycle(),
+                event(s.sandbox_id, s.team_id, EventKind.PAUSED, "paused by the kill switch "
+                      "(frozen; its state is written to disk next)",
+                      mode=PauseKind.FREEZER.value, reason=REASON)) for s in frozen])
+        finally:
+            _release(frozen)
+            if to_disk:  # written to disk even if their rows could not be
+                self._spawn(self._each(frozen, self._save))
         return SwitchResult("pause", sorted(s.sandbox_id for s in frozen), failed,
                             round(frozen_ms, 3), "disk" if to_disk else "freezer")
 
@@ -132,7 +141,7 @@ class KillSwitch:
         if isinstance(self._backend, Pausable):
             # One that could not be frozen is ended all the same: a kill needs no freeze.
             await self._freeze_all([s for s in matching if s.state is SandboxState.RUNNING],
-                                   record=False)
+                                   keep_locked=False)
         frozen_ms = (time.perf_counter() - began) * 1000
         for sbx in matching:
             sbx.held = HOLD  # nothing resumes it before its end
@@ -143,16 +152,21 @@ class KillSwitch:
     async def release(self, selector: Selector) -> SwitchResult:
         """Let the team (and traffic) resume the matching sandboxes the switch holds; they
         stay paused until then."""
-        released: list[str] = []
-        for sbx in self._matching(selector, SandboxState.PAUSED):
-            async with sbx.lock:
-                if sbx.held != HOLD or sbx.state is not SandboxState.PAUSED:
-                    continue
+        held = [s for s in self._matching(selector, SandboxState.PAUSED) if s.held == HOLD]
+        locked: list[LiveSandbox] = []
+        try:
+            for sbx in held:
+                await sbx.lock.acquire()
+                locked.append(sbx)
+            released = [s for s in locked
+                        if s.held == HOLD and s.state is SandboxState.PAUSED]
+            for sbx in released:
                 sbx.held = None
-                await self._sandbox_store.update_sandbox(sbx.sandbox_id,
-                                                         lifecycle=sbx.lifecycle())
-                released.append(sbx.sandbox_id)
-        return SwitchResult("release", sorted(released), {}, 0.0)
+            await self._sandbox_store.update_sandboxes([SandboxChange(
+                s.sandbox_id, s.state.value, s.lifecycle()) for s in released])
+        finally:
+            _release(locked)
+        return SwitchResult("release", sorted(s.sandbox_id for s in released), {}, 0.0)
 
     async def settled(self) -> None:
         """Wait until the background work of every switch so far is done (paused ones on
@@ -175,26 +189,38 @@ class KillSwitch:
     def _matching(self, selector: Selector, *states: SandboxState) -> list[LiveSandbox]:
         return [s for s in self._registry.all() if s.state in states and selector.matches(s)]
 
-    async def _freeze_all(self, sandboxes: Iterable[LiveSandbox], *, record: bool,
+    async def _freeze_all(self, sandboxes: Iterable[LiveSandbox], *, keep_locked: bool,
                           ) -> tuple[list[LiveSandbox], dict[str, str]]:
+        """Freeze each (``concurrency`` at a time); with ``keep_locked`` the frozen ones'
+        locks stay held for the caller to release (so that nothing changes them before
+        their rows are written)."""
         gate = asyncio.Semaphore(self._concurrency)
         frozen: list[LiveSandbox] = []
         failed: dict[str, str] = {}
 
         async def one(sbx: LiveSandbox) -> None:
-            async with gate, sbx.lock:
-                if sbx.state is not SandboxState.RUNNING:
-                    return  # ended or paused meanwhile
-                why = await self._freeze(sbx, record=record)
-                if why is None:
-                    frozen.append(sbx)
-                else:
+            async with gate:
+                await sbx.lock.acquire()
+                why: str | None = "ended or paused meanwhile"
+                try:
+                    if sbx.state is SandboxState.RUNNING:
+                        why = await self._freeze(sbx)
+                finally:
+                    if why is None:
+                        frozen.append(sbx)
+                    if why is not None or not keep_locked:
+                        sbx.lock.release()
+                if why is not None and sbx.state is SandboxState.RUNNING:
                     failed[sbx.sandbox_id] = why
 
-        await asyncio.gather(*(one(s) for s in sandboxes))
+        try:
+            await asyncio.gather(*(one(s) for s in sandboxes))
+        except BaseException:
+            _release(frozen if keep_locked else [])
+            raise
         return frozen, failed
 
-    async def _freeze(self, sbx: LiveSandbox, *, record: bool) -> str | None:
+    async def _freeze(self, sbx: LiveSandbox) -> str | None:
         """Freeze one sandbox (its lock held); None when it is frozen, else why not."""
         assert isinstance(self._backend, Pausable)
         # The gateway stops routing first; paused, it has no timer and no idle check.
@@ -209,12 +235,6 @@ class KillSwitch:
             self._registry.update(sbx)
             self._lifecycle.arm(sbx)
             return "it could not be frozen"
-        if record:
-            await self._sandbox_store.update_sandbox(
-                sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
-                event=event(sbx.sandbox_id, sbx.team_id, EventKind.PAUSED,
-                            "paused by the kill switch (frozen; its state is written to "
-                            "disk next)", mode=PauseKind.FREEZER.value, reason=REASON))
         return None
 
     async def _save(self, sbx: LiveSandbox) -> None:
@@ -263,3 +283,8 @@ class KillSwitch:
         task = asyncio.create_task(run())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def _release(sandboxes: Iterable[LiveSandbox]) -> None:
+    for sbx in sandboxes:
+        sbx.lock.release()

@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bac_server.store.sandboxes import EventRecord, SandboxRecord, TraceQuery
+from bac_server.store.sandboxes import EventRecord, SandboxChange, SandboxRecord, TraceQuery
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
@@ -169,6 +169,23 @@ class SqlSandboxes:
                 await _insert_events(conn, [event])
         if event is not None:
             self._logged([event])
+
+    async def update_sandboxes(self, changes: Sequence[SandboxChange]) -> None:
+        if not changes:
+            return
+        c = t.sandboxes.c
+        update = (sa.update(t.sandboxes).where(c.sandbox_id == sa.bindparam("b_id"))
+                  .values(state=sa.bindparam("b_state"),
+                          lifecycle=sa.bindparam("b_lifecycle", type_=c.lifecycle.type)))
+        async with self._engine.begin() as conn:
+            # One statement for every row (executemany), not one round trip each.
+            await conn.execute(update, [{"b_id": ch.sandbox_id, "b_state": ch.state,
+                                         "b_lifecycle": ch.lifecycle} for ch in changes])
+            events = [c.event for c in changes if c.event is not None]
+            if events:
+                await _insert_events(conn, events)
+        if events:
+            self._logged(events)
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
         query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
