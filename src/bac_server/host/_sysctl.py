@@ -6,6 +6,10 @@
   charged to the host user that created its user namespace (root), host-wide.
 * ``net.ipv4.neigh.default.gc_thresh*``: one neighbour entry per sandbox veth; the default
   table overflows at 1024.
+* ``kernel.keys.maxkeys`` / ``maxbytes``: the runtime gives each sandbox a session keyring,
+  charged to the one host uid its root maps to; the default quota (200 keys, 20000 bytes)
+  refuses the ~200th sandbox ("unable to create session key: disk quota exceeded").
+  Sandboxes cannot make keys themselves (seccomp refuses ``add_key`` and ``keyctl``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ MINIMUMS: dict[str, int] = {
     "net.ipv4.neigh.default.gc_thresh1": 4_096,
     "net.ipv4.neigh.default.gc_thresh2": 16_384,
     "net.ipv4.neigh.default.gc_thresh3": 32_768,
+    "kernel.keys.maxkeys": 65_536,
+    "kernel.keys.maxbytes": 4_194_304,
 }
 
 
