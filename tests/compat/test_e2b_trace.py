@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -397,3 +398,17 @@ def test_reports_reach_the_sandbox_after_a_server_restart() -> None:
             seen = process_event(client, again, "m-after-restart", 0)
             assert seen["sandboxID"] == sbx.sandbox_id
             again.kill()
+
+
+def test_a_sandbox_whose_processes_die_ends_with_reason_crash(
+        api: httpx.Client, server: ServerProcess) -> None:
+    sbx = Sandbox.create(timeout=120)
+    slot = (server.data_dir / "claims" / sbx.sandbox_id).read_text().strip()
+    state = json.loads((server.data_dir / "sandboxes" / slot / "state.json").read_text())
+    os.kill(state["init_pid"], signal.SIGKILL)  # its envd, the sandbox's PID 1, from outside
+    # The follow stream ends when the sandbox does; its last event says why.
+    with api.stream("GET", f"/sandboxes/{sbx.sandbox_id}/trace",
+                    params={"follow": "true"}) as response:
+        last = [json.loads(line) for line in response.iter_lines() if line][-1]
+    assert last["kind"] == "died" and last["fields"]["reason"] == "crash"
+    assert api.get(f"/sandboxes/{sbx.sandbox_id}").status_code == 404

@@ -196,6 +196,7 @@ class ControlPlane:
             interval_s=metrics_interval_s,
             retention_s=metrics_retention_s,
             sandbox_store=sandbox_store,
+            on_died=self.lifecycle.died,
         )
         self._sampler_task: asyncio.Task[None] | None = None
         self.traces = Traces(sandbox_store=sandbox_store, registry=self.registry,

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from bac_server.backends.base import Backend, BackendError
+from bac_server.backends.base import Backend, BackendError, SandboxStatus
 from bac_server.store import SandboxStore
 
 from ..clock import Clock, SystemClock
@@ -158,6 +158,21 @@ class Lifecycle:
                     await hook(sbx)
                 except Exception:
                     log.exception("cleaning up after sandbox %s failed", sbx.sandbox_id)
+
+    async def died(self, sbx: LiveSandbox) -> None:
+        """End a running sandbox whose processes are gone (found by the sampler): checked
+        again under its lock, where no pause, resume or roll-back is under way."""
+        async with sbx.lock:
+            if self._registry.get(sbx.sandbox_id) is not sbx or \
+                    sbx.state is not SandboxState.RUNNING:
+                return
+            try:
+                if await self._backend.status(sbx.sandbox_id) is not SandboxStatus.STOPPED:
+                    return
+            except BackendError:
+                return
+            await self.end(sbx, SandboxState.DIED, EventKind.DIED,
+                           "its processes died while it ran", reason=EndReason.CRASH)
 
     async def kill(self, team: Team, sandbox_id: str) -> None:
         sbx = self._registry.owned(team, sandbox_id)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from bac_server.backends.base import Backend, BackendError
+from bac_server.backends.base import Backend, BackendError, SandboxStatus
 from bac_server.store import MetricRecord, MetricStore, SandboxStore
 
 from ._events import EventKind, event
@@ -28,10 +29,14 @@ class MetricsSampler:
         interval_s: float,
         retention_s: float,
         sandbox_store: SandboxStore | None = None,
+        on_died: Callable[[LiveSandbox], Awaitable[None]] | None = None,
     ) -> None:
+        """``on_died``: called for a running sandbox whose processes the backend finds
+        gone (the lifecycle ends it, reason crash)."""
         self._backend = backend
         self._metric_store = metric_store
         self._sandbox_store = sandbox_store
+        self._on_died = on_died
         self._registry = registry
         self._interval = interval_s
         self._retention = timedelta(seconds=retention_s)
@@ -70,10 +75,23 @@ class MetricsSampler:
         for sbx, usage in zip(running, results, strict=True):
             if not isinstance(usage, BaseException):
                 await self._oom_check(sbx, usage.oom_kills)
+        if self._on_died is not None:
+            await self._find_dead(running)
         gone = set(self._oom) - {s.sandbox_id for s in self._registry.all()}
         for sandbox_id in gone:
             del self._oom[sandbox_id]
         return len(samples)
+
+    async def _find_dead(self, running: list[LiveSandbox]) -> None:
+        assert self._on_died is not None
+        states = await asyncio.gather(*(self._backend.status(s.sandbox_id) for s in running),
+                                      return_exceptions=True)
+        for sbx, status in zip(running, states, strict=True):
+            if status is SandboxStatus.STOPPED:
+                try:
+                    await self._on_died(sbx)
+                except Exception:
+                    log.exception("ending dead sandbox %s failed", sbx.sandbox_id)
 
     async def _oom_check(self, sbx: LiveSandbox, kills: int) -> None:
         seen = self._oom.get(sbx.sandbox_id)
