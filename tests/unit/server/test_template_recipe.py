@@ -83,6 +83,21 @@ async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
         await opened.close()
 
 
+def _held_writes(store: SqlStore) -> tuple[asyncio.Event, asyncio.Event]:
+    """Make the store's log writes wait: the first event is set when a write starts, the
+    second lets every write through."""
+    writing, release = asyncio.Event(), asyncio.Event()
+    real_add = store.builds.add_build_logs
+
+    async def slow_add(batch: list[BuildLogRecord]) -> None:
+        writing.set()
+        await release.wait()
+        await real_add(batch)
+
+    store.builds.add_build_logs = slow_add  # type: ignore[method-assign]
+    return writing, release
+
+
 async def test_log_is_bounded_redacted_and_thread_safe(store: SqlStore) -> None:
     """Lines from the loop and from a thread are numbered in order; the password never
     reaches the store; past the bound, lines are counted and one final line says so."""
@@ -118,15 +133,7 @@ async def test_a_line_added_during_a_write_is_written_without_another_line(
         store: SqlStore) -> None:
     """A line that arrives while the delayed flush is writing the previous batch (a step
     that prints once and then runs quietly) still reaches the store and its followers."""
-    writing, release = asyncio.Event(), asyncio.Event()
-    real_add = store.builds.add_build_logs
-
-    async def slow_add(batch: list[BuildLogRecord]) -> None:
-        writing.set()
-        await release.wait()
-        await real_add(batch)
-
-    store.builds.add_build_logs = slow_add  # type: ignore[method-assign]
+    writing, release = _held_writes(store)
     written = asyncio.Event()
     log = BuildLog(store.builds, "b2", on_write=written.set)
     log.line(LogLevel.INFO, "first", "1")
@@ -144,15 +151,7 @@ async def test_closing_during_the_delayed_write_keeps_its_lines(store: SqlStore)
     """A build that fails while the delayed flush is writing its last output (a RUN that
     prints and exits at once) keeps those lines: closing waits for the write instead of
     cancelling it, so the failed build's reason has the step's output."""
-    writing, release = asyncio.Event(), asyncio.Event()
-    real_add = store.builds.add_build_logs
-
-    async def slow_add(batch: list[BuildLogRecord]) -> None:
-        writing.set()
-        await release.wait()
-        await real_add(batch)
-
-    store.builds.add_build_logs = slow_add  # type: ignore[method-assign]
+    writing, release = _held_writes(store)
     log = BuildLog(store.builds, "b3", on_write=lambda: None)
     log.line(LogLevel.INFO, "going down", "3")
     await asyncio.wait_for(writing.wait(), 10)  # the delayed flush is mid-write
