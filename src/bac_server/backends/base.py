@@ -23,7 +23,7 @@ Error tree (server side, backend layer)::
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -266,6 +266,17 @@ class Pausable(Protocol):
     async def pause(self, sandbox_id: str) -> None: ...
 
     async def resume(self, sandbox_id: str) -> SandboxEndpoint: ...
+
+
+@runtime_checkable
+class FleetPausable(Protocol):
+    """Backends that freeze many sandboxes at once (the operator's kill switch): what
+    ``Pausable.pause`` does to each, started for all of them together."""
+
+    async def pause_all(self, sandbox_ids: Sequence[str]) -> dict[str, str]:
+        """Freeze every one; returns those that could not be paused, with why (a reason
+        for the operator, no host paths)."""
+        ...
 
 
 @runtime_checkable

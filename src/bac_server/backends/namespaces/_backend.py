@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import resource
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,6 +193,11 @@ class NamespaceBackend:
 
     async def resume(self, sandbox_id: str) -> SandboxEndpoint:
         return await (await self._started()).suspender.resume(sandbox_id)
+
+    # -- FleetPausable --------------------------------------------------------------------
+
+    async def pause_all(self, sandbox_ids: Sequence[str]) -> dict[str, str]:
+        return await (await self._started()).suspender.pause_all(sandbox_ids)
 
     # -- Checkpointable -------------------------------------------------------------------
 

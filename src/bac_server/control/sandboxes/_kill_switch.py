@@ -29,6 +29,7 @@ from bac_server.backends.base import (
     Backend,
     BackendError,
     Checkpointable,
+    FleetPausable,
     Pausable,
     PauseKind,
 )
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 HOLD = "kill_switch"  # what holds a sandbox the switch paused (``LiveSandbox.held``)
 REASON = EndReason.KILL_SWITCH.value  # the events' ``reason`` field
 _MAX_SELECTOR_ENTRIES = 64
+_SLOW_S = 0.25  # a freeze slower than this is logged, with where its time went
+_LOCK_WAIT_S = 0.05  # a lock busy longer than this: that sandbox is frozen on its own
 
 
 @dataclass(frozen=True)
@@ -99,14 +102,19 @@ class SwitchResult:
 
 class KillSwitch:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
-                 lifecycle: Lifecycle, concurrency: int = 32) -> None:
-        if concurrency < 1:
+                 lifecycle: Lifecycle, concurrency: int = 32,
+                 background_concurrency: int = 4) -> None:
+        """``concurrency``: freezes at once; ``background_concurrency``: writes to disk or
+        ends at once afterwards (each a CRIU dump or a teardown and a commit: more at
+        once only queue on the CPUs, the disk and the store's write lock)."""
+        if concurrency < 1 or background_concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self._backend = backend
         self._sandbox_store = sandbox_store
         self._registry = registry
         self._lifecycle = lifecycle
         self._concurrency = concurrency
+        self._background_concurrency = background_concurrency
         self._background: set[asyncio.Task[None]] = set()
 
     # -- the switch -------------------------------------------------------------------------
@@ -191,49 +199,118 @@ class KillSwitch:
 
     async def _freeze_all(self, sandboxes: Iterable[LiveSandbox], *, keep_locked: bool,
                           ) -> tuple[list[LiveSandbox], dict[str, str]]:
-        """Freeze each (``concurrency`` at a time); with ``keep_locked`` the frozen ones'
-        locks stay held for the caller to release (so that nothing changes them before
-        their rows are written)."""
-        gate = asyncio.Semaphore(self._concurrency)
+        """Freeze each; with ``keep_locked`` the frozen ones' locks stay held for the
+        caller to release (so that nothing changes them before their rows are written).
+
+        A backend that freezes many at once (``FleetPausable``) gets every sandbox whose
+        lock is free within a moment in one call; the rest (a lock held by a step in
+        progress) are frozen one by one, ``concurrency`` at a time, once their lock is."""
         frozen: list[LiveSandbox] = []
         failed: dict[str, str] = {}
+        rest = list(sandboxes)
+        try:
+            if isinstance(self._backend, FleetPausable):
+                rest = await self._freeze_together(rest, frozen, failed)
+            await self._freeze_each(rest, frozen, failed)
+        except BaseException:
+            _release(frozen)
+            raise
+        if not keep_locked:
+            _release(frozen)
+        return frozen, failed
+
+    async def _freeze_together(self, sandboxes: list[LiveSandbox], frozen: list[LiveSandbox],
+                               failed: dict[str, str]) -> list[LiveSandbox]:
+        """One ``pause_all`` for those whose lock is free within ``_LOCK_WAIT_S``; returns
+        the others. The frozen ones stay locked (in ``frozen``)."""
+        assert isinstance(self._backend, FleetPausable)
+
+        async def lock(sbx: LiveSandbox) -> bool:
+            try:
+                async with asyncio.timeout(_LOCK_WAIT_S):
+                    await sbx.lock.acquire()
+            except TimeoutError:
+                return False
+            return True
+
+        got = await asyncio.gather(*(lock(s) for s in sandboxes))
+        locked = [s for s, ok in zip(sandboxes, got, strict=True) if ok]
+        later = [s for s, ok in zip(sandboxes, got, strict=True) if not ok]
+        running = [s for s in locked if s.state is SandboxState.RUNNING]
+        _release(s for s in locked if s.state is not SandboxState.RUNNING)
+        for sbx in running:
+            self._stop_routing(sbx)
+        try:
+            refused = await self._backend.pause_all([s.sandbox_id for s in running])
+        except Exception as exc:
+            log.warning("kill switch: freezing %d sandboxes failed: %s", len(running), exc)
+            refused = {s.sandbox_id: "it could not be frozen" for s in running}
+        except BaseException:
+            for sbx in running:
+                self._route_again(sbx)
+            _release(running)
+            raise
+        for sbx in running:
+            if sbx.sandbox_id in refused:
+                log.warning("kill switch: %s was not frozen: %s", sbx.sandbox_id,
+                            refused[sbx.sandbox_id])
+                self._route_again(sbx)
+                failed[sbx.sandbox_id] = "it could not be frozen"
+                sbx.lock.release()
+            else:
+                frozen.append(sbx)
+        return later
+
+    async def _freeze_each(self, sandboxes: list[LiveSandbox], frozen: list[LiveSandbox],
+                           failed: dict[str, str]) -> None:
+        gate = asyncio.Semaphore(self._concurrency)
 
         async def one(sbx: LiveSandbox) -> None:
             async with gate:
+                began = time.perf_counter()
                 await sbx.lock.acquire()
+                locked = time.perf_counter()
                 why: str | None = "ended or paused meanwhile"
                 try:
                     if sbx.state is SandboxState.RUNNING:
                         why = await self._freeze(sbx)
+                    done = time.perf_counter()
+                    if done - began > _SLOW_S:
+                        log.warning("kill switch: %s took %.0f ms (%.0f waiting for its "
+                                    "lock, %.0f freezing)", sbx.sandbox_id,
+                                    (done - began) * 1000, (locked - began) * 1000,
+                                    (done - locked) * 1000)
                 finally:
                     if why is None:
                         frozen.append(sbx)
-                    if why is not None or not keep_locked:
+                    else:
                         sbx.lock.release()
                 if why is not None and sbx.state is SandboxState.RUNNING:
                     failed[sbx.sandbox_id] = why
 
-        try:
-            await asyncio.gather(*(one(s) for s in sandboxes))
-        except BaseException:
-            _release(frozen if keep_locked else [])
-            raise
-        return frozen, failed
+        await asyncio.gather(*(one(s) for s in sandboxes))
+
+    def _stop_routing(self, sbx: LiveSandbox) -> None:
+        """Paused and held in the registry: the gateway stops routing to it at once, and
+        paused it has no timer and no idle check."""
+        sbx.state, sbx.paused_as, sbx.held = SandboxState.PAUSED, PauseKind.FREEZER, HOLD
+        self._registry.update(sbx)
+        self._lifecycle.arm(sbx)
+
+    def _route_again(self, sbx: LiveSandbox) -> None:
+        sbx.state, sbx.paused_as, sbx.held = SandboxState.RUNNING, None, None
+        self._registry.update(sbx)
+        self._lifecycle.arm(sbx)
 
     async def _freeze(self, sbx: LiveSandbox) -> str | None:
         """Freeze one sandbox (its lock held); None when it is frozen, else why not."""
         assert isinstance(self._backend, Pausable)
-        # The gateway stops routing first; paused, it has no timer and no idle check.
-        sbx.state, sbx.paused_as, sbx.held = SandboxState.PAUSED, PauseKind.FREEZER, HOLD
-        self._registry.update(sbx)
-        self._lifecycle.arm(sbx)
+        self._stop_routing(sbx)
         try:
             await self._backend.pause(sbx.sandbox_id)
         except Exception as exc:
             log.warning("kill switch: freezing %s failed: %s", sbx.sandbox_id, exc)
-            sbx.state, sbx.paused_as, sbx.held = SandboxState.RUNNING, None, None
-            self._registry.update(sbx)
-            self._lifecycle.arm(sbx)
+            self._route_again(sbx)
             return "it could not be frozen"
         return None
 
@@ -265,7 +342,7 @@ class KillSwitch:
 
     async def _each(self, sandboxes: list[LiveSandbox],
                     step: Callable[[LiveSandbox], Awaitable[None]]) -> None:
-        gate = asyncio.Semaphore(self._concurrency)
+        gate = asyncio.Semaphore(self._background_concurrency)
 
         async def one(sbx: LiveSandbox) -> None:
             async with gate:

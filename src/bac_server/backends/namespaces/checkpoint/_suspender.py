@@ -19,10 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 
-from bac_server.backends.base import CheckpointFailed, PauseKind, SandboxEndpoint, SandboxSpec
+from bac_server.backends.base import (
+    CheckpointFailed,
+    PauseKind,
+    SandboxEndpoint,
+    SandboxNotFound,
+    SandboxSpec,
+)
 from bac_server.cancel_safe import off_loop
 
 from ..slots import (
@@ -46,6 +52,7 @@ from .criu import (
     ensure_kdat_dir,
     find_criu,
     freeze,
+    freeze_all,
     make_ahead,
     release_suspend_lock,
     remove_images,
@@ -140,6 +147,39 @@ class Suspender:
             record.move(SlotPhase.PAUSED)
             record.paused_to = PauseKind.FREEZER
             save_record(ctx.paths(record.slot), record)
+
+    async def pause_all(self, sandbox_ids: Sequence[str]) -> dict[str, str]:
+        """The freezer on many sandboxes at once (each under its lock): every cgroup's
+        freeze started, then all waited for together on the loop, with no thread per
+        sandbox. Returns those not paused, with why."""
+        ctx = self._ctx
+        failed: dict[str, str] = {}
+        async with contextlib.AsyncExitStack() as locks:
+            by_slot: dict[str, tuple[str, SlotRecord]] = {}
+            for sandbox_id in sandbox_ids:
+                await locks.enter_async_context(self._slots.lock(sandbox_id))
+                try:
+                    record = self._slots.record(sandbox_id)
+                except SandboxNotFound:
+                    failed[sandbox_id] = "it is gone"
+                    continue
+                if record.phase is SlotPhase.RUNNING:
+                    by_slot[record.slot] = (sandbox_id, record)
+                elif record.phase is not SlotPhase.PAUSED:
+                    failed[sandbox_id] = f"it is {record.phase.value}"
+            stuck = await freeze_all(ctx, [r for _, r in by_slot.values()])
+            for slot, why in stuck.items():
+                failed[by_slot.pop(slot)[0]] = why
+            frozen = [r for _, r in by_slot.values()]
+            for record in frozen:
+                record.move(SlotPhase.PAUSED)
+                record.paused_to = PauseKind.FREEZER
+            def save_all() -> None:
+                for record in frozen:
+                    save_record(ctx.paths(record.slot), record)
+
+            await off_loop(save_all)  # the records in one thread call (a small file each)
+        return failed
 
     async def resume(self, sandbox_id: str) -> SandboxEndpoint:
         ctx = self._ctx

@@ -27,13 +27,14 @@ rules and confinement of the sandbox (re-applied and checked at restore, see
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,34 @@ def freeze(ctx: Context, record: SlotRecord) -> bool:
                                    f"{_FREEZE_TIMEOUT_S:.0f} s")
         time.sleep(0.0005)
     return True
+
+
+async def freeze_all(ctx: Context, records: Sequence[SlotRecord]) -> dict[str, str]:
+    """Freeze every slot's cgroup at once and wait, on the event loop, until all are
+    frozen: each write starts its freeze and returns, then every cgroup is polled (the
+    freezer has no change notification here). Returns the slots that did not freeze in
+    time (thawed again) with why; one already frozen counts as frozen."""
+    pending: list[SlotRecord] = []
+    failed: dict[str, str] = {}
+    for record in records:
+        if ctx.cgroups.is_frozen(record.cgroup_path) and _fully_frozen(ctx, record):
+            continue
+        if ctx.cgroups.set_frozen(record.cgroup_path, True):
+            pending.append(record)
+        else:
+            failed[record.slot] = "its cgroup is gone"
+    deadline = time.monotonic() + _FREEZE_TIMEOUT_S
+    while pending:
+        pending = [r for r in pending if not _fully_frozen(ctx, r)]
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            for record in pending:
+                ctx.cgroups.set_frozen(record.cgroup_path, False)
+                failed[record.slot] = f"its cgroup did not freeze in {_FREEZE_TIMEOUT_S:.0f} s"
+            break
+        await asyncio.sleep(0.0005)
+    return failed
 
 
 def thaw(ctx: Context, record: SlotRecord) -> None:
