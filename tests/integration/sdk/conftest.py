@@ -82,7 +82,7 @@ def host_envd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostEnvd]:
             proc.wait()
 
 
-@pytest_asyncio.fixture(loop_scope="function")
+@pytest_asyncio.fixture  # on the session loop, like the tests
 async def sbx(host_envd: HostEnvd) -> AsyncIterator[AsyncSandbox]:
     """The async SDK pointed at the host envd."""
     box = envd_sandbox(host_envd)

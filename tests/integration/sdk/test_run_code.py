@@ -45,7 +45,7 @@ def ci_sandbox(bac_server: BacServer) -> Iterator[Sandbox]:
         yield sandbox
 
 
-@pytest_asyncio.fixture(loop_scope="function")
+@pytest_asyncio.fixture  # on the session loop, like the tests
 async def box(ci_sandbox: Sandbox, bac_server: BacServer) -> AsyncIterator[AsyncSandbox]:
     """The module's sandbox, connected with the async SDK."""
     sandbox = await AsyncSandbox.connect(ci_sandbox.sandbox_id, **bac_server.opts())

@@ -18,7 +18,7 @@ from bac import AsyncSandbox, SandboxQuery, SandboxState
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
-@pytest_asyncio.fixture(loop_scope="function")
+@pytest_asyncio.fixture  # on the session loop, like the tests
 async def box(bac_server: BacServer) -> AsyncIterator[AsyncSandbox]:
     """A fresh sandbox, killed after the test."""
     sandbox = await AsyncSandbox.create(timeout=120, **bac_server.opts())
