@@ -50,7 +50,8 @@ async def test_sandbox_on_three_layers_sees_the_union_and_template_env(
 async def test_step_isolation_is_a_sandboxs(backend: NamespaceBackend, template: TemplateImage,
                                             make_sandbox: SandboxFactory) -> None:
     """A step's OCI config has the same namespaces, id mapping, seccomp, capabilities,
-    masked and read-only paths as a sandbox's, no envd mount, and its own process."""
+    masked and read-only paths as a sandbox's, no envd mounts (bundle, trace socket), and
+    its own process."""
     sbx = await make_sandbox()
     sandbox_config = json.loads((footprint(backend, sbx.id).slot_dir / "config.json")
                                 .read_text())
@@ -73,7 +74,8 @@ async def test_step_isolation_is_a_sandboxs(backend: NamespaceBackend, template:
     for key in ("capabilities", "rlimits", "noNewPrivileges"):
         assert step_config["process"][key] == sandbox_config["process"][key], key  # type: ignore[index]
     assert [m["destination"] for m in step_config["mounts"]] == [  # type: ignore[attr-defined]
-        m["destination"] for m in sandbox_config["mounts"] if m["destination"] != "/opt/bac"]
+        m["destination"] for m in sandbox_config["mounts"]
+        if m["destination"] not in ("/opt/bac", "/run/bac")]  # envd's bundle and trace socket
     assert step_config["process"]["args"] == ["/bin/sh", "-c", "echo running; sleep 1000"]  # type: ignore[index]
 
 
