@@ -8,20 +8,17 @@ of the team whose metadata holds given pairs (:func:`run`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from bac import _errors as e
+from bac import _ndjson as ndjson
 from bac._api import ApiClient, api_error
 from bac._config import ConnectionConfig
 from bac._models import parse_time
-from bac._version import USER_AGENT
 
 
 @dataclass(frozen=True)
@@ -130,34 +127,14 @@ async def follow(config: ConnectionConfig, sandbox_id: str, *,
                  after: int = 0) -> AsyncGenerator[TraceEvent, None]:
     """Each event after ``after``, then each new one as it is written, until the sandbox
     has ended (close the generator to stop earlier)."""
-    headers = {"X-API-KEY": config.require_api_key(), "User-Agent": USER_AGENT,
-               **config.headers}
     params = {**_params(kinds, None, None, after, None), "follow": "true"}
-    # A quiet sandbox sends nothing for a long time: no read deadline.
-    timeout = httpx.Timeout(config.request_timeout, read=None)
-    async with httpx.AsyncClient(base_url=config.api_url, headers=headers,
-                                 timeout=timeout) as client:
-        try:
-            async with client.stream("GET", _path(sandbox_id) + "/trace",
-                                     params=params) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    raise api_error(response, e.SandboxNotFoundError)
-                async for line in response.aiter_lines():
-                    if line.strip():
-                        yield TraceEvent.from_api(_object(line))
-        except httpx.TransportError as exc:
-            raise e.ServerUnreachableError(f"the trace stream broke: {exc}") from exc
-
-
-def _object(line: str) -> dict[str, Any]:
-    try:
-        value = json.loads(line)
-    except ValueError as exc:
-        raise e.ServerError(f"the trace stream sent a non-JSON line: {line[:80]!r}") from exc
-    if not isinstance(value, dict):
-        raise e.ServerError("the trace stream sent a line that is not an object")
-    return value
+    async with ndjson.opened(config, _path(sandbox_id) + "/trace", params,
+                             "trace") as response:
+        if response.status_code != 200:
+            await response.aread()
+            raise api_error(response, e.SandboxNotFoundError)
+        async for value in ndjson.objects(response, "trace"):
+            yield TraceEvent.from_api(value)
 
 
 async def logs(api: ApiClient, sandbox_id: str, *, start: datetime | None = None,

@@ -11,16 +11,13 @@ both ways a caller sees each line once.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from urllib.parse import quote
 
-import httpx
-
 from bac import _errors as e
+from bac import _ndjson as ndjson
 from bac._api import ApiClient, api_error
 from bac._template._models import BuildLogEntry, BuildState
-from bac._version import USER_AGENT
 
 _FIRST_POLL, _MAX_POLL = 0.05, 0.5
 
@@ -69,39 +66,17 @@ async def stream(api: ApiClient, template_id: str,
                  build_id: str) -> AsyncIterator[BuildLogEntry]:
     """Every line of the build, live, until it ends; :class:`NoStream` when the server
     cannot stream (checked before the first line)."""
-    config = api.config
-    headers = {"X-API-KEY": config.require_api_key(), "User-Agent": USER_AGENT,
-               **config.headers}
-    # A quiet step (a long compile) sends nothing for minutes: no read deadline.
-    timeout = httpx.Timeout(config.request_timeout, read=None)
-    async with httpx.AsyncClient(base_url=config.api_url, headers=headers,
-                                 timeout=timeout) as client:
-        try:
-            async with client.stream("GET", build_path(template_id, build_id) + "/logs",
-                                     params={"follow": "true"}) as response:
-                if response.status_code >= 300:
-                    await response.aread()
-                    if response.status_code in (400, 404, 405, 422):
-                        raise NoStream(response.status_code)
-                    raise api_error(response)
-                if "ndjson" not in response.headers.get("content-type", ""):
-                    raise NoStream(response.headers.get("content-type"))
-                async for line in response.aiter_lines():
-                    if line.strip():
-                        yield BuildLogEntry.from_api(_object(line))
-        except httpx.TransportError as exc:
-            raise e.ServerUnreachableError(f"the build log stream broke: {exc}") from exc
-
-
-def _object(line: str) -> dict[str, object]:
-    try:
-        value = json.loads(line)
-    except ValueError as exc:
-        raise e.ServerError(f"the build log stream sent a non-JSON line: {line[:80]!r}"
-                            ) from exc
-    if not isinstance(value, dict):
-        raise e.ServerError("the build log stream sent a line that is not an object")
-    return value
+    async with ndjson.opened(api.config, build_path(template_id, build_id) + "/logs",
+                             {"follow": "true"}, "build log") as response:
+        if response.status_code >= 300:
+            await response.aread()
+            if response.status_code in (400, 404, 405, 422):
+                raise NoStream(response.status_code)
+            raise api_error(response)
+        if "ndjson" not in response.headers.get("content-type", ""):
+            raise NoStream(response.headers.get("content-type"))
+        async for value in ndjson.objects(response, "build log"):
+            yield BuildLogEntry.from_api(value)
 
 
 async def entries(api: ApiClient, template_id: str, build_id: str, *, follow: bool,
