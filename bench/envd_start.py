@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _stats import pct  # bench/, beside this script
+
 SRC = Path(__file__).resolve().parent.parent / "src"
 GUEST = ("bac_envd", "bac_protocol")
 THIRD_PARTY = (
@@ -155,11 +157,6 @@ def envd(
 def first_rpc(started: Started, port: int) -> float:
     assert b" 200 " in http(port, post("/process.Process/List", b"{}", RPC_HEADERS))
     return started.elapsed()
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def row(label: str, values: list[float], floor_median: float) -> None:

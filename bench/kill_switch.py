@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _stats import pct  # bench/, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "integration" / "server"))
@@ -48,11 +49,6 @@ from bac_server.control import PauseKind  # noqa: E402
 TOKEN = "bench-kill-switch-" + os.urandom(16).hex()
 RUN = {"bench": "kill-switch"}
 TARGET_FROZEN_MS = 1000.0  # the issue's: 200 running sandboxes frozen in <= 1 s
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def report(label: str, values: list[float], floor: float | None = None) -> dict[str, Any]:

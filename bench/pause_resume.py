@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
+from _stats import pct  # bench/, beside this script
 from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
@@ -50,11 +51,6 @@ _HOG = ("import mmap, sys, time\n"
         "for i in range(0, len(m), 4096): m[i] = 1\n"
         "open('/tmp/hog-ready', 'w').write('ok')\n"
         "while True: time.sleep(1)\n")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def row(label: str, values: list[float], floor: float | None = None) -> dict[str, object]:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from _stats import pct  # bench/, beside this script
 from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
@@ -38,11 +39,6 @@ from bac_server.host._syscalls import mount, umount
 from bac_server.templates import TemplateStore
 
 TARGETS = {"create_p50_ms": 40.0, "concurrent_all_ready_s": 1.5, "idle_pss_mib": 15.0}
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def line(label: str, values: list[float], floor: float | None) -> str:

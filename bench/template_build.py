@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _stats import pct  # bench/, beside this script
+
 from bac_server.backends.base import BuildStep, TemplateImage, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
 from bac_server.host import default_data_dir, prepare_host, remove_tree
@@ -38,11 +40,6 @@ from bac_server.templates import (
 
 TARGETS = {"cached_rebuild_s": 2.0}
 E2B_DOCUMENTED = "E2B documents 53-79 s for a one-layer pip build on an 8 vCPU machine"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def line(label: str, values: list[float], floor: float | None) -> str:

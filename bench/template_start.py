@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _stats import pct  # bench/, beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "compat"))
 from bac_process import ServerProcess, running
@@ -67,11 +68,6 @@ http.server.ThreadingHTTPServer(("0.0.0.0", 8080), Handler).serve_forever()
 """
 _EXECUTE = ("curl -sf -X POST http://127.0.0.1:49999/execute -H 'Content-Type: "
             "application/json' -d '{\"code\": \"1 + 1\"}' | grep -q '\"text\": *\"2\"'")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def line(label: str, values: list[float], floor: float | None) -> str:
