@@ -52,7 +52,10 @@ def api_error(
     cls = not_found if status == 404 else _STATUS_ERRORS.get(status, e.ServerError)
     if status == 504:
         cls = e.TimeoutError
-    return cls(f"{status}: {_message(response)}", status_code=status)
+    message = f"{status}: {_message(response)}"
+    if cls is e.PermissionDeniedError:
+        return e.permission_denied(message, status_code=status)
+    return cls(message, status_code=status)
 
 
 def _should_retry(response: httpx.Response) -> bool:

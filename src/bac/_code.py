@@ -80,6 +80,8 @@ def status_error(status: int, body: bytes, what: str) -> e.SandboxError:
             "from the code-interpreter template?", status_code=status,
         )
     cls = _STATUS_ERRORS.get(status, e.ServerError)
+    if cls is e.PermissionDeniedError:
+        return e.permission_denied(f"{what}: {message}", status_code=status)
     return cls(f"{what}: {message}", status_code=status)
 
 

@@ -8,6 +8,8 @@ client, the envd HTTP client); nothing above those boundaries inspects status co
     SandboxError                      base; ``status_code`` when an HTTP answer caused it
     ├── AuthenticationError           401, missing API key, envd ``unauthenticated``
     ├── PermissionDeniedError         403
+    │   └── CapReachedError           403 naming a reached cost cap: a create it would
+    │                                 cover, or a sandbox it holds paused, is refused
     ├── InvalidArgumentError          400/413/422, envd ``invalid_argument``
     ├── NotFoundError                 404, envd ``not_found``
     │   ├── SandboxNotFoundError      the sandbox does not exist (or is not yours)
@@ -31,6 +33,7 @@ client, the envd HTTP client); nothing above those boundaries inspects status co
 from __future__ import annotations
 
 import builtins
+import re
 
 
 class SandboxError(Exception):
@@ -51,6 +54,27 @@ class AuthenticationError(SandboxError):
 
 class PermissionDeniedError(SandboxError):
     """The credentials are valid but do not allow this operation."""
+
+
+_CAP_ID = re.compile(r"\bcap_[A-Za-z0-9_-]+")
+
+
+class CapReachedError(PermissionDeniedError):
+    """A cost cap is reached: what it covers cannot be created or resumed until the cap is
+    raised, deleted or its period rolls over. ``cap_id`` is the cap the server named."""
+
+    def __init__(self, message: str = "", *, status_code: int | None = None) -> None:
+        super().__init__(message, status_code=status_code)
+        found = _CAP_ID.search(message)
+        self.cap_id: str | None = found.group(0) if found else None
+
+
+def permission_denied(message: str, *,
+                      status_code: int | None = None) -> PermissionDeniedError:
+    """The error for a 403 (or envd ``permission_denied``) answer: a reached cost cap is
+    told apart by the server's message, which names it ("cost cap cap_... reached")."""
+    cls = CapReachedError if "cost cap" in message.lower() else PermissionDeniedError
+    return cls(message, status_code=status_code)
 
 
 class InvalidArgumentError(SandboxError):

@@ -1,12 +1,12 @@
 """``AsyncSandbox``: one isolated machine, its lifecycle and saved states, its envd modules
 and its code interpreter.
 
-Lifecycle calls (create, connect, info, timeout, kill, list) and the saved states (pause,
-resume, checkpoints, snapshots, fork) go to the REST API with the team's API key
-(:mod:`bac._lifecycle`, :mod:`bac._saving`, :mod:`bac._network`); ``commands``, ``pty``
-and ``files`` go to envd through the server's gateway with the sandbox's own access
-token; ``run_code`` and the code contexts go to the kernel server of a code-interpreter
-sandbox the same way (:mod:`bac._code`).
+Lifecycle calls (create, connect, info, timeout, kill, list), usage and the saved states
+(pause, resume, checkpoints, snapshots, fork) go to the REST API with the team's API key
+(:mod:`bac._lifecycle`, :mod:`bac._costs`, :mod:`bac._saving`, :mod:`bac._network`);
+``commands``, ``pty`` and ``files`` go to envd through the server's gateway with the
+sandbox's own access token; ``run_code`` and the code contexts go to the kernel server of a
+code-interpreter sandbox the same way (:mod:`bac._code`).
 
 The class is E2B's ``AsyncSandbox`` surface: each method is its signature, its docstring
 and one call to the module that does the work.
@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, Collection, Mapping
 from datetime import datetime
 from typing import Any, Literal, Unpack
 
+from bac import _costs as costs
 from bac import _errors as e
 from bac import _lifecycle as lifecycle
 from bac import _network as network_api
@@ -28,6 +29,7 @@ from bac._api import ApiClient
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts
+from bac._costs import CapAction, SandboxUsage
 from bac._dual import dual_method
 from bac._envd import (
     AsyncCommands,
@@ -111,12 +113,15 @@ class AsyncSandbox:
         allow_internet_access: bool | None = None,
         network: NetworkOpts | None = None,
         lifecycle: Lifecycle | None = None,
+        cost_cap: float | None = None,
+        cost_cap_action: CapAction | None = None,
         **opts: Unpack[ConnectionOpts],
     ) -> AsyncSandbox:
         """Start a sandbox from ``template`` (or a snapshot id) that lives ``timeout``
         seconds unless extended (0: it has no end); ``network`` sets its egress policy and
         whether its ports are public; ``lifecycle`` whether the timeout pauses instead of
-        killing."""
+        killing; ``cost_cap`` caps its cost over its life (in the server's currency), at
+        which ``cost_cap_action`` (``pause`` by default, or ``kill``) is taken."""
         if timeout < 0:
             raise e.InvalidArgumentError(
                 f"timeout must be >= 0 seconds (0: no end), got {timeout}")
@@ -131,6 +136,7 @@ class AsyncSandbox:
         if network is not None:
             body["network"] = network_api.wire_network(network)
         body.update(lifecycle_body(lifecycle))
+        body.update(costs.cost_cap_body(cost_cap, cost_cap_action))
         api = ApiClient(ConnectionConfig.resolve(**opts))
         try:
             created = await api.json(
@@ -232,6 +238,18 @@ class AsyncSandbox:
             return await lifecycle.get_info(api, sandbox_id, None)
 
     get_info = dual_method(_get_info_by_id, _get_info)
+
+    async def _usage(self) -> SandboxUsage:
+        """What the sandbox used and cost over its life so far, and every cost cap that
+        covers it (its own, its metadata groups', its team's)."""
+        return await costs.sandbox_usage(self._api, self._sandbox_id)
+
+    async def _usage_by_id(cls: Any, /, sandbox_id: str,
+                           **opts: Unpack[ConnectionOpts]) -> SandboxUsage:
+        async with ApiClient(ConnectionConfig.resolve(**opts)) as api:
+            return await costs.sandbox_usage(api, sandbox_id)
+
+    usage = dual_method(_usage_by_id, _usage)
 
     async def update_network(self, network: NetworkOpts,
                              allow_internet_access: bool | None = None) -> None:

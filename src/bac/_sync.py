@@ -15,6 +15,7 @@ from bac import _errors as e
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts
+from bac._costs import CapAction, SandboxUsage
 from bac._dual import dual_method
 from bac._envd import Commands, Filesystem, Pty
 from bac._lifecycle import Lifecycle
@@ -121,6 +122,8 @@ class Sandbox:
         allow_internet_access: bool | None = None,
         network: NetworkOpts | None = None,
         lifecycle: Lifecycle | None = None,
+        cost_cap: float | None = None,
+        cost_cap_action: CapAction | None = None,
         **opts: Unpack[ConnectionOpts],
     ) -> Sandbox:
         """Start a sandbox; see :meth:`AsyncSandbox.create`."""
@@ -128,7 +131,7 @@ class Sandbox:
             PORTAL.run(
                 AsyncSandbox.create(
                     template, timeout, metadata, envs, allow_internet_access, network,
-                    lifecycle, **opts
+                    lifecycle, cost_cap, cost_cap_action, **opts
                 )
             )
         )
@@ -186,6 +189,16 @@ class Sandbox:
         return PORTAL.run(AsyncSandbox.get_info(sandbox_id, **opts))
 
     get_info = dual_method(_get_info_by_id, _get_info)
+
+    def _usage(self) -> SandboxUsage:
+        """Its usage and cost so far, and the caps covering it; see ``AsyncSandbox.usage``."""
+        return PORTAL.run(self._inner.usage())
+
+    def _usage_by_id(cls: Any, /, sandbox_id: str,
+                     **opts: Unpack[ConnectionOpts]) -> SandboxUsage:
+        return PORTAL.run(AsyncSandbox.usage(sandbox_id, **opts))
+
+    usage = dual_method(_usage_by_id, _usage)
 
     def _trace(self, *, kinds: Collection[str] | None = None, since: datetime | None = None,
                until: datetime | None = None, after: int = 0, limit: int = 100) -> TracePage:

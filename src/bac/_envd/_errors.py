@@ -115,6 +115,8 @@ def rpc_error(
     cls = _CODE_ERRORS.get(exc.code)
     if cls is None:
         return e.ServerError(f"{exc.code.value}: {exc.message}")
+    if cls is e.PermissionDeniedError:
+        return e.permission_denied(exc.message)
     return cls(exc.message)
 
 
@@ -171,6 +173,8 @@ def http_error(status: int, content_type: str, body: bytes, what: str) -> e.Sand
         429: e.RateLimitError,
         504: e.TimeoutError,
     }.get(status, e.ServerError)
+    if cls is e.PermissionDeniedError:
+        return e.permission_denied(f"{what}: {status} {message}", status_code=status)
     return cls(f"{what}: {status} {message}", status_code=status)
 
 

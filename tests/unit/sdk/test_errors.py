@@ -14,6 +14,7 @@ from connectrpc.errors import ConnectError
 import bac
 from bac import _errors as e
 from bac._api import api_error
+from bac._code import status_error
 from bac._envd._errors import http_error, plain_http_error, rpc_error, translate
 
 
@@ -43,6 +44,28 @@ def test_api_status_mapping(status: int, cls: type[e.SandboxError]) -> None:
     assert type(err) is cls
     assert err.status_code == status
     assert "boom" in str(err)
+
+
+def test_a_reached_cost_cap_is_its_own_denial() -> None:
+    """A 403 naming a cost cap is a CapReachedError (still a PermissionDeniedError) carrying
+    the cap's id, wherever it enters the SDK; any other 403 stays a plain denial."""
+    message = "sandbox not created: cost cap cap_7f3a reached (spent 1.02 of 1.00 USD)"
+    body = json.dumps({"code": 403, "message": message}).encode()
+    reached = [
+        api_error(_response(403, {"code": 403, "message": message})),
+        http_error(403, "application/json", body, "read /x"),
+        rpc_error(ConnectError(Code.PERMISSION_DENIED, message)),
+        status_error(403, body, "run_code"),
+    ]
+    for err in reached:
+        assert type(err) is e.CapReachedError, err
+        assert isinstance(err, e.PermissionDeniedError)
+        assert err.cap_id == "cap_7f3a" and "cost cap" in str(err)
+    assert reached[0].status_code == 403
+    plain = api_error(_response(403, {"code": 403, "message": "key lacks the scope"}))
+    assert type(plain) is e.PermissionDeniedError
+    assert type(rpc_error(ConnectError(Code.PERMISSION_DENIED, "no"))) is e.PermissionDeniedError
+    assert e.CapReachedError("403: Cost cap reached").cap_id is None
 
 
 def test_api_error_with_non_json_body() -> None:
