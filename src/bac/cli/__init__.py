@@ -10,6 +10,7 @@ import click
 
 from bac._version import __version__
 from bac.cli._admin import admin, keys, serve
+from bac.cli._costs import caps, usage
 from bac.cli._events import events, webhooks
 from bac.cli._exec import exec_
 from bac.cli._files import files
@@ -55,6 +56,8 @@ cli.add_command(template)
 cli.add_command(events)
 cli.add_command(trace)
 cli.add_command(webhooks)
+cli.add_command(usage)
+cli.add_command(caps)
 
 
 def main() -> None:

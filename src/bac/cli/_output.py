@@ -5,7 +5,7 @@ CLI error tree (what a failed command exits with)::
     CliError(click.ClickException)    one red line on stderr, never a traceback
         exit 1   ServerError, SandboxError not listed below
         exit 2   InvalidArgumentError, and Click's own usage errors
-        exit 3   AuthenticationError, PermissionDeniedError
+        exit 3   AuthenticationError, PermissionDeniedError (CapReachedError)
         exit 4   NotFoundError (SandboxNotFoundError, PathNotFoundError)
         exit 5   TimeoutError
         exit 6   SandboxNotRunningError, SandboxUnreachableError

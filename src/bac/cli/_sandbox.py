@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
 import click
 
-from bac import AsyncSandbox, Lifecycle, SandboxInfo, SandboxQuery, SandboxState
+from bac import AsyncSandbox, CapAction, Lifecycle, SandboxInfo, SandboxQuery, SandboxState
 from bac.cli._context import connection, run
 from bac.cli._output import (
     BacGroup,
@@ -41,19 +42,29 @@ def sandbox() -> None:
 @click.option("--idle-after", type=click.IntRange(min=0), default=None,
               help="Pause it after this many seconds with no traffic and an idle CPU "
                    "(0: never; default: the server's).")
+@click.option("--cost-cap", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="AMOUNT", help="Cap its cost over its life, in the server's currency.")
+@click.option("--cost-cap-action", type=click.Choice(["pause", "kill"]), default=None,
+              help="What reaching --cost-cap does (default: pause).")
 @json_option
 @click.pass_context
 def create(
     ctx: click.Context, template: str, timeout: int, metadata: tuple[str, ...],
-    env: tuple[str, ...], idle_after: int | None, as_json: bool,
+    env: tuple[str, ...], idle_after: int | None, cost_cap: float | None,
+    cost_cap_action: str | None, as_json: bool,
 ) -> None:
     """Start a sandbox and print its id."""
     meta = parse_pairs(metadata, "--metadata")
     envs = parse_pairs(env, "--env")
     lifecycle: Lifecycle | None = None if idle_after is None else {"idle_after": idle_after}
+    if cost_cap_action is not None and cost_cap is None:
+        raise click.UsageError("--cost-cap-action needs --cost-cap")
 
     async def body() -> AsyncSandbox:
         made = await AsyncSandbox.create(template, timeout, meta, envs, lifecycle=lifecycle,
+                                         cost_cap=cost_cap,
+                                         cost_cap_action=cast(CapAction | None,
+                                                              cost_cap_action),
                                          **connection(ctx))
         await made.aclose()  # the sandbox keeps running; the command's connections end
         return made

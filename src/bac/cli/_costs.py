@@ -1,0 +1,195 @@
+"""``bac usage`` (what the team's sandboxes used and cost, per sandbox, day, team or
+metadata value) and ``bac caps`` (the team's cost caps: list, create, set, delete)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast
+
+import click
+
+from bac import AsyncCosts, CapAction, CapPeriod, CapScope, CostCap, UsageReport
+from bac.cli._context import connection, run
+from bac.cli._output import (
+    BacGroup,
+    CliError,
+    json_option,
+    parse_pairs,
+    print_json,
+    print_table,
+    stderr,
+)
+
+_ACTIONS = click.Choice(["pause", "kill"])
+
+
+def _group_by(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if value in ("sandbox", "team", "day") or (
+            value.startswith("metadata.") and value != "metadata."):
+        return value
+    raise click.BadParameter("expected sandbox, team, day or metadata.KEY", ctx, param)
+
+
+_DAY = click.DateTime(formats=["%Y-%m-%d"])
+
+
+@click.command()
+@click.argument("sandbox_id", required=False)
+@click.option("--group-by", default="sandbox", show_default=True, callback=_group_by,
+              metavar="sandbox|team|day|metadata.KEY", help="One row per this.")
+@click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE",
+              help="Only sandboxes with this metadata pair (repeat: all must match).")
+@click.option("--since", type=_DAY, default=None, metavar="YYYY-MM-DD",
+              help="First day (UTC; default: the first of this month).")
+@click.option("--until", type=_DAY, default=None, metavar="YYYY-MM-DD",
+              help="Last day, included (UTC; default: today).")
+@json_option
+@click.pass_context
+def usage(ctx: click.Context, sandbox_id: str | None, group_by: str, metadata: tuple[str, ...],
+          since: datetime | None, until: datetime | None, as_json: bool) -> None:
+    """What the team's sandboxes (or SANDBOX_ID) used and cost over the days asked, one row
+    per sandbox unless --group-by says otherwise, most costly first."""
+    pairs = parse_pairs(metadata, "--metadata")
+    # click.DateTime parses to midnight; the API counts in days.
+    first = None if since is None else since.date()
+    last = None if until is None else until.date()
+
+    async def body() -> UsageReport:
+        async with AsyncCosts(**connection(ctx)) as client:
+            return await client.usage(group_by=group_by, metadata=pairs, sandbox_id=sandbox_id,
+                                      since=first, until=last)
+
+    report = run(body())
+    if as_json:
+        print_json(report.raw)
+        return
+    title = f"{report.since} .. {report.until} ({report.currency})"
+    print_table(title, [group_by, "vCPU-s", "GiB-s", "storage GiB-h", "cost"], [
+        (g.key, f"{g.vcpu_seconds:.1f}", f"{g.memory_gib_seconds:.1f}",
+         f"{g.storage_gib_hours:.4f}", f"{g.cost:.6f}") for g in report.groups])
+    total = report.total
+    click.echo(f"total: {total.cost:.6f} {report.currency} ({total.vcpu_seconds:.1f} vCPU-s, "
+               f"{total.memory_gib_seconds:.1f} GiB-s, {total.storage_gib_hours:.4f} "
+               "storage GiB-h)")
+
+
+@click.group(cls=BacGroup)
+def caps() -> None:
+    """Cap the cost of a sandbox, of a metadata group or of the team; reached, a cap pauses
+    or kills what it covers and refuses creates it would cover."""
+
+
+def _covers(cap: CostCap) -> str:
+    if cap.scope == "sandbox":
+        return f"sandbox {cap.sandbox_id}"
+    if cap.scope == "group":
+        return " ".join(f"{k}={v}" for k, v in (cap.metadata or {}).items())
+    return "team"
+
+
+def _row(cap: CostCap) -> tuple[str, ...]:
+    return (cap.cap_id, _covers(cap), cap.period, f"{cap.spent:.6f}", f"{cap.limit:g}",
+            cap.state, cap.action)
+
+
+_COLUMNS = ["id", "covers", "period", "spent", "limit", "state", "action"]
+
+
+@caps.command(name="list")
+@json_option
+@click.pass_context
+def list_(ctx: click.Context, as_json: bool) -> None:
+    """The team's caps, with what each has spent in its current period."""
+
+    async def body() -> list[CostCap]:
+        async with AsyncCosts(**connection(ctx)) as client:
+            return await client.caps()
+
+    found = run(body())
+    if as_json:
+        print_json([c.raw for c in found])
+        return
+    if not found:
+        stderr.print("no caps")
+        return
+    print_table(None, _COLUMNS, [_row(c) for c in found])
+
+
+@caps.command()
+@click.option("--sandbox", "sandbox_id", default=None, metavar="SANDBOX_ID",
+              help="Cap one sandbox.")
+@click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE",
+              help="Cap the sandboxes with this metadata pair.")
+@click.option("--team", is_flag=True, help="Cap the whole team (needs --period day|month).")
+@click.option("--limit", type=click.FloatRange(min=0, min_open=True), required=True,
+              metavar="AMOUNT", help="The cap, in the server's currency.")
+@click.option("--period", type=click.Choice(["total", "day", "month"]), default=None,
+              help="Over what the cost adds up (UTC days; default: total).")
+@click.option("--action", type=_ACTIONS, default="pause", show_default=True,
+              help="What reaching it does to the sandboxes it covers.")
+@json_option
+@click.pass_context
+def create(ctx: click.Context, sandbox_id: str | None, metadata: tuple[str, ...], team: bool,
+           limit: float, period: str | None, action: str, as_json: bool) -> None:
+    """Create a cap on exactly one of --sandbox, --metadata or --team; print its id."""
+    pairs = parse_pairs(metadata, "--metadata")
+    if [sandbox_id is not None, bool(pairs), team].count(True) != 1:
+        raise click.UsageError("cap exactly one of --sandbox ID, --metadata KEY=VALUE or "
+                               "--team")
+    scope: CapScope = "sandbox" if sandbox_id is not None else "group" if pairs else "team"
+    if scope == "team" and period in (None, "total"):
+        raise click.UsageError("a team cap needs --period day or --period month")
+    chosen = cast(CapPeriod, period or "total")
+    act = cast(CapAction, action)
+
+    async def body() -> CostCap:
+        async with AsyncCosts(**connection(ctx)) as client:
+            return await client.create_cap(scope=scope, limit=limit, period=chosen,
+                                           action=act, sandbox_id=sandbox_id,
+                                           metadata=pairs or None)
+
+    cap = run(body())
+    if as_json:
+        print_json(cap.raw)
+    else:
+        click.echo(cap.cap_id)
+
+
+@caps.command(name="set")
+@click.argument("cap_id")
+@click.option("--limit", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="AMOUNT", help="The new cap (above what is spent: releases what it "
+                                     "held paused).")
+@click.option("--action", type=_ACTIONS, default=None, help="The new action.")
+@json_option
+@click.pass_context
+def set_(ctx: click.Context, cap_id: str, limit: float | None, action: str | None,
+         as_json: bool) -> None:
+    """Change a cap's limit or action."""
+    if limit is None and action is None:
+        raise click.UsageError("give --limit, --action or both")
+    act = cast(CapAction | None, action)
+
+    async def body() -> CostCap:
+        async with AsyncCosts(**connection(ctx)) as client:
+            return await client.update_cap(cap_id, limit=limit, action=act)
+
+    cap = run(body())
+    if as_json:
+        print_json(cap.raw)
+        return
+    print_table(None, _COLUMNS, [_row(cap)])
+
+
+@caps.command()
+@click.argument("cap_id")
+@click.pass_context
+def delete(ctx: click.Context, cap_id: str) -> None:
+    """Delete a cap, releasing the sandboxes it held paused."""
+
+    async def body() -> bool:
+        async with AsyncCosts(**connection(ctx)) as client:
+            return await client.delete_cap(cap_id)
+
+    if not run(body()):
+        raise CliError(f"no cap {cap_id!r}", 4)
