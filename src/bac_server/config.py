@@ -84,6 +84,14 @@ class ServerConfig:
     max_sandboxes_per_team: int = 100
     metrics_interval_s: float = 5.0
     metrics_retention_s: int = 86_400
+    # The price table (docs/observability.md, "Usage and cost"): per vCPU-second and
+    # GiB-second of memory allocated while running, per GiB-hour of checkpoints kept.
+    price_vcpu_second: float = 0.000014
+    price_memory_gib_second: float = 0.0000045
+    price_storage_gib_hour: float = 0.0001
+    price_currency: str = "USD"
+    # Seconds between two writes of the meter's usage to the store.
+    usage_flush_s: float = 5.0
     # Largest JSON body the REST API reads before answering 413.
     max_api_body_bytes: int = 1 << 20
     max_metadata_entries: int = 64
@@ -169,6 +177,14 @@ class ServerConfig:
                 raise ConfigError(f"BAC_{name.upper()} must be more than {low:g}")
         if self.trace_network_interval_s < 0:
             raise ConfigError("BAC_TRACE_NETWORK_INTERVAL_S must be 0 (off) or more")
+        for name in ("price_vcpu_second", "price_memory_gib_second", "price_storage_gib_hour"):
+            value = getattr(self, name)
+            if not 0 <= value < float("inf"):
+                raise ConfigError(f"BAC_{name.upper()} must be a finite price of 0 or more")
+        if not (0 < len(self.price_currency) <= 16 and self.price_currency.isprintable()):
+            raise ConfigError("BAC_PRICE_CURRENCY must be a short name such as USD")
+        if not self.usage_flush_s > 0:
+            raise ConfigError("BAC_USAGE_FLUSH_S must be more than 0")
         for name in ("trace_keep_per_sandbox", "trace_burst"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"BAC_{name.upper()} must be at least 1")

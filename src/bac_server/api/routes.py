@@ -7,7 +7,16 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from bac_server.api import checkpoints, fleet, health, network, sandboxes, templates, trace
+from bac_server.api import (
+    checkpoints,
+    fleet,
+    health,
+    network,
+    sandboxes,
+    templates,
+    trace,
+    usage,
+)
 from bac_server.api import events as events_api
 from bac_server.api import webhooks as webhooks_api
 from bac_server.api.context import ApiSettings
@@ -79,6 +88,8 @@ ROUTES = [
     Route(_HOOK + "/stats", webhooks_api.delivery_stats, methods=["GET"]),
     Route(_ID + "/trace", trace.sandbox_trace, methods=["GET"]),
     Route("/trace", trace.run_trace, methods=["GET"]),
+    Route(_ID + "/usage", usage.sandbox_usage, methods=["GET"]),
+    Route("/usage", usage.team_usage, methods=["GET"]),
     Route("/admin/fleet/pause", fleet.pause, methods=["POST"]),
     Route("/admin/fleet/kill", fleet.kill, methods=["POST"]),
     Route("/admin/fleet/release", fleet.release, methods=["POST"]),

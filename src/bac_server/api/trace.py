@@ -61,7 +61,8 @@ def _page(events: list[EventRecord], flt: TraceFilter) -> JSONResponse:
     })
 
 
-def _metadata(request: Request) -> dict[str, str]:
+def metadata_pairs(request: Request) -> dict[str, str]:
+    """The ``metadata=key:value`` pairs of the query (repeated or comma-separated)."""
     pairs: dict[str, str] = {}
     for raw in request.query_params.getlist("metadata"):
         for item in raw.split(","):
@@ -99,4 +100,4 @@ async def sandbox_trace(request: Request) -> Response:
 async def run_trace(request: Request) -> Response:
     caller = await team(request)
     flt = _filter(request)
-    return _page(await plane(request).traces.run_trace(caller, _metadata(request), flt), flt)
+    return _page(await plane(request).traces.run_trace(caller, metadata_pairs(request), flt), flt)

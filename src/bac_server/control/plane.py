@@ -24,6 +24,7 @@ from bac_server.control.errors import InvalidRequest, NotFound
 from bac_server.control.events import EventServices
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
+from bac_server.control.metering import Meter, PriceTable, UsageReports
 from bac_server.control.sandboxes import (
     LIVE_STATES,
     Creator,
@@ -59,6 +60,7 @@ from bac_server.store import (
     SandboxStore,
     TemplateRecord,
     UploadStore,
+    UsageStore,
 )
 from bac_server.templates import BuildEngine
 
@@ -141,8 +143,12 @@ class ControlPlane:
         clock: Clock | None = None,
         idle_cpu_window_s: float = 1.0,
         telemetry: Telemetry | None = None,
+        usage_store: UsageStore | None = None,
+        prices: PriceTable | None = None,
+        usage_flush_s: float = 5.0,
     ) -> None:
-        """``clock``: what lifetimes are measured and scheduled by (the wall clock unless
+        """``usage_store``: where the meter writes what sandboxes use (None: no
+        metering). ``clock``: what lifetimes are measured and scheduled by (the wall clock unless
         a simulation brings its own)."""
         self.backend = backend
         self.templates = templates
@@ -204,6 +210,13 @@ class ControlPlane:
         self.registry.on_gone(self.traces.intake.forget)
         # The events API, webhooks and their deliverer (None: the plane has none).
         self.events = events
+        # Usage and cost (docs/observability.md, "Usage and cost").
+        self.prices = prices if prices is not None else PriceTable()
+        self.meter = None if usage_store is None else Meter(
+            registry=self.registry, clock=self.clock, usage_store=usage_store,
+            checkpoint_store=checkpoint_store, flush_s=usage_flush_s)
+        self.usage = None if self.meter is None else UsageReports(
+            meter=self.meter, prices=self.prices, history=self.history, clock=self.clock)
 
     async def start(self) -> ReconcileReport:
         """End what a previous process left half-done (builds, pins), re-attach what
@@ -214,6 +227,8 @@ class ControlPlane:
             lifecycle=self.lifecycle,
         )
         self._sampler_task = asyncio.create_task(self.sampler.run())
+        if self.meter is not None:
+            await self.meter.start()
         self.traces.start()
         if isinstance(self.backend, Traced):
             self.backend.trace_to(self.traces.intake.receive)
@@ -247,6 +262,8 @@ class ControlPlane:
         if isinstance(self.backend, Traced):
             self.backend.trace_to(None)
         await self.traces.stop()
+        if self.meter is not None:
+            await self.meter.stop()
         if self._sampler_task is not None:
             self._sampler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -18,6 +18,17 @@ from bac_server.store.sandboxes import (
     TraceQuery,
 )
 from bac_server.store.uploads import UploadRecord, UploadStore
+from bac_server.store.usage import (
+    CapAction,
+    CapPeriod,
+    CapRecord,
+    CapScope,
+    GroupBy,
+    Usage,
+    UsageDelta,
+    UsageQuery,
+    UsageStore,
+)
 from bac_server.store.webhooks import (
     Attempt,
     DeliveryQuery,
@@ -35,6 +46,10 @@ __all__ = [
     "BuildLogRecord",
     "BuildRecord",
     "BuildStore",
+    "CapAction",
+    "CapPeriod",
+    "CapRecord",
+    "CapScope",
     "CatalogStore",
     "CheckpointKind",
     "CheckpointRecord",
@@ -45,6 +60,7 @@ __all__ = [
     "EventLogStore",
     "EventRecord",
     "GcStore",
+    "GroupBy",
     "KeyStore",
     "LoggedEvent",
     "MetricRecord",
@@ -62,6 +78,10 @@ __all__ = [
     "TraceQuery",
     "UploadRecord",
     "UploadStore",
+    "Usage",
+    "UsageDelta",
+    "UsageQuery",
+    "UsageStore",
     "WebhookRecord",
     "WebhookStore",
 ]

@@ -2,9 +2,9 @@
 
 Each consumer in the control plane asks for the interfaces it uses (:mod:`.keys`,
 :mod:`.sandboxes`, :mod:`.metrics`, :mod:`.checkpoints`, :mod:`.catalog`, :mod:`.builds`,
-:mod:`.uploads`, :mod:`.gc`, :mod:`.webhooks`); only the composition root holds a whole
-:class:`Store`. The embedded default is SQLite (:mod:`bac_server.store.sql`); a PostgreSQL
-store implements the same protocols. Only ``bac_server.app`` names a concrete store.
+:mod:`.uploads`, :mod:`.gc`, :mod:`.webhooks`, :mod:`.usage`); only the composition root
+holds a whole :class:`Store`. The embedded default is SQLite (:mod:`bac_server.store.sql`);
+a PostgreSQL store implements the same protocols. Only ``bac_server.app`` names a concrete store.
 
 Error tree (server side, store layer)::
 
@@ -24,6 +24,7 @@ from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
 from bac_server.store.sandboxes import SandboxStore
 from bac_server.store.uploads import UploadStore
+from bac_server.store.usage import UsageStore
 from bac_server.store.webhooks import EventLogStore, WebhookStore
 
 
@@ -68,5 +69,8 @@ class Store(Protocol):
 
     @property
     def event_log(self) -> EventLogStore: ...
+
+    @property
+    def usage(self) -> UsageStore: ...
 
     async def close(self) -> None: ...

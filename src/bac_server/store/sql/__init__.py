@@ -4,7 +4,7 @@
 served by its own class over that engine (``store.keys`` a :class:`._keys.SqlKeys`, ...),
 in a module of its own because each is a consumer's concept (keys, sandboxes, metrics,
 checkpoints, the template catalog, builds, uploads, collection, webhooks, the event log
-read by team) that shares nothing with the others but the engine; only the sandbox,
+read by team, usage and caps) that shares nothing with the others but the engine; only the sandbox,
 checkpoint and webhook classes hold the sealer.
 
 Written against SQLite (the embedded default) with portable Core constructs only, so the
@@ -35,10 +35,12 @@ from bac_server.store.sql._keys import SqlKeys
 from bac_server.store.sql._metrics import SqlMetrics
 from bac_server.store.sql._sandboxes import SqlSandboxes
 from bac_server.store.sql._uploads import SqlUploads
+from bac_server.store.sql._usage import SqlUsage
 from bac_server.store.sql._webhooks import SqlWebhooks
 from bac_server.store.sql.engine import open_engine
 from bac_server.store.sql.migrations import migrate
 from bac_server.store.uploads import UploadStore
+from bac_server.store.usage import UsageStore
 from bac_server.store.webhooks import EventLogStore, WebhookStore
 
 __all__ = ["SqlStore"]
@@ -61,6 +63,7 @@ class SqlStore:
         self.gc: GcStore = SqlGc(engine)
         self.webhooks: WebhookStore = SqlWebhooks(engine, sealer)
         self.event_log: EventLogStore = SqlEventLog(engine)
+        self.usage: UsageStore = SqlUsage(engine)
 
     @classmethod
     async def open(cls, url: str, sealer: Sealer,

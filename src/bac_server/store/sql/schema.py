@@ -236,3 +236,36 @@ webhook_cursor = sa.Table(
     sa.Column("name", sa.String(32), primary_key=True),
     sa.Column("value", sa.Integer, nullable=False),
 )
+
+# Migration 7: what the meter accrued per sandbox and UTC day (control.metering).
+usage_days = sa.Table(
+    "usage_days",
+    metadata,
+    sa.Column("sandbox_id", sa.String(64), primary_key=True),
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("team_id", sa.String(64), nullable=False),
+    sa.Column("vcpu_seconds", sa.Float, nullable=False),
+    sa.Column("memory_gib_seconds", sa.Float, nullable=False),
+    sa.Column("storage_gib_hours", sa.Float, nullable=False),
+    sa.Column("cpu_used_seconds", sa.Float, nullable=False),
+    sa.Column("metered_until", sa.Float, nullable=False),
+    sa.Index("ix_usage_days_team", "team_id", "day"),
+)
+
+cost_caps = sa.Table(
+    "cost_caps",
+    metadata,
+    sa.Column("cap_id", sa.String(64), primary_key=True),
+    sa.Column("team_id", sa.String(64), nullable=False, index=True),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("period", sa.String(16), nullable=False),
+    sa.Column("amount", sa.Float, nullable=False),
+    sa.Column("action", sa.String(16), nullable=False),
+    sa.Column("sandbox_id", sa.String(64), nullable=True, index=True),
+    sa.Column("metadata_key", sa.String(255), nullable=True),
+    sa.Column("metadata_value", sa.Text, nullable=True),
+    sa.Column("warned", sa.String(16), nullable=True),
+    sa.Column("reached", sa.String(16), nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)

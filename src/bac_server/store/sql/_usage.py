@@ -1,0 +1,156 @@
+"""Usage per (sandbox, day) and the cost caps in SQL (:class:`bac_server.store.usage.UsageStore`).
+
+A delta is added by one ``INSERT … ON CONFLICT DO UPDATE`` (SQLite and PostgreSQL both
+have it), so two writers adding to the same row never lose either's amount. Group sums by
+metadata read the sandbox rows' JSON metadata, joined on the sandbox id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._time import dt, ts
+from bac_server.store.usage import CapRecord, Usage, UsageDelta, UsageQuery
+
+_u = t.usage_days.c
+_c = t.cost_caps.c
+_s = t.sandboxes.c
+_AMOUNTS = ("vcpu_seconds", "memory_gib_seconds", "storage_gib_hours", "cpu_used_seconds")
+
+
+def _upsert(conn: AsyncConnection) -> Any:
+    if conn.dialect.name == "postgresql":
+        return postgresql.insert(t.usage_days)
+    return sqlite.insert(t.usage_days)
+
+
+def _cap(row: Any) -> CapRecord:
+    return CapRecord(
+        cap_id=row.cap_id, team_id=row.team_id, scope=row.scope, period=row.period,
+        amount=float(row.amount), action=row.action, created_at=dt(row.created_at),
+        updated_at=dt(row.updated_at), sandbox_id=row.sandbox_id,
+        metadata_key=row.metadata_key, metadata_value=row.metadata_value,
+        warned=row.warned, reached=row.reached)
+
+
+def _cap_values(cap: CapRecord) -> dict[str, Any]:
+    return {
+        "cap_id": cap.cap_id, "team_id": cap.team_id, "scope": cap.scope,
+        "period": cap.period, "amount": cap.amount, "action": cap.action,
+        "sandbox_id": cap.sandbox_id, "metadata_key": cap.metadata_key,
+        "metadata_value": cap.metadata_value, "warned": cap.warned, "reached": cap.reached,
+        "created_at": ts(cap.created_at), "updated_at": ts(cap.updated_at),
+    }
+
+
+class SqlUsage:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+
+    async def add_usage(self, deltas: Sequence[UsageDelta]) -> None:
+        if not deltas:
+            return
+        async with self._engine.begin() as conn:
+            for d in deltas:
+                insert = _upsert(conn).values(
+                    sandbox_id=d.sandbox_id, day=d.day, team_id=d.team_id,
+                    vcpu_seconds=d.usage.vcpu_seconds,
+                    memory_gib_seconds=d.usage.memory_gib_seconds,
+                    storage_gib_hours=d.usage.storage_gib_hours,
+                    cpu_used_seconds=d.usage.cpu_used_seconds,
+                    metered_until=ts(d.metered_until))
+                added = {name: getattr(t.usage_days.c, name) + getattr(insert.excluded, name)
+                         for name in _AMOUNTS}
+                added["metered_until"] = sa.func.max(_u.metered_until,
+                                                     insert.excluded.metered_until) \
+                    if conn.dialect.name == "sqlite" else sa.func.greatest(
+                        _u.metered_until, insert.excluded.metered_until)
+                await conn.execute(insert.on_conflict_do_update(
+                    index_elements=[_u.sandbox_id, _u.day], set_=added))
+
+    async def usage(self, query: UsageQuery) -> list[tuple[str, Usage]]:
+        sums = [sa.func.coalesce(sa.func.sum(getattr(_u, name)), 0.0) for name in _AMOUNTS]
+        join = query.group_by == "metadata" or bool(query.metadata)
+        key: Any
+        if query.group_by == "sandbox":
+            key = _u.sandbox_id
+        elif query.group_by == "team":
+            key = _u.team_id
+        elif query.group_by == "day":
+            key = _u.day
+        else:
+            key = sa.func.coalesce(_s.metadata[query.group_key].as_string(), "")
+        select = sa.select(key.label("key"), *sums).where(_u.team_id == query.team_id)
+        if join:
+            select = select.select_from(t.usage_days.join(
+                t.sandboxes, _s.sandbox_id == _u.sandbox_id))
+        for name, value in sorted(query.metadata.items()):
+            select = select.where(_s.metadata[name].as_string() == value)
+        if query.sandbox_id is not None:
+            select = select.where(_u.sandbox_id == query.sandbox_id)
+        if query.since is not None:
+            select = select.where(_u.day >= query.since)
+        if query.until is not None:
+            select = select.where(_u.day <= query.until)
+        select = select.group_by(key)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(select)).all()
+        return [(str(r[0]), Usage(*(float(v) for v in r[1:]))) for r in rows]
+
+    async def metered_until(self, sandbox_ids: Collection[str]) -> dict[str, datetime]:
+        if not sandbox_ids:
+            return {}
+        select = sa.select(_u.sandbox_id, sa.func.max(_u.metered_until)).where(
+            _u.sandbox_id.in_(sorted(sandbox_ids))).group_by(_u.sandbox_id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(select)).all()
+        return {r[0]: dt(r[1]) for r in rows}
+
+    async def insert_cap(self, cap: CapRecord, *, max_per_team: int) -> bool:
+        async with self._engine.begin() as conn:
+            count = (await conn.execute(sa.select(sa.func.count()).select_from(t.cost_caps)
+                                        .where(_c.team_id == cap.team_id))).scalar_one()
+            if count >= max_per_team:
+                return False
+            await conn.execute(sa.insert(t.cost_caps).values(**_cap_values(cap)))
+        return True
+
+    async def get_cap(self, team_id: str, cap_id: str) -> CapRecord | None:
+        select = sa.select(t.cost_caps).where(_c.team_id == team_id, _c.cap_id == cap_id)
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(select)).first()
+        return None if row is None else _cap(row)
+
+    async def list_caps(self, team_id: str | None = None) -> list[CapRecord]:
+        select = sa.select(t.cost_caps).order_by(_c.created_at, _c.cap_id)
+        if team_id is not None:
+            select = select.where(_c.team_id == team_id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(select)).all()
+        return [_cap(r) for r in rows]
+
+    async def update_cap(self, cap: CapRecord) -> bool:
+        async with self._engine.begin() as conn:
+            done = await conn.execute(
+                sa.update(t.cost_caps)
+                .where(_c.team_id == cap.team_id, _c.cap_id == cap.cap_id)
+                .values(amount=cap.amount, action=cap.action, warned=cap.warned,
+                        reached=cap.reached, updated_at=ts(cap.updated_at)))
+        return bool(done.rowcount)
+
+    async def delete_cap(self, team_id: str, cap_id: str) -> bool:
+        async with self._engine.begin() as conn:
+            done = await conn.execute(sa.delete(t.cost_caps).where(
+                _c.team_id == team_id, _c.cap_id == cap_id))
+        return bool(done.rowcount)
+
+    async def delete_sandbox_caps(self, sandbox_id: str) -> None:
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.delete(t.cost_caps).where(_c.sandbox_id == sandbox_id))
