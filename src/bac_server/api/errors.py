@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bac_server.control import (
+    CapReached,
     Conflict,
     ControlError,
     InvalidRequest,
@@ -65,6 +66,7 @@ _CONTROL_STATUS: tuple[tuple[type[ControlError], int], ...] = (
     (Unauthenticated, 401),
     (NotFound, 404),
     (Conflict, 409),
+    (CapReached, 403),
     (TeamLimitExceeded, 429),
     (QuotaExceeded, 507),
     (NotSupported, 501),

@@ -8,6 +8,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bac_server.api import (
+    caps,
     checkpoints,
     fleet,
     health,
@@ -90,6 +91,11 @@ ROUTES = [
     Route("/trace", trace.run_trace, methods=["GET"]),
     Route(_ID + "/usage", usage.sandbox_usage, methods=["GET"]),
     Route("/usage", usage.team_usage, methods=["GET"]),
+    Route("/caps", caps.list_caps, methods=["GET"]),
+    Route("/caps", caps.create_cap, methods=["POST"]),
+    Route("/caps/{capID}", caps.get_cap, methods=["GET"]),
+    Route("/caps/{capID}", caps.update_cap, methods=["PATCH"]),
+    Route("/caps/{capID}", caps.delete_cap, methods=["DELETE"]),
     Route("/admin/fleet/pause", fleet.pause, methods=["POST"]),
     Route("/admin/fleet/kill", fleet.kill, methods=["POST"]),
     Route("/admin/fleet/release", fleet.release, methods=["POST"]),

@@ -42,6 +42,7 @@ from starlette.responses import JSONResponse, Response
 
 from bac_server.api import views
 from bac_server.api.body import Name, Open, Strict, read_model
+from bac_server.api.caps import CostCapBody, caps_of
 from bac_server.api.context import plane, sandbox_id, settings, team
 from bac_server.api.errors import BadRequest
 from bac_server.api.list_query import parse_list_query
@@ -105,6 +106,7 @@ class NewSandbox(Strict):
     cpuCount: StrictInt | None = None
     memoryMB: StrictInt | None = None
     idle: IdleBody | None = None
+    costCap: CostCapBody | None = None
 
 
 class ConnectSandbox(Strict):
@@ -278,7 +280,22 @@ async def create_sandbox(request: Request) -> Response:
     caller = await team(request)
     conf = settings(request)
     body = await read_model(request, NewSandbox, conf.max_body_bytes)
-    sbx = await plane(request).creator.create(caller, _create_request(body))
+    control = plane(request)
+    caps = control.caps
+    if caps is not None:
+        caps.admit(caller, dict(body.metadata or {}))
+    elif body.costCap is not None:
+        caps_of(request)  # the server's NotSupported, before anything is made
+    sbx = await control.creator.create(caller, _create_request(body))
+    if body.costCap is not None and caps is not None:
+        try:
+            await caps.create(caller, scope="sandbox", limit=body.costCap.limit,
+                              action=body.costCap.action or "pause",
+                              sandbox_id=sbx.sandbox_id)
+        except BaseException:
+            # Fails closed: no sandbox without the cap it was asked with.
+            await control.lifecycle.kill(caller, sbx.sandbox_id)
+            raise
     return JSONResponse(
         views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain), 201
     )

@@ -14,6 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from bac_server.api.caps import cap_view
 from bac_server.api.context import plane, sandbox_id, team
 from bac_server.api.trace import metadata_pairs
 from bac_server.control import NotSupported
@@ -58,6 +59,10 @@ async def team_usage(request: Request) -> Response:
 async def sandbox_usage(request: Request) -> Response:
     caller = await team(request)
     reports = _reports(request)
-    line = await reports.sandbox(caller, sandbox_id(request))
+    record = await plane(request).history.sandbox(caller, sandbox_id(request))
+    line = await reports.sandbox(caller, record.sandbox_id)
+    caps = plane(request).caps
+    covering = [] if caps is None else caps.covering(caller, record.sandbox_id,
+                                                     dict(record.metadata))
     return JSONResponse({"sandboxID": line.key, "currency": reports.prices.currency}
-                        | _figure(line) | {"caps": []})
+                        | _figure(line) | {"caps": [cap_view(c) for c in covering]})

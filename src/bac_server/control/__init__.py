@@ -7,6 +7,7 @@
 from bac_server.backends.base import PauseKind
 from bac_server.control.clock import Clock, ManualClock, SystemClock
 from bac_server.control.errors import (
+    CapReached,
     Conflict,
     ControlError,
     InvalidRequest,
@@ -60,6 +61,7 @@ from bac_server.control.templates import TemplateSource
 __all__ = [
     "MAX_LIMIT",
     "NO_END",
+    "CapReached",
     "Clock",
     "Conflict",
     "ControlError",

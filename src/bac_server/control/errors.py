@@ -10,6 +10,7 @@ Error tree (server side, control plane)::
     │   ├── SandboxNotFoundError    unknown, ended, or another team's sandbox
     │   └── TemplateNotFoundError   no template with that id or alias
     ├── Conflict                409  the sandbox is not in a state that allows this
+    ├── CapReached              403  a cost cap covering it is reached (create, resume)
     ├── TeamLimitExceeded       429  the team runs as many sandboxes as it may
     ├── QuotaExceeded           507  the team's checkpoints use all the disk it may
     ├── SandboxCreateFailed     500  the backend could not make the sandbox
@@ -54,6 +55,11 @@ class TemplateNotFoundError(NotFound):
 
 class Conflict(ControlError):
     pass
+
+
+class CapReached(ControlError):
+    """A cost cap covering the sandbox is reached: it is not created, or not resumed,
+    until the cap is raised, deleted or its period ends."""
 
 
 class TeamLimitExceeded(ControlError):

@@ -24,7 +24,7 @@ from bac_server.control.errors import InvalidRequest, NotFound
 from bac_server.control.events import EventServices
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
-from bac_server.control.metering import Meter, PriceTable, UsageReports
+from bac_server.control.metering import CostCaps, Meter, PriceTable, UsageReports
 from bac_server.control.sandboxes import (
     LIVE_STATES,
     Creator,
@@ -146,6 +146,7 @@ class ControlPlane:
         usage_store: UsageStore | None = None,
         prices: PriceTable | None = None,
         usage_flush_s: float = 5.0,
+        cap_check_s: float = 0.5,
     ) -> None:
         """``usage_store``: where the meter writes what sandboxes use (None: no
         metering). ``clock``: what lifetimes are measured and scheduled by (the wall clock unless
@@ -217,6 +218,13 @@ class ControlPlane:
             checkpoint_store=checkpoint_store, flush_s=usage_flush_s)
         self.usage = None if self.meter is None else UsageReports(
             meter=self.meter, prices=self.prices, history=self.history, clock=self.clock)
+        self.caps: CostCaps | None = None
+        if self.meter is not None and usage_store is not None:
+            self.caps = CostCaps(
+                usage_store=usage_store, sandbox_store=sandbox_store, meter=self.meter,
+                prices=self.prices, registry=self.registry, lifecycle=self.lifecycle,
+                clock=self.clock, check_s=cap_check_s)
+            self.lifecycle.pausing.cap_gate = self.caps.release
 
     async def start(self) -> ReconcileReport:
         """End what a previous process left half-done (builds, pins), re-attach what
@@ -229,6 +237,8 @@ class ControlPlane:
         self._sampler_task = asyncio.create_task(self.sampler.run())
         if self.meter is not None:
             await self.meter.start()
+        if self.caps is not None:
+            await self.caps.start()
         self.traces.start()
         if isinstance(self.backend, Traced):
             self.backend.trace_to(self.traces.intake.receive)
@@ -262,6 +272,8 @@ class ControlPlane:
         if isinstance(self.backend, Traced):
             self.backend.trace_to(None)
         await self.traces.stop()
+        if self.caps is not None:
+            await self.caps.stop()
         if self.meter is not None:
             await self.meter.stop()
         if self._sampler_task is not None:

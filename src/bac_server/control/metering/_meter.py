@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -32,6 +33,7 @@ _GIB = 1024 ** 3
 @dataclass
 class _Metered:
     team_id: str
+    metadata: dict[str, str]
     state: SandboxState
     vcpus: int
     memory_gib: float
@@ -42,6 +44,10 @@ class _Metered:
 
 def day_of(at: datetime) -> str:
     return at.strftime("%Y-%m-%d")
+
+
+# Told of each amount accrued: (sandbox id, team id, its metadata, the amount, when).
+AccrualListener = Callable[[str, str, dict[str, str], Usage, datetime], None]
 
 
 class Meter:
@@ -57,7 +63,18 @@ class Meter:
         self._ended: list[UsageDelta] = []
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        self._listeners: list[AccrualListener] = []
         registry.on_change(self._changed)
+
+    def on_accrue(self, listener: AccrualListener) -> None:
+        """Call ``listener`` with every amount as it accrues (the cost caps)."""
+        self._listeners.append(listener)
+
+    def tick(self) -> None:
+        """Accrue every live sandbox up to now (nothing is written)."""
+        now = self._clock.now()
+        for sandbox_id, entry in self._metered.items():
+            self._accrue(sandbox_id, entry, now)
 
     async def start(self) -> None:
         """Meter every live sandbox from when it was last metered (a restart's downtime
@@ -85,20 +102,33 @@ class Meter:
         await self.flush()
         return await self._store.usage(query)
 
+    async def settled(self, query: UsageQuery,
+                      before_read: Callable[[], None]) -> list[tuple[str, Usage]]:
+        """The store's sums with everything accrued up to now in them: ``before_read``
+        is called once all of it is written, and what accrues after (while the sums are
+        read) reaches the listeners but not the sums (a cap's start, counted once)."""
+        async with self._lock:
+            await self._flush()
+            before_read()
+            return await self._store.usage(query)
+
     async def flush(self) -> None:
         async with self._lock:
-            await self._refresh_checkpoints()
-            now = self._clock.now()
-            deltas = self._ended
-            self._ended = []
-            for sandbox_id, entry in self._metered.items():
-                self._accrue(entry, now)
-                deltas.extend(self._drain(sandbox_id, entry, now))
-            try:
-                await self._store.add_usage(deltas)
-            except BaseException:
-                self._ended.extend(deltas)  # written at the next flush
-                raise
+            await self._flush()
+
+    async def _flush(self) -> None:
+        await self._refresh_checkpoints()
+        now = self._clock.now()
+        deltas = self._ended
+        self._ended = []
+        for sandbox_id, entry in self._metered.items():
+            self._accrue(sandbox_id, entry, now)
+            deltas.extend(self._drain(sandbox_id, entry, now))
+        try:
+            await self._store.add_usage(deltas)
+        except BaseException:
+            self._ended.extend(deltas)  # written at the next flush
+            raise
 
     async def _run(self) -> None:
         while True:
@@ -116,14 +146,14 @@ class Meter:
         for sandbox_id, entry in self._metered.items():
             gib = sizes.get(sandbox_id, 0) / _GIB
             if gib != entry.checkpoint_gib:
-                self._accrue(entry, now)  # the old size up to now
+                self._accrue(sandbox_id, entry, now)  # the old size up to now
                 entry.checkpoint_gib = gib
 
     def _entry(self, sbx: LiveSandbox) -> _Metered:
         entry = self._metered.get(sbx.sandbox_id)
         if entry is None:
-            entry = _Metered(sbx.team_id, sbx.state, sbx.cpu_count, sbx.memory_mb / 1024,
-                             self._clock.now())
+            entry = _Metered(sbx.team_id, dict(sbx.metadata), sbx.state, sbx.cpu_count,
+                             sbx.memory_mb / 1024, self._clock.now())
             self._metered[sbx.sandbox_id] = entry
         return entry
 
@@ -134,15 +164,14 @@ class Meter:
         if sbx.state not in LIVE_STATES:
             entry = self._metered.pop(sbx.sandbox_id, None)
             if entry is not None:
-                self._accrue(entry, now)
+                self._accrue(sbx.sandbox_id, entry, now)
                 self._ended.extend(self._drain(sbx.sandbox_id, entry, now))
             return
         entry = self._entry(sbx)
-        self._accrue(entry, now)
+        self._accrue(sbx.sandbox_id, entry, now)
         entry.state = sbx.state
 
-    @staticmethod
-    def _accrue(entry: _Metered, now: datetime) -> None:
+    def _accrue(self, sandbox_id: str, entry: _Metered, now: datetime) -> None:
         seconds = (now - entry.since).total_seconds()
         if seconds <= 0:
             return
@@ -156,13 +185,16 @@ class Meter:
             return
         day = day_of(now)
         entry.pending[day] = entry.pending.get(day, Usage()) + add
+        for listener in self._listeners:
+            listener(sandbox_id, entry.team_id, entry.metadata, add, now)
 
     @staticmethod
     def _drain(sandbox_id: str, entry: _Metered, now: datetime) -> list[UsageDelta]:
         deltas = [UsageDelta(sandbox_id, entry.team_id, day, usage, now)
                   for day, usage in sorted(entry.pending.items())]
-        if not deltas:
-            # Nothing accrued (paused): still say it was metered up to now.
+        if not deltas and entry.state is SandboxState.RUNNING:
+            # Nothing accrued since the last write: still say it was metered up to now (a
+            # paused one accrues nothing a restart could miss).
             deltas = [UsageDelta(sandbox_id, entry.team_id, day_of(now), Usage(), now)]
         entry.pending = {}
         return deltas

@@ -39,6 +39,7 @@ from ._lifecycle import Lifecycle
 from ._listing import MAX_LIMIT, Cursor, ListQuery, page
 from ._network import NetworkService, NetworkUpdate, egress_policy, policy_of
 from ._observer import LifecycleObserver
+from ._pausing import CAP_HOLD
 from ._reconcile import ReconcileReport, reconcile
 from ._registry import NO_END, LiveSandbox, OnTimeout, Registry, Route
 from ._sampler import MetricsSampler
@@ -54,6 +55,7 @@ from ._states import (
 from ._trace import TraceFilter, TraceIntake, Traces, TraceSettings
 
 __all__ = [
+    "CAP_HOLD",
     "EVENT_TYPES",
     "LIVE_STATES",
     "MAX_LIMIT",

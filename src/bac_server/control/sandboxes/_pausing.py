@@ -31,7 +31,7 @@ from bac_server.backends.base import (
 from bac_server.store import SandboxStore
 
 from ..clock import Clock, SystemClock
-from ..errors import Conflict, NotSupported, PauseFailed, ResumeFailed
+from ..errors import CapReached, Conflict, NotSupported, PauseFailed, ResumeFailed
 from ..templates import TemplateSource
 from ._events import EventKind, event
 from ._observer import LifecycleObserver
@@ -40,6 +40,9 @@ from ._specs import spec_of
 from ._states import SandboxState, check_transition
 
 log = logging.getLogger(__name__)
+
+# What holds a sandbox a cost cap paused (``LiveSandbox.held``; ``control.metering``).
+CAP_HOLD = "cap"
 
 class Pausing:
     def __init__(self, *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
@@ -52,6 +55,9 @@ class Pausing:
         self._registry = registry
         self._templates = templates
         self._arm = arm
+        # Lets a sandbox a cost cap paused (``held`` "cap") resume, or raises
+        # ``CapReached`` while the cap is reached (``control.metering``); None: no caps.
+        self.cap_gate: Callable[[LiveSandbox], None] | None = None
 
     def kind_for(self, memory: bool) -> PauseKind:
         """The pause this backend gives for a request with or without memory."""
@@ -108,6 +114,8 @@ class Pausing:
         sandbox paused with its memory by starting it afresh on its files (E2B
         ``on_resume="reboot"``); ``on_timeout`` replaces what its timeout does, once it
         runs again."""
+        if sbx.held == CAP_HOLD and self.cap_gate is not None:
+            self.cap_gate(sbx)
         if sbx.held is not None:
             raise Conflict(f"sandbox {sbx.sandbox_id!r} is held paused by the operator's "
                            "kill switch; it resumes once the operator releases it")
@@ -157,10 +165,17 @@ class Pausing:
         """The route to a sandbox a request is for, resuming it first if it is paused with
         auto-resume on (the gateway calls this when it finds no route)."""
         sbx = self._registry.get(sandbox_id)
-        if sbx is None or not sbx.auto_resume or sbx.held is not None:
+        if sbx is None or not sbx.auto_resume:
             return None
         async with sbx.lock:
             if sbx.state is SandboxState.PAUSED:
+                try:
+                    if sbx.held == CAP_HOLD and self.cap_gate is not None:
+                        self.cap_gate(sbx)
+                except CapReached:
+                    return None
+                if sbx.held is not None:
+                    return None
                 try:
                     await self.resume(sbx, seconds=sbx.timeout_s or None,
                                       message="resumed by traffic (auto-resume)")

@@ -150,7 +150,3 @@ class SqlUsage:
             done = await conn.execute(sa.delete(t.cost_caps).where(
                 _c.team_id == team_id, _c.cap_id == cap_id))
         return bool(done.rowcount)
-
-    async def delete_sandbox_caps(self, sandbox_id: str) -> None:
-        async with self._engine.begin() as conn:
-            await conn.execute(sa.delete(t.cost_caps).where(_c.sandbox_id == sandbox_id))
