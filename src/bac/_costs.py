@@ -323,7 +323,10 @@ def usage_params(group_by: str, metadata: Mapping[str, str] | None, sandbox_id: 
         raise e.InvalidArgumentError(f"since ({first}) is after until ({last})")
     params: dict[str, Any] = {"groupBy": group_by}
     if metadata:
-        params["metadata"] = [f"{k}:{v}" for k, v in _pairs(metadata, "metadata").items()]
+        pairs = _pairs(metadata, "metadata")
+        if any("," in k + v for k, v in pairs.items()):  # the query splits pairs on commas
+            raise e.InvalidArgumentError(f"metadata to match cannot hold ',': {pairs!r}")
+        params["metadata"] = [f"{k}:{v}" for k, v in pairs.items()]
     if sandbox_id is not None:
         sandbox_path(sandbox_id)  # the same check as every sandbox route's
         params["sandboxID"] = sandbox_id
@@ -360,7 +363,11 @@ def cap_create_body(scope: CapScope, limit: float, period: CapPeriod, action: Ca
         sandbox_path(sandbox_id)
         body["sandboxID"] = sandbox_id
     if metadata:
-        body["metadata"] = _pairs(metadata, "a group cap's metadata")
+        pairs = _pairs(metadata, "a group cap's metadata")
+        if len(pairs) != 1:
+            raise e.InvalidArgumentError(f"a group cap is on exactly one metadata pair, got "
+                                         f"{pairs!r}")
+        body["metadata"] = pairs
     return body
 
 
@@ -416,11 +423,13 @@ class AsyncCosts:
                          action: CapAction = "pause", sandbox_id: str | None = None,
                          metadata: Mapping[str, str] | None = None) -> CostCap:
         """Cap the cost of one sandbox (``scope="sandbox"``, ``sandbox_id``), of the
-        sandboxes whose metadata holds ``metadata`` (``scope="group"``) or of the team
-        (``scope="team"``, period ``day`` or ``month``) at ``limit`` per ``period``; reached,
-        ``action`` pauses (held until the cap is raised or deleted) or kills them."""
+        sandboxes whose metadata holds the one pair of ``metadata`` (``scope="group"``) or of
+        the team (``scope="team"``, period ``day`` or ``month``) at ``limit`` per ``period``;
+        reached, ``action`` pauses (held until the cap is raised or deleted) or kills them."""
         body = cap_create_body(scope, limit, period, action, sandbox_id, metadata)
-        return CostCap.from_api(await self._api.json("POST", "/caps", ok=(201,), json=body))
+        data = await self._api.json("POST", "/caps", ok=(201,), json=body,
+                                    not_found=e.SandboxNotFoundError)
+        return CostCap.from_api(data)
 
     async def update_cap(self, cap_id: str, *, limit: float | None = None,
                          action: CapAction | None = None) -> CostCap:

@@ -121,7 +121,7 @@ def test_usage_query_on_the_wire() -> None:
     {"group_by": "week"}, {"group_by": "metadata."}, {"group_by": "metadata"},
     {"since": "2026-13-01"}, {"since": "20261201"}, {"until": datetime(2026, 12, 1)},
     {"since": "2026-12-02", "until": "2026-12-01"},
-    {"metadata": {"a:b": "c"}}, {"metadata": {"": "c"}},
+    {"metadata": {"a:b": "c"}}, {"metadata": {"": "c"}}, {"metadata": {"a": "b,c:d"}},
     {"sandbox_id": "../caps"},
 ])
 def test_bad_usage_arguments(kwargs: dict[str, Any]) -> None:
@@ -147,6 +147,7 @@ def test_cap_bodies_on_the_wire() -> None:
     ("sandbox", 1, "total", "pause", None, None),            # no sandbox named
     ("sandbox", 1, "total", "pause", "sbx1", {"a": "b"}),    # and a group
     ("group", 1, "total", "pause", None, None),              # no pair
+    ("group", 1, "total", "pause", None, {"a": "b", "c": "d"}),  # two pairs
     ("group", 1, "total", "pause", "sbx1", {"a": "b"}),
     ("team", 1, "total", "pause", None, None),               # a team's needs day or month
     ("team", 1, "day", "pause", None, {"a": "b"}),
