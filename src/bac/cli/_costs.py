@@ -1,5 +1,6 @@
 """``bac usage`` (what the team's sandboxes used and cost, per sandbox, day, team or
-metadata value) and ``bac caps`` (the team's cost caps: list, create, set, delete)."""
+metadata value; or one sandbox's whole life and its caps) and ``bac caps`` (the team's cost
+caps: list, create, set, delete)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from typing import cast
 
 import click
 
-from bac import AsyncCosts, CapAction, CapPeriod, CapScope, CostCap, UsageReport
+from bac import (
+    AsyncCosts,
+    CapAction,
+    CapPeriod,
+    CapScope,
+    CostCap,
+    SandboxUsage,
+    Usage,
+    UsageReport,
+)
 from bac.cli._context import connection, run
 from bac.cli._output import (
     BacGroup,
@@ -23,8 +33,8 @@ from bac.cli._output import (
 _ACTIONS = click.Choice(["pause", "kill"])
 
 
-def _group_by(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    if value in ("sandbox", "team", "day") or (
+def _group_by(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or value in ("sandbox", "team", "day") or (
             value.startswith("metadata.") and value != "metadata."):
         return value
     raise click.BadParameter("expected sandbox, team, day or metadata.KEY", ctx, param)
@@ -35,8 +45,8 @@ _DAY = click.DateTime(formats=["%Y-%m-%d"])
 
 @click.command()
 @click.argument("sandbox_id", required=False)
-@click.option("--group-by", default="sandbox", show_default=True, callback=_group_by,
-              metavar="sandbox|team|day|metadata.KEY", help="One row per this.")
+@click.option("--group-by", default=None, callback=_group_by,
+              metavar="sandbox|team|day|metadata.KEY", help="One row per this (default: sandbox).")
 @click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE",
               help="Only sandboxes with this metadata pair (repeat: all must match).")
 @click.option("--since", type=_DAY, default=None, metavar="YYYY-MM-DD",
@@ -45,18 +55,26 @@ _DAY = click.DateTime(formats=["%Y-%m-%d"])
               help="Last day, included (UTC; default: today).")
 @json_option
 @click.pass_context
-def usage(ctx: click.Context, sandbox_id: str | None, group_by: str, metadata: tuple[str, ...],
-          since: datetime | None, until: datetime | None, as_json: bool) -> None:
-    """What the team's sandboxes (or SANDBOX_ID) used and cost over the days asked, one row
-    per sandbox unless --group-by says otherwise, most costly first."""
+def usage(ctx: click.Context, sandbox_id: str | None, group_by: str | None,
+          metadata: tuple[str, ...], since: datetime | None, until: datetime | None,
+          as_json: bool) -> None:
+    """What the team's sandboxes used and cost over the days asked, one row per sandbox
+    unless --group-by says otherwise, most costly first, and the total.
+
+    SANDBOX_ID alone: that sandbox over its whole life, and the caps covering it; with
+    other options, its usage over the days asked."""
     pairs = parse_pairs(metadata, "--metadata")
+    if sandbox_id is not None and not (group_by or pairs or since or until):
+        _sandbox_usage(ctx, sandbox_id, as_json)
+        return
+    by = group_by or "sandbox"
     # click.DateTime parses to midnight; the API counts in days.
     first = None if since is None else since.date()
     last = None if until is None else until.date()
 
     async def body() -> UsageReport:
         async with AsyncCosts(**connection(ctx)) as client:
-            return await client.usage(group_by=group_by, metadata=pairs, sandbox_id=sandbox_id,
+            return await client.usage(group_by=by, metadata=pairs, sandbox_id=sandbox_id,
                                       since=first, until=last)
 
     report = run(body())
@@ -64,13 +82,37 @@ def usage(ctx: click.Context, sandbox_id: str | None, group_by: str, metadata: t
         print_json(report.raw)
         return
     title = f"{report.since} .. {report.until} ({report.currency})"
-    print_table(title, [group_by, "vCPU-s", "GiB-s", "storage GiB-h", "cost"], [
-        (g.key, f"{g.vcpu_seconds:.1f}", f"{g.memory_gib_seconds:.1f}",
-         f"{g.storage_gib_hours:.4f}", f"{g.cost:.6f}") for g in report.groups])
-    total = report.total
-    click.echo(f"total: {total.cost:.6f} {report.currency} ({total.vcpu_seconds:.1f} vCPU-s, "
-               f"{total.memory_gib_seconds:.1f} GiB-s, {total.storage_gib_hours:.4f} "
+    print_table(title, [by, *_FIGURES], [_figures(g.key or "", g) for g in report.groups])
+    _total(report.total, report.currency)
+
+
+_FIGURES = ["vCPU-s", "GiB-s", "storage GiB-h", "cost"]
+
+
+def _figures(key: str, figure: Usage) -> tuple[str, ...]:
+    return (key, f"{figure.vcpu_seconds:.1f}", f"{figure.memory_gib_seconds:.1f}",
+            f"{figure.storage_gib_hours:.4f}", f"{figure.cost:.6f}")
+
+
+def _total(figure: Usage, currency: str) -> None:
+    click.echo(f"total: {figure.cost:.6f} {currency} ({figure.vcpu_seconds:.1f} vCPU-s, "
+               f"{figure.memory_gib_seconds:.1f} GiB-s, {figure.storage_gib_hours:.4f} "
                "storage GiB-h)")
+
+
+def _sandbox_usage(ctx: click.Context, sandbox_id: str, as_json: bool) -> None:
+    async def body() -> SandboxUsage:
+        async with AsyncCosts(**connection(ctx)) as client:
+            return await client.sandbox_usage(sandbox_id)
+
+    found = run(body())
+    if as_json:
+        print_json(found.raw)
+        return
+    print_table(f"its whole life ({found.currency})", ["sandbox", *_FIGURES],
+                [_figures(found.sandbox_id, found.usage)])
+    if found.caps:
+        print_table("caps covering it", _COLUMNS, [_row(c) for c in found.caps])
 
 
 @click.group(cls=BacGroup)
@@ -119,7 +161,7 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.option("--sandbox", "sandbox_id", default=None, metavar="SANDBOX_ID",
               help="Cap one sandbox.")
 @click.option("--metadata", "metadata", multiple=True, metavar="KEY=VALUE",
-              help="Cap the sandboxes with this metadata pair.")
+              help="Cap the sandboxes with this metadata pair (one).")
 @click.option("--team", is_flag=True, help="Cap the whole team (needs --period day|month).")
 @click.option("--limit", type=click.FloatRange(min=0, min_open=True), required=True,
               metavar="AMOUNT", help="The cap, in the server's currency.")

@@ -31,6 +31,7 @@ def closed_port_url() -> str:
     ["caps", "create", "--limit", "1"],                                   # covers nothing
     ["caps", "create", "--limit", "1", "--team", "--sandbox", "sbx1"],    # two things
     ["caps", "create", "--limit", "1", "--team", "--metadata", "a=b"],
+    ["caps", "create", "--limit", "1", "--metadata", "a=b", "--metadata", "c=d"],
     ["caps", "create", "--limit", "1", "--team"],                         # needs a period
     ["caps", "create", "--limit", "1", "--team", "--period", "total"],
     ["caps", "create", "--limit", "0", "--sandbox", "sbx1"],
