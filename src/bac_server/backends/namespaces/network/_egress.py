@@ -41,6 +41,7 @@ from ._rules import (
     port_specs,
     remove_script,
 )
+from ._tcp_hold import close_hold_sockets
 from ._usage import read_usage
 
 _log = logging.getLogger(__name__)
@@ -193,7 +194,8 @@ class Egress:
     async def close(self) -> None:
         """Close the DNS and proxy listeners of every sandbox (their rules stay: the
         sandboxes keep running and a next server attaches them again) and the pins'
-        socket, and wait until every socket is closed."""
+        socket and the holds', and wait until every socket is closed."""
         await self._listeners.close_all()
         self._proxy.close_all()
         await asyncio.to_thread(self._pins.close)
+        await close_hold_sockets()

@@ -24,6 +24,7 @@ Errors: ``HoldError`` (netlink refused, e.g. a host table made before the set ex
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import ipaddress
@@ -63,6 +64,11 @@ class _HeldSet:
         except (NetlinkError, OSError) as exc:
             _raise_unless_gone(command, address, exc)
 
+    async def close(self) -> None:
+        """Close both sockets; each opens again on its next use."""
+        self._on_loop.close()
+        await asyncio.to_thread(self._elements.close)
+
     async def change_on_loop(self, command: str, address: str) -> None:
         """As ``change``, on the running event loop."""
         try:
@@ -78,6 +84,12 @@ def _raise_unless_gone(command: str, address: str, exc: NetlinkError | OSError) 
 
 
 _held = _HeldSet()
+
+
+async def close_hold_sockets() -> None:
+    """Close the netlink sockets the holds use (a backend's close): the process's one
+    set of them, opened again by the next hold."""
+    await _held.close()
 
 
 def _boot_id() -> str:
