@@ -71,7 +71,13 @@ class SqlStore:
         """``on_lifecycle_event``: called after each commit that logged a lifecycle event
         (the webhook deliverer's wake-up)."""
         engine = open_engine(url)
-        await migrate(engine, sealer)
+        try:
+            await migrate(engine, sealer)
+        except BaseException:
+            # A database this server refuses (newer, unreadable): its pooled connection
+            # is closed here, not left to the garbage collector.
+            await engine.dispose()
+            raise
         return cls(engine, sealer, on_lifecycle_event)
 
     async def close(self) -> None:
