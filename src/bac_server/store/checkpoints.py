@@ -58,3 +58,8 @@ class CheckpointStore(Protocol):
     async def checkpoint_bytes(self, team_id: str) -> int:
         """Disk used by all of the team's checkpoints and snapshots."""
         ...
+
+    async def bytes_by_sandbox(self) -> dict[str, int]:
+        """Disk used by the checkpoints and snapshots taken of each sandbox (every team's;
+        read without opening any sealed column)."""
+        ...

@@ -139,9 +139,7 @@ class Meter:
                 log.exception("writing usage failed; it is written at the next flush")
 
     async def _refresh_checkpoints(self) -> None:
-        sizes: dict[str, int] = {}
-        for rec in await self._checkpoints.list_checkpoints(None):
-            sizes[rec.sandbox_id] = sizes.get(rec.sandbox_id, 0) + rec.size_bytes
+        sizes = await self._checkpoints.bytes_by_sandbox()
         now = self._clock.now()
         for sandbox_id, entry in self._metered.items():
             gib = sizes.get(sandbox_id, 0) / _GIB

@@ -86,3 +86,10 @@ class SqlCheckpoints:
             c.team_id == team_id)
         async with self._engine.connect() as conn:
             return int((await conn.execute(query)).scalar() or 0)
+
+    async def bytes_by_sandbox(self) -> dict[str, int]:
+        c = t.checkpoints.c
+        query = sa.select(c.sandbox_id, sa.func.sum(c.size_bytes)).group_by(c.sandbox_id)
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return {r[0]: int(r[1] or 0) for r in rows}
