@@ -59,8 +59,7 @@ async def team_usage(request: Request) -> Response:
 async def sandbox_usage(request: Request) -> Response:
     caller = await team(request)
     reports = _reports(request)
-    record = await plane(request).history.sandbox(caller, sandbox_id(request))
-    line = await reports.sandbox(caller, record.sandbox_id)
+    record, line = await reports.sandbox(caller, sandbox_id(request))
     caps = plane(request).caps
     covering = [] if caps is None else caps.covering(caller, record.sandbox_id,
                                                      dict(record.metadata))

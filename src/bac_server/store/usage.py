@@ -10,7 +10,7 @@ price table applied when read turns them into a cost, so a price change is not a
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
@@ -31,6 +31,10 @@ class Usage:
                      self.memory_gib_seconds + other.memory_gib_seconds,
                      self.storage_gib_hours + other.storage_gib_hours,
                      self.cpu_used_seconds + other.cpu_used_seconds)
+
+    @staticmethod
+    def total(parts: Iterable[Usage]) -> Usage:
+        return sum(parts, Usage())
 
     @property
     def empty(self) -> bool:

@@ -165,10 +165,7 @@ class CostCaps:
             self._caps[record.cap_id] = live
 
         rows = await self._meter.settled(query, track)
-        total = Usage()
-        for _, usage in rows:
-            total = total + usage
-        live.spent += self._prices.cost(total)
+        live.spent += self._prices.cost(Usage.total(u for _, u in rows))
         self._check(live)
         return live
 

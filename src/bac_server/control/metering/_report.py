@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date
 
-from bac_server.store import GroupBy, Usage, UsageQuery
+from bac_server.store import GroupBy, SandboxRecord, Usage, UsageQuery
 
 from ..clock import Clock
 from ..errors import InvalidRequest
@@ -80,17 +80,13 @@ class UsageReports:
             sandbox_id=sandbox_id, metadata=dict(metadata or {})))
         lines = [self._line(k, u) for k, u in rows]
         lines.sort(key=lambda line: (-line.cost, line.key))
-        total = Usage()
-        for _, usage in rows:
-            total = total + usage
+        total = Usage.total(u for _, u in rows)
         return UsageReport(first, last, self._line("total", total), lines)
 
-    async def sandbox(self, team: Team, sandbox_id: str) -> UsageLine:
-        """One sandbox's usage over its whole life, live or ended."""
-        await self._history.sandbox(team, sandbox_id)
+    async def sandbox(self, team: Team,
+                      sandbox_id: str) -> tuple[SandboxRecord, UsageLine]:
+        """One sandbox, live or ended, and its usage over its whole life."""
+        record = await self._history.sandbox(team, sandbox_id)
         rows = await self._meter.usage(UsageQuery(team_id=team.team_id, group_by="sandbox",
                                                   sandbox_id=sandbox_id))
-        total = Usage()
-        for _, usage in rows:
-            total = total + usage
-        return self._line(sandbox_id, total)
+        return record, self._line(sandbox_id, Usage.total(u for _, u in rows))
