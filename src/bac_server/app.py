@@ -24,7 +24,7 @@ from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
 from bac_server.control import Clock, ControlPlane, Limits, TemplateServices, TraceSettings
 from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
-from bac_server.control.metering import PriceTable
+from bac_server.control.metering import CpuCharge, PriceTable
 from bac_server.control.telemetry import MetricLimits, Telemetry
 from bac_server.control.templates import StartSnapshots
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
@@ -227,7 +227,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             telemetry=telemetry,
             usage_store=store.usage,
             prices=PriceTable(config.price_vcpu_second, config.price_memory_gib_second,
-                              config.price_storage_gib_hour, config.price_currency),
+                              config.price_storage_gib_hour, config.price_currency,
+                              CpuCharge(config.price_cpu)),
             usage_flush_s=config.usage_flush_s,
         )
         report = await plane.start()

@@ -90,6 +90,9 @@ class ServerConfig:
     price_memory_gib_second: float = 0.0000045
     price_storage_gib_hour: float = 0.0001
     price_currency: str = "USD"
+    # What the vCPU-second price charges: "allocated" (each vCPU while running) or "used"
+    # (the CPU time the sandbox's processes took, read from its cgroup).
+    price_cpu: str = "allocated"
     # Seconds between two writes of the meter's usage to the store.
     usage_flush_s: float = 5.0
     # Largest JSON body the REST API reads before answering 413.
@@ -183,6 +186,8 @@ class ServerConfig:
                 raise ConfigError(f"BAC_{name.upper()} must be a finite price of 0 or more")
         if not (0 < len(self.price_currency) <= 16 and self.price_currency.isprintable()):
             raise ConfigError("BAC_PRICE_CURRENCY must be a short name such as USD")
+        if self.price_cpu not in ("allocated", "used"):
+            raise ConfigError("BAC_PRICE_CPU must be allocated or used")
         if not self.usage_flush_s > 0:
             raise ConfigError("BAC_USAGE_FLUSH_S must be more than 0")
         for name in ("trace_keep_per_sandbox", "trace_burst"):

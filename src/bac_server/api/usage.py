@@ -38,7 +38,7 @@ def _figure(line: UsageLine) -> dict[str, Any]:
 
 def _prices(prices: PriceTable) -> dict[str, Any]:
     return {"vcpuSecond": prices.vcpu_second, "memoryGibSecond": prices.memory_gib_second,
-            "storageGibHour": prices.storage_gib_hour, "cpu": "allocated"}
+            "storageGibHour": prices.storage_gib_hour, "cpu": prices.cpu.value}
 
 
 async def team_usage(request: Request) -> Response:

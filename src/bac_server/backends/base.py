@@ -247,6 +247,18 @@ class Traced(Protocol):
 
 
 @runtime_checkable
+class CpuMetered(Protocol):
+    """Backends that read a running sandbox's CPU time cheaply enough to meter it (the
+    price table's used-CPU mode): one small read, no walk, no thread."""
+
+    def cpu_seconds(self, sandbox_id: str) -> float | None:
+        """The CPU time the sandbox's processes have used since its processes were last
+        started or restored (a resume may start the count again from zero); None when it
+        has no running processes to read (unknown, paused to disk, gone)."""
+        ...
+
+
+@runtime_checkable
 class Builder(Protocol):
     """Backends that run template build steps."""
 

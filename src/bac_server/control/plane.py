@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bac_server.backends.base import Backend, Traced
+from bac_server.backends.base import Backend, CpuMetered, Traced
 from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
 from bac_server.control.clock import Clock, SystemClock
@@ -24,7 +24,7 @@ from bac_server.control.errors import InvalidRequest, NotFound
 from bac_server.control.events import EventServices
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
-from bac_server.control.metering import CostCaps, Meter, PriceTable, UsageReports
+from bac_server.control.metering import CostCaps, CpuCharge, Meter, PriceTable, UsageReports
 from bac_server.control.sandboxes import (
     LIVE_STATES,
     Creator,
@@ -215,7 +215,9 @@ class ControlPlane:
         self.prices = prices if prices is not None else PriceTable()
         self.meter = None if usage_store is None else Meter(
             registry=self.registry, clock=self.clock, usage_store=usage_store,
-            checkpoint_store=checkpoint_store, flush_s=usage_flush_s)
+            checkpoint_store=checkpoint_store, flush_s=usage_flush_s,
+            cpu=backend if isinstance(backend, CpuMetered) else None,
+            cpu_each_tick=self.prices.cpu is CpuCharge.USED)
         self.usage = None if self.meter is None else UsageReports(
             meter=self.meter, prices=self.prices, history=self.history, clock=self.clock)
         self.caps: CostCaps | None = None

@@ -51,6 +51,17 @@ class UsageDelta:
     day: str  # YYYY-MM-DD, UTC
     usage: Usage
     metered_until: datetime
+    # The sandbox's CPU counter (seconds) as read at ``metered_until``; None: not read.
+    cpu_mark: float | None = None
+
+
+@dataclass(frozen=True)
+class MeterMark:
+    """Where the meter left a sandbox: up to when it was metered, and its CPU counter
+    then (None: not read)."""
+
+    until: datetime
+    cpu_mark: float | None = None
 
 
 GroupBy = Literal["sandbox", "team", "day", "metadata"]
@@ -108,8 +119,9 @@ class UsageStore(Protocol):
         metadata value: "" for sandboxes without that key)."""
         ...
 
-    async def metered_until(self, sandbox_ids: Collection[str]) -> dict[str, datetime]:
-        """Up to when each sandbox (of those with any usage) was metered."""
+    async def meter_marks(self, sandbox_ids: Collection[str]) -> dict[str, MeterMark]:
+        """Where the meter left each sandbox (of those with any usage): its latest row's
+        ``metered_until`` and CPU counter."""
         ...
 
     async def insert_cap(self, cap: CapRecord, *, max_per_team: int) -> bool:

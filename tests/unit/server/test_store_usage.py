@@ -7,7 +7,14 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bac_server.store import CapRecord, SandboxRecord, Usage, UsageDelta, UsageQuery
+from bac_server.store import (
+    CapRecord,
+    MeterMark,
+    SandboxRecord,
+    Usage,
+    UsageDelta,
+    UsageQuery,
+)
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 
@@ -37,8 +44,12 @@ async def test_usage_adds_up_and_groups(tmp_path: Path) -> None:
             UsageDelta("b", "team", "2026-01-02", one, NOW),
         ])
         # Added to the row, not replacing it; metered_until only moves forward.
-        await store.usage.add_usage([UsageDelta("a", "team", "2026-01-02", one, later),
+        await store.usage.add_usage([UsageDelta("a", "team", "2026-01-02", one, later, 7.5),
                                      UsageDelta("b", "team", "2026-01-02", Usage(), NOW)])
+        # An older write (a late flush) never moves the mark back; one without a reading
+        # keeps the counter last read.
+        await store.usage.add_usage([UsageDelta("a", "team", "2026-01-02", Usage(), NOW, 1.0),
+                                     UsageDelta("a", "team", "2026-01-01", Usage(), NOW, 2.0)])
         by_sandbox = dict(await store.usage.usage(UsageQuery("team")))
         assert by_sandbox["a"] == Usage(6, 3, 1.5)
         assert by_sandbox["b"] == Usage(2, 1, 0.5)
@@ -51,7 +62,8 @@ async def test_usage_adds_up_and_groups(tmp_path: Path) -> None:
                                                   metadata={"run": "r1"}))
         assert only == [("team", Usage(4, 2, 1.0))]
         assert await store.usage.usage(UsageQuery("other")) == []
-        assert await store.usage.metered_until(["a", "b", "c"]) == {"a": later, "b": NOW}
+        assert await store.usage.meter_marks(["a", "b", "c"]) == {
+            "a": MeterMark(later, 7.5), "b": MeterMark(NOW, None)}
     finally:
         await store.close()
 

@@ -179,6 +179,13 @@ class NamespaceBackend:
     async def usage(self, sandbox_id: str) -> ResourceUsage:
         return await (await self._started()).slots.usage(sandbox_id)
 
+    # -- CpuMetered ------------------------------------------------------------------------
+
+    def cpu_seconds(self, sandbox_id: str) -> float | None:
+        if self._parts is None:
+            return None
+        return self._parts.slots.cpu_seconds(sandbox_id)
+
     # -- Traced ---------------------------------------------------------------------------
 
     def trace_to(self, sink: TraceSink | None) -> None:

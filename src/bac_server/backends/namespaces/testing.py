@@ -54,3 +54,14 @@ def criu(backend: NamespaceBackend) -> Criu | None:
     if backend._parts is None:
         raise RuntimeError("the backend is not started")
     return backend._parts.suspender.criu
+
+
+def init_pid(backend: NamespaceBackend, sandbox_id: str) -> int:
+    """The host pid of the sandbox's first process (its envd), for a test that reads what
+    the kernel says of it (its cgroups, its score) without the backend's help."""
+    if backend._parts is None:
+        raise RuntimeError("the backend is not started")
+    pid = backend._parts.slots.record(sandbox_id).init_pid
+    if pid is None:
+        raise RuntimeError(f"sandbox {sandbox_id} has no running processes")
+    return pid

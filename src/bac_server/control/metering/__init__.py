@@ -4,8 +4,8 @@ the price table that turns it into money, and the caps that stop sandboxes at a 
 
 from ._caps import CostCaps, LiveCap
 from ._meter import Meter, day_of
-from ._prices import PriceTable
+from ._prices import CpuCharge, PriceTable
 from ._report import UsageLine, UsageReport, UsageReports
 
-__all__ = ["CostCaps", "LiveCap", "Meter", "PriceTable", "UsageLine",
+__all__ = ["CostCaps", "CpuCharge", "LiveCap", "Meter", "PriceTable", "UsageLine",
            "UsageReport", "UsageReports", "day_of"]

@@ -8,7 +8,6 @@ metadata read the sandbox rows' JSON metadata, joined on the sandbox id.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._time import dt, ts
-from bac_server.store.usage import CapRecord, Usage, UsageDelta, UsageQuery
+from bac_server.store.usage import CapRecord, MeterMark, Usage, UsageDelta, UsageQuery
 
 _u = t.usage_days.c
 _c = t.cost_caps.c
@@ -65,13 +64,17 @@ class SqlUsage:
                     memory_gib_seconds=d.usage.memory_gib_seconds,
                     storage_gib_hours=d.usage.storage_gib_hours,
                     cpu_used_seconds=d.usage.cpu_used_seconds,
-                    metered_until=ts(d.metered_until))
-                added = {name: getattr(t.usage_days.c, name) + getattr(insert.excluded, name)
-                         for name in _AMOUNTS}
-                added["metered_until"] = sa.func.max(_u.metered_until,
-                                                     insert.excluded.metered_until) \
-                    if conn.dialect.name == "sqlite" else sa.func.greatest(
-                        _u.metered_until, insert.excluded.metered_until)
+                    metered_until=ts(d.metered_until), cpu_mark=d.cpu_mark)
+                added: dict[str, Any] = {
+                    name: getattr(t.usage_days.c, name) + getattr(insert.excluded, name)
+                    for name in _AMOUNTS}
+                later = insert.excluded.metered_until >= _u.metered_until
+                added["metered_until"] = sa.case(
+                    (later, insert.excluded.metered_until), else_=_u.metered_until)
+                # The counter read with the latest metering (none read: the one kept).
+                added["cpu_mark"] = sa.case(
+                    (sa.and_(later, insert.excluded.cpu_mark.is_not(None)),
+                     insert.excluded.cpu_mark), else_=_u.cpu_mark)
                 await conn.execute(insert.on_conflict_do_update(
                     index_elements=[_u.sandbox_id, _u.day], set_=added))
 
@@ -104,14 +107,19 @@ class SqlUsage:
             rows = (await conn.execute(select)).all()
         return [(str(r[0]), Usage(*(float(v) for v in r[1:]))) for r in rows]
 
-    async def metered_until(self, sandbox_ids: Collection[str]) -> dict[str, datetime]:
+    async def meter_marks(self, sandbox_ids: Collection[str]) -> dict[str, MeterMark]:
         if not sandbox_ids:
             return {}
-        select = sa.select(_u.sandbox_id, sa.func.max(_u.metered_until)).where(
-            _u.sandbox_id.in_(sorted(sandbox_ids))).group_by(_u.sandbox_id)
+        select = sa.select(_u.sandbox_id, _u.metered_until, _u.cpu_mark).where(
+            _u.sandbox_id.in_(sorted(sandbox_ids)))
         async with self._engine.connect() as conn:
             rows = (await conn.execute(select)).all()
-        return {r[0]: dt(r[1]) for r in rows}
+        marks: dict[str, MeterMark] = {}
+        for sandbox_id, until, cpu_mark in rows:
+            mark = marks.get(sandbox_id)
+            if mark is None or dt(until) > mark.until:
+                marks[sandbox_id] = MeterMark(dt(until), cpu_mark)
+        return marks
 
     async def insert_cap(self, cap: CapRecord, *, max_per_team: int) -> bool:
         async with self._engine.begin() as conn:

@@ -249,6 +249,8 @@ usage_days = sa.Table(
     sa.Column("storage_gib_hours", sa.Float, nullable=False),
     sa.Column("cpu_used_seconds", sa.Float, nullable=False),
     sa.Column("metered_until", sa.Float, nullable=False),
+    # The sandbox's CPU counter (s) read at metered_until (NULL: not read).
+    sa.Column("cpu_mark", sa.Float, nullable=True),
     sa.Index("ix_usage_days_team", "team_id", "day"),
 )
 

@@ -89,6 +89,13 @@ class CgroupTree:
                     raise
         return busy
 
+    def cpu_usage_ns(self, relative: str) -> int:
+        """The cgroup's CPU time so far, in ns (one small read; FileNotFoundError when
+        the cgroup is gone)."""
+        if self.layout is CgroupLayout.V2:
+            return _kv(self._one(relative, "memory") / "cpu.stat").get("usage_usec", 0) * 1000
+        return int((self._one(relative, "cpuacct") / "cpuacct.usage").read_text())
+
     def cpu_memory(self, relative: str) -> CpuMemory:
         if self.layout is CgroupLayout.V2:
             base = self._one(relative, "memory")

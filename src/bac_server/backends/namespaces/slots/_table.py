@@ -143,5 +143,14 @@ class SlotTable:
             return SandboxStatus.PAUSED
         return SandboxStatus.RUNNING
 
+    def cpu_seconds(self, sandbox_id: str) -> float | None:
+        record = self._records.get(sandbox_id)
+        if record is None:
+            return None
+        try:
+            return self.ctx.cgroups.cpu_usage_ns(record.cgroup_path) / 1e9
+        except (FileNotFoundError, ValueError):
+            return None
+
     async def usage(self, sandbox_id: str) -> ResourceUsage:
         return await self._usage.sample(self.ctx, sandbox_id, self.record(sandbox_id))

@@ -34,6 +34,7 @@ from bac_server.store.sql.migrations import (
     m0005_event_trace,
     m0006_webhooks,
     m0007_usage,
+    m0008_usage_cpu_mark,
 )
 
 
@@ -56,7 +57,7 @@ def _step(module: ModuleType) -> Step:
 STEPS: tuple[Step, ...] = (
     _unsealed(m0001_initial), _unsealed(m0002_checkpoints), _unsealed(m0003_templates),
     _step(m0004_sealed_secrets), _step(m0005_event_trace),
-    _step(m0006_webhooks), _step(m0007_usage),
+    _step(m0006_webhooks), _step(m0007_usage), _step(m0008_usage_cpu_mark),
 )
 LATEST = STEPS[-1].version
 
