@@ -39,7 +39,7 @@ from bac_server.control.sandboxes import (
     TraceSettings,
     reconcile,
 )
-from bac_server.control.telemetry import Telemetry
+from bac_server.control.telemetry import SpanExport, Telemetry
 from bac_server.control.templates import (
     BuiltImages,
     StartSnapshots,
@@ -147,10 +147,12 @@ class ControlPlane:
         prices: PriceTable | None = None,
         usage_flush_s: float = 5.0,
         cap_check_s: float = 0.5,
+        span_export: SpanExport | None = None,
     ) -> None:
         """``usage_store``: where the meter writes what sandboxes use (None: no
         metering). ``clock``: what lifetimes are measured and scheduled by (the wall clock unless
-        a simulation brings its own)."""
+        a simulation brings its own). ``span_export``: the trace's OTLP export, which the
+        store feeds every event it logs (None: none); started and flushed with the plane."""
         self.backend = backend
         self.templates = templates
         self.sandbox_store = sandbox_store
@@ -161,6 +163,11 @@ class ControlPlane:
         self.telemetry = telemetry
         if telemetry is not None:
             telemetry.watch(self.registry, self.clock)
+        self.span_export = span_export
+        if span_export is not None:
+            span_export.watch(self.registry)
+            if telemetry is not None:
+                telemetry.count_spans(span_export.counts)
         self.keys = KeyService(key_store)
         source = templates.resolver
         self.lifecycle = Lifecycle(
@@ -225,12 +232,14 @@ class ControlPlane:
             self.caps = CostCaps(
                 usage_store=usage_store, sandbox_store=sandbox_store, meter=self.meter,
                 prices=self.prices, registry=self.registry, lifecycle=self.lifecycle,
-                clock=self.clock, check_s=cap_check_s)
+                clock=self.clock, switch=self.kill_switch, check_s=cap_check_s)
             self.lifecycle.pausing.cap_gate = self.caps.release
 
     async def start(self) -> ReconcileReport:
         """End what a previous process left half-done (builds, pins), re-attach what
         survived a restart, clean what did not, start sampling and delivering webhooks."""
+        if self.span_export is not None:
+            self.span_export.start()  # before reconcile: its events are exported too
         await self.templates.start()
         report = await reconcile(
             backend=self.backend, sandbox_store=self.sandbox_store, registry=self.registry,
@@ -282,3 +291,5 @@ class ControlPlane:
             self._sampler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sampler_task
+        if self.span_export is not None:
+            await self.span_export.close()  # last: every event above is in the log

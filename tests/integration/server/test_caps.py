@@ -5,6 +5,7 @@ with their memory by the real backend), and a clock the test moves in quarter se
 * a sandbox's own cap warns at 80 %, pauses it at 100 % within 1 s with nothing lost (a
   file and a running process), refuses its resume (403) until the cap is raised, then it
   resumes as it was;
+* the 80 % warning reaches the team's webhook, signed, with the cap's figures;
 * a team's daily cap with ``kill`` ends its sandboxes and refuses new ones until raised;
   a group's cap covers every sandbox with its metadata pair and no other;
 * bad caps are 400s naming the field.
@@ -12,6 +13,7 @@ with their memory by the real backend), and a clock the test moves in quarter se
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +22,7 @@ import pytest
 import pytest_asyncio
 from e2b import AsyncSandbox
 from inprocess_server import InProcessServer, inprocess_server
+from webhook_receiver import Arrival, e2b_signature, receiving
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -31,7 +34,10 @@ STEP = 0.25
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def server() -> AsyncIterator[InProcessServer]:
-    async with inprocess_server("caps", teams=("alpha", "beta", "gamma"), **PRICES) as srv:
+    # Webhooks to the test's receiver on loopback, polled every 0.1 s (of real time).
+    async with inprocess_server("caps", teams=("alpha", "beta", "gamma", "delta"),
+                                webhook_allow="127.0.0.1", webhook_poll_s=0.1,
+                                **PRICES) as srv:
         yield srv
 
 
@@ -108,6 +114,41 @@ async def test_a_sandbox_cap_warns_pauses_in_time_and_loses_nothing(
             assert (await sbx.commands.run("pgrep -x sleep")).exit_code == 0
         finally:
             await api.delete(f"/sandboxes/{sid}")
+
+
+async def test_the_warning_reaches_a_webhook_signed(server: InProcessServer) -> None:
+    secret = "caps-webhook-secret"
+    with receiving() as receiver:
+        async with _api(server, team=3) as api:
+            hook = await api.post("/events/webhooks", json={
+                "name": "caps", "url": receiver.url("/caps"), "enabled": True,
+                "events": ["bac.sandbox.warning"], "signatureSecret": secret})
+            assert hook.status_code == 201, hook.text
+            made = await _create(api, costCap={"limit": 10 * RATE, "action": "kill"})
+            assert made.status_code == 201, made.text
+            sid = made.json()["sandboxID"]
+            try:
+                await server.advance(7.5)
+                assert (await api.get(f"/sandboxes/{sid}/trace",
+                                      params={"kind": "warning"})).json()["events"] == []
+                while not (await api.get(f"/sandboxes/{sid}/trace",
+                                         params={"kind": "warning"})).json()["events"]:
+                    await _step(server)
+
+                def warned(arrival: Arrival) -> bool:
+                    return arrival.path == "/caps" and arrival.json()["sandboxId"] == sid
+
+                arrival = (await asyncio.to_thread(receiver.until, warned))[-1]
+                body = arrival.json()
+                assert body["type"] == "bac.sandbox.warning"
+                assert arrival.headers["e2b-signature"] == e2b_signature(secret, arrival.body)
+                fields = body["eventData"]["fields"]
+                assert fields["percent"] == "80" and fields["reason"] == "cap"
+                assert float(fields["limit"]) == pytest.approx(10 * RATE)
+                assert 8 * RATE <= float(fields["spent"]) <= 8 * RATE + 2 * STEP * RATE
+            finally:
+                await api.delete(f"/sandboxes/{sid}")
+                await api.delete(f"/events/webhooks/{hook.json()['id']}")
 
 
 async def test_a_team_day_cap_kills_and_refuses_until_raised(server: InProcessServer) -> None:

@@ -7,7 +7,9 @@ covers; the meter accrues every ``check_s`` seconds (0.5 by default) on the plan
 so a cap is acted on within that of being crossed. At 80 % a ``warning`` event (webhook
 type ``bac.sandbox.warning``) goes to every live sandbox the cap covers, once per period.
 At 100 % the cap's action runs on each running sandbox it covers: ``pause`` (the default:
-paused with its memory, nothing lost) or ``kill``. A sandbox a cap paused is *held*: it
+all of them frozen at once by the kill switch's freeze, so spending stops within the tick
+whatever their size, then written to disk with their memory in the background: nothing
+lost) or ``kill``. A sandbox a cap paused is *held*: it
 is not resumed (API, connect, traffic) while a cap covering it is reached (``CapReached``,
 403); once the cap is raised, deleted or its period is over it resumes as any other. A
 create the reached cap would cover is refused the same way. Which period a cap last
@@ -42,6 +44,7 @@ from ..sandboxes import (
     CAP_HOLD,
     EndReason,
     EventKind,
+    KillSwitch,
     Lifecycle,
     LiveSandbox,
     Registry,
@@ -108,13 +111,16 @@ def _action(value: object) -> CapAction:
 class CostCaps:
     def __init__(self, *, usage_store: UsageStore, sandbox_store: SandboxStore, meter: Meter,
                  prices: PriceTable, registry: Registry, lifecycle: Lifecycle, clock: Clock,
-                 check_s: float = 0.5) -> None:
+                 switch: KillSwitch, check_s: float = 0.5) -> None:
+        """``switch``: what pauses the sandboxes a reached cap covers (frozen at once,
+        written to disk after), with the hold ``cap``."""
         self._store = usage_store
         self._sandbox_store = sandbox_store
         self._meter = meter
         self._prices = prices
         self._registry = registry
         self._lifecycle = lifecycle
+        self._switch = switch
         self._clock = clock
         self._check_s = check_s
         self._caps: dict[str, LiveCap] = {}
@@ -240,18 +246,26 @@ class CostCaps:
             await self._warn(live)
         else:
             await self._store.update_cap(live.record)
-        for sbx in self._covered(live):
-            await self._enforce(live, sbx)
+        said = f"{self._said(live)}: reached"
+        covered = [s for s in self._covered(live) if s.state is SandboxState.RUNNING]
+        if live.record.action == "pause" and self._switch.freezes and live.reached:
+            # Frozen at once, all together, and held; written to disk in the background.
+            await self._switch.freeze(
+                covered, hold=CAP_HOLD, reason=EndReason.CAP,
+                message=f"{said}: paused (frozen; its state is written to disk next)")
+            return
+        for sbx in covered:
+            await self._enforce(live, sbx, said)
 
-    async def _enforce(self, live: LiveCap, sbx: LiveSandbox) -> None:
+    async def _enforce(self, live: LiveCap, sbx: LiveSandbox, said: str) -> None:
         async with sbx.lock:
             if sbx.state is not SandboxState.RUNNING or not live.reached:
                 return
-            said = f"{self._said(live)}: reached"
             if live.record.action == "kill":
                 await self._lifecycle.end(sbx, SandboxState.KILLED, EventKind.KILLED,
                                           f"{said}: killed", reason=EndReason.CAP)
                 return
+            # A backend without a freezer: the ordinary pause, with the lock held.
             sbx.held = CAP_HOLD  # written with the pause: nothing resumes it meanwhile
             try:
                 await self._lifecycle.pausing.pause(

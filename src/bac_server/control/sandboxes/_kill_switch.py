@@ -15,6 +15,10 @@ A sandbox paused by the switch is *held*: neither its team (resume, connect) nor
 (auto-resume) can resume it until the operator releases it (``release``, same selectors);
 released, it is an ordinary paused sandbox. A switch cut short by a server restart leaves
 frozen sandboxes paused (the re-attach trusts the backend's view), never running.
+
+The same freeze-then-save pause serves others that must stop spending at once: a cost cap
+pauses the sandboxes it covers through :meth:`KillSwitch.freeze`, with its own hold (the
+cap's gate, not the operator, lets them resume) and its own reason in the events.
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ from ._states import SandboxState
 log = logging.getLogger(__name__)
 
 HOLD = "kill_switch"  # what holds a sandbox the switch paused (``LiveSandbox.held``)
-REASON = EndReason.KILL_SWITCH.value  # the events' ``reason`` field
 _MAX_SELECTOR_ENTRIES = 64
 _SLOW_S = 0.25  # a freeze slower than this is logged, with where its time went
 _LOCK_WAIT_S = 0.05  # a lock busy longer than this: that sandbox is frozen on its own
@@ -117,23 +120,36 @@ class KillSwitch:
         self._background_concurrency = background_concurrency
         self._background: set[asyncio.Task[None]] = set()
 
+    @property
+    def freezes(self) -> bool:
+        """Whether this backend can freeze sandboxes (else no switch can pause)."""
+        return isinstance(self._backend, Pausable)
+
     # -- the switch -------------------------------------------------------------------------
 
     async def pause(self, selector: Selector) -> SwitchResult:
         """Freeze every matching running sandbox, hold it paused, answer; then write each
         to disk with its memory in the background."""
+        return await self.freeze(
+            self._matching(selector, SandboxState.RUNNING), hold=HOLD,
+            reason=EndReason.KILL_SWITCH,
+            message="paused by the kill switch (frozen; its state is written to disk next)")
+
+    async def freeze(self, sandboxes: Iterable[LiveSandbox], *, hold: str,
+                     reason: EndReason, message: str) -> SwitchResult:
+        """Freeze each of ``sandboxes`` still running, hold it paused with ``hold``,
+        write its row (event ``paused`` with ``message`` and ``reason``), answer; then
+        write each to disk with its memory in the background."""
         to_disk = self._disk_pause()
         began = time.perf_counter()
-        frozen, failed = await self._freeze_all(self._matching(selector, SandboxState.RUNNING),
-                                                keep_locked=True)
+        frozen, failed = await self._freeze_all(sandboxes, keep_locked=True, hold=hold)
         frozen_ms = (time.perf_counter() - began) * 1000
         try:
             # Their rows in one commit (one each would wait on the disk once each).
             await self._sandbox_store.update_sandboxes([SandboxChange(
                 s.sandbox_id, s.state.value, s.lifecycle(),
-                event(s.sandbox_id, s.team_id, EventKind.PAUSED, "paused by the kill switch "
-                      "(frozen; its state is written to disk next)",
-                      mode=PauseKind.FREEZER.value, reason=REASON)) for s in frozen])
+                event(s.sandbox_id, s.team_id, EventKind.PAUSED, message,
+                      mode=PauseKind.FREEZER.value, reason=reason.value)) for s in frozen])
         finally:
             _release(frozen)
             if to_disk:  # written to disk even if their rows could not be
@@ -149,7 +165,7 @@ class KillSwitch:
         if isinstance(self._backend, Pausable):
             # One that could not be frozen is ended all the same: a kill needs no freeze.
             await self._freeze_all([s for s in matching if s.state is SandboxState.RUNNING],
-                                   keep_locked=False)
+                                   keep_locked=False, hold=HOLD)
         frozen_ms = (time.perf_counter() - began) * 1000
         for sbx in matching:
             sbx.held = HOLD  # nothing resumes it before its end
@@ -198,7 +214,7 @@ class KillSwitch:
         return [s for s in self._registry.all() if s.state in states and selector.matches(s)]
 
     async def _freeze_all(self, sandboxes: Iterable[LiveSandbox], *, keep_locked: bool,
-                          ) -> tuple[list[LiveSandbox], dict[str, str]]:
+                          hold: str) -> tuple[list[LiveSandbox], dict[str, str]]:
         """Freeze each; with ``keep_locked`` the frozen ones' locks stay held for the
         caller to release (so that nothing changes them before their rows are written).
 
@@ -210,8 +226,8 @@ class KillSwitch:
         rest = list(sandboxes)
         try:
             if isinstance(self._backend, FleetPausable):
-                rest = await self._freeze_together(rest, frozen, failed)
-            await self._freeze_each(rest, frozen, failed)
+                rest = await self._freeze_together(rest, frozen, failed, hold)
+            await self._freeze_each(rest, frozen, failed, hold)
         except BaseException:
             _release(frozen)
             raise
@@ -220,7 +236,7 @@ class KillSwitch:
         return frozen, failed
 
     async def _freeze_together(self, sandboxes: list[LiveSandbox], frozen: list[LiveSandbox],
-                               failed: dict[str, str]) -> list[LiveSandbox]:
+                               failed: dict[str, str], hold: str) -> list[LiveSandbox]:
         """One ``pause_all`` for those whose lock is free within ``_LOCK_WAIT_S``; returns
         the others. The frozen ones stay locked (in ``frozen``)."""
         assert isinstance(self._backend, FleetPausable)
@@ -239,7 +255,7 @@ class KillSwitch:
         running = [s for s in locked if s.state is SandboxState.RUNNING]
         _release(s for s in locked if s.state is not SandboxState.RUNNING)
         for sbx in running:
-            self._stop_routing(sbx)
+            self._stop_routing(sbx, hold)
         try:
             refused = await self._backend.pause_all([s.sandbox_id for s in running])
         except Exception as exc:
@@ -262,7 +278,7 @@ class KillSwitch:
         return later
 
     async def _freeze_each(self, sandboxes: list[LiveSandbox], frozen: list[LiveSandbox],
-                           failed: dict[str, str]) -> None:
+                           failed: dict[str, str], hold: str) -> None:
         gate = asyncio.Semaphore(self._concurrency)
 
         async def one(sbx: LiveSandbox) -> None:
@@ -273,7 +289,7 @@ class KillSwitch:
                 why: str | None = "ended or paused meanwhile"
                 try:
                     if sbx.state is SandboxState.RUNNING:
-                        why = await self._freeze(sbx)
+                        why = await self._freeze(sbx, hold)
                     done = time.perf_counter()
                     if done - began > _SLOW_S:
                         log.warning("kill switch: %s took %.0f ms (%.0f waiting for its "
@@ -290,10 +306,10 @@ class KillSwitch:
 
         await asyncio.gather(*(one(s) for s in sandboxes))
 
-    def _stop_routing(self, sbx: LiveSandbox) -> None:
+    def _stop_routing(self, sbx: LiveSandbox, hold: str) -> None:
         """Paused and held in the registry: the gateway stops routing to it at once, and
         paused it has no timer and no idle check."""
-        sbx.state, sbx.paused_as, sbx.held = SandboxState.PAUSED, PauseKind.FREEZER, HOLD
+        sbx.state, sbx.paused_as, sbx.held = SandboxState.PAUSED, PauseKind.FREEZER, hold
         self._registry.update(sbx)
         self._lifecycle.arm(sbx)
 
@@ -302,10 +318,10 @@ class KillSwitch:
         self._registry.update(sbx)
         self._lifecycle.arm(sbx)
 
-    async def _freeze(self, sbx: LiveSandbox) -> str | None:
+    async def _freeze(self, sbx: LiveSandbox, hold: str) -> str | None:
         """Freeze one sandbox (its lock held); None when it is frozen, else why not."""
         assert isinstance(self._backend, Pausable)
-        self._stop_routing(sbx)
+        self._stop_routing(sbx, hold)
         try:
             await self._backend.pause(sbx.sandbox_id)
         except Exception as exc:
