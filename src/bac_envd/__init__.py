@@ -16,8 +16,13 @@ from bac_envd._errors import EnvdError, InitError, InvalidPath, UnknownUser
 
 ENVD_VERSION = "0.6.13"
 DEFAULT_PORT = 49983
+# The oom_score_adj of every process envd starts (commands, the template's service):
+# the most a score can be raised, so the kernel's OOM killer picks any of them before
+# envd, whose score stays at the floor the sandbox inherits (docs/security.md).
+CHILD_OOM_SCORE_ADJ = 1000
 
 __all__ = [
+    "CHILD_OOM_SCORE_ADJ",
     "DEFAULT_PORT",
     "ENVD_VERSION",
     "EnvdError",

@@ -259,7 +259,20 @@ def _options(argv: list[str]) -> dict[str, str]:
     return {k: v for k, v in pairs.items() if k in ("--ready-fd", "--config")}
 
 
+def _raise_oom_score() -> None:
+    """This process and everything it starts go before envd when memory runs out
+    (``bac_envd.CHILD_OOM_SCORE_ADJ``); raising a score needs no privilege."""
+    from bac_envd import CHILD_OOM_SCORE_ADJ
+
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write(str(CHILD_OOM_SCORE_ADJ))
+    except OSError as exc:
+        _say(f"cannot raise its OOM score: {exc}")
+
+
 def main(argv: list[str]) -> int:
+    _raise_oom_score()
     options = _options(argv)
     ready_fd = int(options["--ready-fd"]) if "--ready-fd" in options else None
     supervisor: Supervisor | None = None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from backend_harness import SandboxFactory, footprint, leftovers
 
-from bac_server.backends.namespaces import NamespaceBackend
+from bac_server.backends.namespaces import NamespaceBackend, testing
 from bac_server.host import PARENT_CGROUP
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
@@ -50,6 +50,27 @@ for p in procs: p.join()
 """
 
 
+# Forks children that each keep 8 MiB (less than envd holds), reaping the ones the OOM
+# killer ends and forking again: memory stays at the limit for as long as it runs.
+MEMORY_FORK_BOMB = """
+import os, time
+while True:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+    try:
+        pid = os.fork()
+    except OSError:
+        continue
+    if pid == 0:
+        block = bytearray(8 << 20)
+        while True:
+            time.sleep(60)
+"""
+
+
 def _cgroup_value(cgroup_dirs: tuple[Path, ...], controller: str, name: str) -> str:
     for path in cgroup_dirs:
         if path.parent.parent.name == controller:
@@ -74,6 +95,54 @@ async def test_memory_hog_is_oom_killed(backend: NamespaceBackend,
     assert (await sbx.run("echo still here")).stdout.strip() == "still here"
     assert (await neighbour.run("echo fine")).stdout.strip() == "fine"
     assert bytearray(64 << 20)  # the host can still allocate
+
+
+def _oom_kills(backend: NamespaceBackend, sandbox_id: str) -> int:
+    oom = _cgroup_value(footprint(backend, sandbox_id).cgroups, "memory",
+                        "memory.oom_control")
+    return int(oom.split("oom_kill ")[1].split()[0])
+
+
+async def test_envds_children_are_the_oom_killers_first_choice(
+        backend: NamespaceBackend, make_sandbox: SandboxFactory) -> None:
+    """Everything envd starts runs at oom_score_adj 1000, envd stays at its floor (0 or
+    below), and neither the user nor root inside can lower a score below that floor."""
+    sbx = await make_sandbox()
+    score = Path(f"/proc/{testing.init_pid(backend, sbx.id)}/oom_score_adj")
+    envd_score = int(await asyncio.to_thread(score.read_text))
+    assert envd_score <= 0
+    for user in ("user", "root"):
+        result = await sbx.run("cat /proc/self/oom_score_adj", user=user)
+        assert result.stdout.strip() == "1000", (user, result)
+    # Raising is free, lowering below the floor needs CAP_SYS_RESOURCE on the host.
+    lowered = await sbx.run("echo -1 > /proc/self/oom_score_adj", user="root")
+    assert lowered.exit_code != 0 and "Permission denied" in lowered.stderr, lowered
+    legacy = await sbx.run("echo -17 > /proc/self/oom_adj", user="root")
+    assert legacy.exit_code != 0, legacy
+    assert (await sbx.run("sudo sh -c 'echo -1000 > /proc/self/oom_score_adj'")
+            ).exit_code != 0
+
+
+async def test_a_memory_fork_bomb_is_killed_before_envd(
+        backend: NamespaceBackend, make_sandbox: SandboxFactory) -> None:
+    """A fork bomb whose children each hold memory drives a 128 MiB sandbox into its OOM
+    killer again and again; the killer takes the bomb's processes, never envd, which
+    answers throughout and runs commands once the bomb is stopped."""
+    sbx = await make_sandbox(memory_mb=128)
+    first = footprint(backend, sbx.id).processes[0]
+    await sbx.sdk.files.write("/tmp/bomb.py", MEMORY_FORK_BOMB, user="user")
+    bomb = await sbx.sdk.commands.run("python3 /tmp/bomb.py", background=True, user="user")
+    deadline = time.monotonic() + 120
+    while _oom_kills(backend, sbx.id) < 20:
+        assert time.monotonic() < deadline, "the bomb never reached the memory limit"
+        assert await sbx.health(limit_s=10) == 204
+        await asyncio.sleep(0.2)  # polling the kernel's counter, bounded by the deadline
+    assert await sbx.health(limit_s=10) == 204
+    await bomb.kill()
+    result = await sbx.run("echo still here", user="root", limit_s=60)
+    assert result.stdout.strip() == "still here", result
+    # The sandbox's first process (envd, or its keeper) is the same one.
+    assert footprint(backend, sbx.id).processes[0] == first
 
 
 async def test_fork_bomb_stops_at_the_pids_limit(backend: NamespaceBackend,

@@ -2,6 +2,14 @@
 
 All parent-side fds are non-blocking and close-on-exec; the child's ends are closed in
 the parent right after the fork so EOF/EIO arrive when the child side goes away.
+
+Every command is the OOM killer's first choice in its sandbox: the child raises its own
+``oom_score_adj`` to :data:`bac_envd.CHILD_OOM_SCORE_ADJ` before it drops to the user,
+so a memory hog or fork bomb is killed before envd (which stays at its floor). The write
+has to come before the switch: once the child has changed uid it is no longer dumpable,
+its ``/proc/self`` files are root's and the user could not open them. That is why the
+credential switch is done here rather than by ``Popen(user=...)``, which switches before
+any hook runs.
 """
 
 from __future__ import annotations
@@ -11,8 +19,10 @@ import os
 import struct
 import subprocess
 import termios
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from bac_envd import CHILD_OOM_SCORE_ADJ
 from bac_envd._users import User
 
 
@@ -47,20 +57,38 @@ def set_winsize(fd: int, cols: int, rows: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
 
-def _acquire_controlling_tty() -> None:
-    # Runs in the child after setsid() and the credential switch: makes the PTY slave on
-    # fd 0 the session's controlling terminal (job control, SIGWINCH, ^C all need it).
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+def raise_oom_score() -> None:
+    """Make the calling process (a child before exec) the OOM killer's first choice.
+    Raising a score needs no privilege; lowering it again below its floor would."""
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, str(CHILD_OOM_SCORE_ADJ).encode())
+    finally:
+        os.close(fd)
 
 
-def _credentials(user: User) -> dict[str, object]:
-    if os.geteuid() != 0:
-        # Unprivileged envd (tests, rootless images) can only run as itself.
-        return {}
-    # SECURITY: the child drops to the selected user's uid, gid and groups before exec;
-    # Popen applies setgroups → setregid → setreuid in that order, so no root gid or
-    # supplementary group survives into the command.
-    return {"user": user.uid, "group": user.gid, "extra_groups": list(user.groups)}
+def _child_setup(user: User | None, pty: bool) -> Callable[[], None]:
+    """What the child runs after fork and ``setsid()``, before exec: its OOM score, the
+    user's credentials, the PTY as its controlling terminal. Any failure raises, and
+    Popen then reports the start as failed (the command never runs)."""
+
+    def setup() -> None:
+        raise_oom_score()
+        if user is not None:
+            # SECURITY: the child drops to the selected user's groups, gid and uid in this
+            # order (setgroups needs root, setreuid last), and checks that no root id is
+            # left in any of the real, effective or saved slots before exec.
+            os.setgroups(list(user.groups))
+            os.setregid(user.gid, user.gid)
+            os.setreuid(user.uid, user.uid)
+            if os.getresuid() != (user.uid,) * 3 or os.getresgid() != (user.gid,) * 3:
+                raise OSError("the credential switch did not take")
+        if pty:
+            # After setsid(): the PTY slave on fd 0 becomes the session's controlling
+            # terminal (job control, SIGWINCH, ^C all need it).
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    return setup
 
 
 def _check_cwd(cwd: str) -> None:
@@ -80,6 +108,8 @@ def spawn(request: SpawnRequest) -> Spawned:
 
 
 def _popen(request: SpawnRequest, **kwargs: object) -> subprocess.Popen[bytes]:
+    # Unprivileged envd (tests, rootless images) can only run as itself.
+    user = request.user if os.geteuid() == 0 else None
     try:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             request.argv,
@@ -87,7 +117,7 @@ def _popen(request: SpawnRequest, **kwargs: object) -> subprocess.Popen[bytes]:
             cwd=request.cwd,
             start_new_session=True,
             close_fds=True,
-            **_credentials(request.user),
+            preexec_fn=_child_setup(user, pty=request.pty_size is not None),
             **kwargs,
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
@@ -124,7 +154,6 @@ def _spawn_pty(request: SpawnRequest, size: tuple[int, int]) -> Spawned:
             stdin=slave,
             stdout=slave,
             stderr=slave,
-            preexec_fn=_acquire_controlling_tty,
         )
     except SpawnError:
         os.close(master)
