@@ -332,6 +332,10 @@ def test_lifecycle_events_say_how_and_why(api: httpx.Client) -> None:
         assert paused["fields"]["mode"] == resumed["fields"]["mode"]
         assert float(paused["fields"]["duration_ms"]) > 0
         assert float(resumed["fields"]["duration_ms"]) > 0
+        if paused["fields"]["mode"] == "disk":  # the memory images it wrote
+            assert int(paused["fields"]["bytes"]) > 1024 * 1024
+        else:
+            assert int(paused["fields"]["bytes"]) == 0
     finally:
         sbx.kill()
     killed = api.get(f"/sandboxes/{sbx.sandbox_id}/trace", params={"kind": "killed"})

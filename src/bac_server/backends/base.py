@@ -328,7 +328,10 @@ class Checkpointable(Protocol):
 
     memory_checkpoints: bool
 
-    async def suspend(self, sandbox_id: str, *, memory: bool) -> None: ...
+    async def suspend(self, sandbox_id: str, *, memory: bool) -> int:
+        """Returns the bytes of saved memory state written (0 with ``memory=False``, or
+        for a sandbox suspended already)."""
+        ...
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
         """Continue a suspended sandbox. ``spec`` (same id, token and env vars) is what a

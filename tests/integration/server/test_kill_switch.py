@@ -199,6 +199,12 @@ async def test_pause_freezes_the_selection_holds_it_and_saves_its_memory(
             await testing.suspend_flushed(_backend(server), sandbox_id)
             sbx = server.plane.registry.get(sandbox_id)
             assert sbx is not None and sbx.paused_as is PauseKind.DISK, sandbox_id
+        async with httpx.AsyncClient(base_url=server.url, timeout=30,
+                                     headers={"X-API-KEY": server.keys[0]}) as api:
+            saved = (await api.get(f"/sandboxes/{matched[0]}/trace",
+                                   params={"kind": "saved"})).json()["events"]
+        assert len(saved) == 1 and saved[0]["fields"]["mode"] == "disk", saved
+        assert int(saved[0]["fields"]["bytes"]) > 1024 * 1024
         released = await _switch(server, "release", metadata={"run_id": "r1"})
         assert sorted(released["sandboxIDs"]) == sorted(matched)
         assert await _state(server, 0, matched[0]) == "paused"  # released, not resumed

@@ -212,8 +212,8 @@ class NamespaceBackend:
     def memory_checkpoints(self) -> bool:
         return self._parts is not None and self._parts.suspender.memory_checkpoints
 
-    async def suspend(self, sandbox_id: str, *, memory: bool) -> None:
-        await (await self._started()).suspender.suspend(sandbox_id, memory=memory)
+    async def suspend(self, sandbox_id: str, *, memory: bool) -> int:
+        return await (await self._started()).suspender.suspend(sandbox_id, memory=memory)
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
         return await (await self._started()).suspender.wake(spec, memory=memory)

@@ -337,16 +337,22 @@ class KillSwitch:
         async with sbx.lock:
             if sbx.state is not SandboxState.PAUSED or sbx.paused_as is not PauseKind.FREEZER:
                 return  # resumed after a release, or killed, meanwhile
+            began = time.monotonic()
             try:
-                await self._backend.suspend(sbx.sandbox_id, memory=True)
+                written = await self._backend.suspend(sbx.sandbox_id, memory=True)
             except BackendError as exc:
                 log.warning("kill switch: writing %s to disk failed; it stays frozen: %s",
                             sbx.sandbox_id, exc)
                 return
+            took = time.monotonic() - began
             sbx.paused_as = PauseKind.DISK
             self._registry.update(sbx)
-            await self._sandbox_store.update_sandbox(sbx.sandbox_id,
-                                                     lifecycle=sbx.lifecycle())
+            await self._sandbox_store.update_sandbox(
+                sbx.sandbox_id, lifecycle=sbx.lifecycle(),
+                event=event(sbx.sandbox_id, sbx.team_id, EventKind.SAVED,
+                            "its state was written to disk with its memory",
+                            mode=PauseKind.DISK.value, duration_ms=f"{took * 1000:.1f}",
+                            bytes=str(written)))
 
     async def _end(self, sbx: LiveSandbox) -> None:
         async with sbx.lock:

@@ -83,13 +83,15 @@ class Pausing:
         self._registry.update(sbx)
         self._arm(sbx)  # cancels the timer: paused sandboxes do not expire
         began = time.monotonic()
+        written = 0
         try:
             if paused_as is PauseKind.FREEZER:
                 assert isinstance(self._backend, Pausable)
                 await self._backend.pause(sbx.sandbox_id)
             else:
                 assert isinstance(self._backend, Checkpointable)
-                await self._backend.suspend(sbx.sandbox_id, memory=paused_as is PauseKind.DISK)
+                written = await self._backend.suspend(sbx.sandbox_id,
+                                                      memory=paused_as is PauseKind.DISK)
         except BaseException as exc:
             sbx.state, sbx.paused_as = SandboxState.RUNNING, None
             self._registry.update(sbx)
@@ -106,7 +108,8 @@ class Pausing:
         await self._sandbox_store.update_sandbox(
             sbx.sandbox_id, state=sbx.state.value, lifecycle=sbx.lifecycle(),
             event=event(sbx.sandbox_id, sbx.team_id, kind, message,
-                        mode=paused_as.value, duration_ms=f"{took * 1000:.1f}"))
+                        mode=paused_as.value, duration_ms=f"{took * 1000:.1f}",
+                        bytes=str(written)))
 
     async def resume(self, sbx: LiveSandbox, *, seconds: int | None, memory: bool = True,
                      message: str = "resumed", on_timeout: OnTimeout | None = None) -> None:

@@ -53,6 +53,7 @@ from .criu import (
     find_criu,
     freeze,
     freeze_all,
+    images_bytes,
     make_ahead,
     release_suspend_lock,
     remove_images,
@@ -197,12 +198,13 @@ class Suspender:
 
     # -- suspend / wake -------------------------------------------------------------------
 
-    async def suspend(self, sandbox_id: str, *, memory: bool) -> None:
+    async def suspend(self, sandbox_id: str, *, memory: bool) -> int:
         ctx = self._ctx
+        written = 0
         async with self.working(sandbox_id):
             record = self._slots.record(sandbox_id)
             if record.phase is SlotPhase.PAUSED and record.paused_to is not PauseKind.FREEZER:
-                return
+                return 0
             if memory:
                 criu = self.need_criu()
                 where = suspend_images(ctx, record)
@@ -214,6 +216,7 @@ class Suspender:
                     thaw(ctx, record)
                     raise
                 await stop_processes(ctx, record)  # runc left the cgroups: free them
+                written = await off_loop(lambda: images_bytes(where.images))
                 if meta is not None:  # images runc saved need nothing made ahead
                     await off_loop(lambda: make_ahead(ctx, record, where.images, meta))
             else:
@@ -226,6 +229,7 @@ class Suspender:
             # The images, the record and the sandbox's files (the overlay's upper).
             self._flusher.request(_flush_name(sandbox_id), paths.root / "suspend",
                                   paths.root, paths.layer / "upper")
+        return written
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
         ctx = self._ctx

@@ -23,6 +23,7 @@ from ._dump import (
     thaw,
 )
 from ._lazy_pages import settle as memory_settled
+from ._manifest import images_bytes
 from ._restore import make_ahead
 from ._tool import Criu, choose_runtime, ensure_kdat_dir, find_criu
 
@@ -36,6 +37,7 @@ __all__ = [
     "find_criu",
     "freeze",
     "freeze_all",
+    "images_bytes",
     "make_ahead",
     "memory_settled",
     "release_suspend_lock",
