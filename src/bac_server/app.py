@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
@@ -25,11 +25,17 @@ from bac_server.control import Clock, ControlPlane, Limits, TemplateServices, Tr
 from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.metering import CpuCharge, PriceTable
-from bac_server.control.telemetry import MetricLimits, Telemetry
+from bac_server.control.telemetry import (
+    MetricLimits,
+    OtlpSettings,
+    SpanExport,
+    Telemetry,
+    otlp_export,
+)
 from bac_server.control.templates import StartSnapshots
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 from bac_server.host import Destinations, IdRange, prepare_host, secure_data_dir
-from bac_server.store import Store
+from bac_server.store import EventRecord, Store
 from bac_server.store.key_file import load_sealer
 from bac_server.store.sql import SqlStore
 from bac_server.templates import BuildEngine, RegistryAccess, StorageCollector, TemplateStore
@@ -107,14 +113,26 @@ async def warm_up(
 
 
 async def open_store(config: ServerConfig,
-                     on_lifecycle_event: Callable[[], None] | None = None) -> Store:
+                     on_lifecycle_event: Callable[[], None] | None = None,
+                     on_logged: Callable[[Sequence[EventRecord]], None] | None = None,
+                     ) -> Store:
     """The store, after the data dir was checked private (``host.secure_data_dir``: it
     refuses what it cannot repair), its secrets sealed with the key file (made at the
-    first start)."""
+    first start). ``on_logged``: told every event it logs (the OTLP export)."""
     await asyncio.to_thread(secure_data_dir, config.data_dir, IdRange())
     sealer = await asyncio.to_thread(load_sealer, config.store_key_path)
     return await SqlStore.open(config.store_url, sealer,
-                               on_lifecycle_event=on_lifecycle_event)
+                               on_lifecycle_event=on_lifecycle_event, on_logged=on_logged)
+
+
+def build_span_export(config: ServerConfig) -> SpanExport | None:
+    """The trace's OTLP export, None (and the OpenTelemetry SDK never imported) when no
+    endpoint is configured."""
+    if not config.otlp_endpoint:
+        return None
+    return otlp_export(OtlpSettings(endpoint=config.otlp_endpoint,
+                                    timeout_s=config.otlp_timeout_s,
+                                    queue_size=config.otlp_queue_size))
 
 
 def build_templates(config: ServerConfig) -> TemplateStore:
@@ -192,7 +210,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         scrape = build_scrape(config, telemetry)
         # The store rings it after each lifecycle event it logs; the deliverer wakes.
         logged = asyncio.Event()
-        store = await open_store(config, logged.set)
+        spans = build_span_export(config)
+        store = await open_store(config, logged.set,
+                                 None if spans is None else spans.logged)
         backend = build_backend(config)
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
@@ -230,6 +250,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
                               config.price_storage_gib_hour, config.price_currency,
                               CpuCharge(config.price_cpu)),
             usage_flush_s=config.usage_flush_s,
+            span_export=spans,
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))

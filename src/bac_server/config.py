@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 ENVD_VERSION = "0.6.13"
 
@@ -75,6 +76,13 @@ class ServerConfig:
     trace_burst: int = 1_000
     # Seconds between reads of each sandbox's egress for the trace's network events (0: none).
     trace_network_interval_s: float = 30.0
+    # The trace exported as OpenTelemetry spans (docs/observability.md, "OTLP export"): the
+    # OTLP/HTTP traces URL they are POSTed to; empty: no export, nothing of it loaded.
+    # ``from_env`` resolves it (:func:`otlp_endpoint_of`). One export's bound (retries
+    # included), seconds, and the spans that may wait (more are dropped, counted).
+    otlp_endpoint: str = ""
+    otlp_timeout_s: float = 10.0
+    otlp_queue_size: int = 8192
     default_cpu_count: int = 2
     default_memory_mb: int = 512
     default_disk_mb: int = 10_240
@@ -190,7 +198,14 @@ class ServerConfig:
             raise ConfigError("BAC_PRICE_CPU must be allocated or used")
         if not self.usage_flush_s > 0:
             raise ConfigError("BAC_USAGE_FLUSH_S must be more than 0")
-        for name in ("trace_keep_per_sandbox", "trace_burst"):
+        if self.otlp_endpoint:
+            parts = urlsplit(self.otlp_endpoint)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"the OTLP endpoint {self.otlp_endpoint!r} is not an "
+                                  "http:// or https:// URL")
+        if not self.otlp_timeout_s > 0:
+            raise ConfigError("BAC_OTLP_TIMEOUT_S must be more than 0")
+        for name in ("trace_keep_per_sandbox", "trace_burst", "otlp_queue_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"BAC_{name.upper()} must be at least 1")
 
@@ -218,6 +233,7 @@ class ServerConfig:
             raw = env.get(f"BAC_{field.name.upper()}")
             if raw is not None:
                 values[field.name] = _parse(field.name, field.type, raw)
+        values["otlp_endpoint"] = otlp_endpoint_of(env)
         return cls(**values)
 
     def with_overrides(self, **overrides: Any) -> ServerConfig:
@@ -227,6 +243,28 @@ class ServerConfig:
             if key in given:
                 given[key] = Path(given[key])
         return dataclasses.replace(self, **given)
+
+
+def otlp_endpoint_of(env: Mapping[str, str]) -> str:
+    """The traces URL the trace is exported to ("": none), by OpenTelemetry's conventions:
+    ``BAC_OTLP_ENDPOINT`` first (so an ``OTEL_*`` variable set for another program does not
+    decide; ``none`` turns the export off), then ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+    (used as is), then ``OTEL_EXPORTER_OTLP_ENDPOINT``; a base URL (the first and the last)
+    gets ``/v1/traces``. ``OTEL_SDK_DISABLED=true`` turns the ``OTEL_*`` ones off."""
+    own = env.get("BAC_OTLP_ENDPOINT", "").strip()
+    if own:
+        return "" if own.lower() == "none" else _signal_url(own)
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return ""
+    traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return traces
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    return _signal_url(base) if base else ""
+
+
+def _signal_url(base: str) -> str:
+    return base.rstrip("/") + "/v1/traces"
 
 
 def _parse(name: str, type_name: object, raw: str) -> object:

@@ -9,12 +9,16 @@ never labels.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from ..clock import Clock
 from ..sandboxes import Registry
+from ._export import SpanCounts
 from ._fleet import FleetCollector, SpendMeter
 from ._labels import LabelCap
 
@@ -89,6 +93,10 @@ class Telemetry:
         registry.on_change(self.spend.changed)
         self.registry.register(self._fleet)
 
+    def count_spans(self, counts: Callable[[], SpanCounts]) -> None:
+        """Serve the trace's OTLP export's counts (read at each scrape); once."""
+        self.registry.register(_SpanCollector(counts))
+
     def created(self, path: str, template: str, seconds: float) -> None:
         self._create.labels(path if path in CREATE_PATHS else "unknown",
                             self.templates(template)).observe(seconds)
@@ -112,3 +120,22 @@ class Telemetry:
         """The registry in Prometheus' text format (from the event loop: it reads the
         control plane's registry)."""
         return generate_latest(self.registry)
+
+
+class _SpanCollector(Collector):
+    def __init__(self, counts: Callable[[], SpanCounts]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self._counts()
+        spans = CounterMetricFamily(
+            "bac_otlp_spans", "Trace spans of the OTLP export, by outcome: exported, failed "
+            "(the receiver refused them or could not be reached), dropped (the queue was "
+            "full).", labels=["outcome"])
+        spans.add_metric(["exported"], counts.exported)
+        spans.add_metric(["failed"], counts.failed)
+        spans.add_metric(["dropped"], counts.dropped)
+        yield spans
+        yield GaugeMetricFamily("bac_otlp_spans_queued",
+                                "Trace spans waiting to be exported over OTLP.",
+                                value=counts.pending)

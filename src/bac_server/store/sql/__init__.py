@@ -14,7 +14,7 @@ the frozen records of the protocols' modules right here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -24,7 +24,7 @@ from bac_server.store.checkpoints import CheckpointStore
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
-from bac_server.store.sandboxes import SandboxStore
+from bac_server.store.sandboxes import EventRecord, SandboxStore
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql._builds import SqlBuilds
 from bac_server.store.sql._catalog import SqlCatalog
@@ -51,10 +51,12 @@ class SqlStore:
     secrets of every row written and opens them in every row read."""
 
     def __init__(self, engine: AsyncEngine, sealer: Sealer,
-                 on_lifecycle_event: Callable[[], None] | None = None) -> None:
+                 on_lifecycle_event: Callable[[], None] | None = None,
+                 on_logged: Callable[[Sequence[EventRecord]], None] | None = None) -> None:
         self._engine = engine
         self.keys: KeyStore = SqlKeys(engine)
-        self.sandboxes: SandboxStore = SqlSandboxes(engine, sealer, on_lifecycle_event)
+        self.sandboxes: SandboxStore = SqlSandboxes(engine, sealer, on_lifecycle_event,
+                                                    on_logged)
         self.metrics: MetricStore = SqlMetrics(engine)
         self.checkpoints: CheckpointStore = SqlCheckpoints(engine, sealer)
         self.catalog: CatalogStore = SqlCatalog(engine)
@@ -67,9 +69,12 @@ class SqlStore:
 
     @classmethod
     async def open(cls, url: str, sealer: Sealer,
-                   on_lifecycle_event: Callable[[], None] | None = None) -> SqlStore:
+                   on_lifecycle_event: Callable[[], None] | None = None,
+                   on_logged: Callable[[Sequence[EventRecord]], None] | None = None,
+                   ) -> SqlStore:
         """``on_lifecycle_event``: called after each commit that logged a lifecycle event
-        (the webhook deliverer's wake-up)."""
+        (the webhook deliverer's wake-up); ``on_logged``: after each commit that logged
+        events, with them as written (the trace's OTLP export)."""
         engine = open_engine(url)
         try:
             await migrate(engine, sealer)
@@ -78,7 +83,7 @@ class SqlStore:
             # is closed here, not left to the garbage collector.
             await engine.dispose()
             raise
-        return cls(engine, sealer, on_lifecycle_event)
+        return cls(engine, sealer, on_lifecycle_event, on_logged)
 
     async def close(self) -> None:
         await self._engine.dispose()

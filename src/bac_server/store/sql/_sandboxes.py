@@ -4,6 +4,8 @@ Env vars and access tokens are sealed on the way in and opened on the way out
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
@@ -16,6 +18,8 @@ from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
 from bac_server.store.sql._time import dt, opt_dt, ts
+
+log = logging.getLogger(__name__)
 
 
 def _sandbox_values(s: SandboxRecord, sealer: Sealer) -> dict[str, Any]:
@@ -92,10 +96,12 @@ def _event_record(r: Any) -> EventRecord:
                        wire_type=r.wire_type)
 
 
-async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -> None:
-    """Each event with its sandbox's metadata as it is now (read in the same transaction)."""
+async def _insert_events(conn: AsyncConnection,
+                         events: Sequence[EventRecord]) -> list[EventRecord]:
+    """Each event with its sandbox's metadata as it is now (read in the same transaction);
+    returns them as written."""
     if not events:
-        return
+        return []
     wanted = {e.sandbox_id for e in events if not e.metadata}
     owners: dict[str, dict[str, str]] = {}
     if wanted:
@@ -105,6 +111,11 @@ async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord]) -
         owners = {r.sandbox_id: dict(r.metadata or {}) for r in rows}
     await conn.execute(sa.insert(t.sandbox_events),
                        [_event_values(e, owners.get(e.sandbox_id)) for e in events])
+    return [_as_written(e, owners.get(e.sandbox_id)) for e in events]
+
+
+def _as_written(e: EventRecord, metadata: dict[str, str] | None) -> EventRecord:
+    return e if e.metadata or not metadata else dataclasses.replace(e, metadata=metadata)
 
 
 def _lifecycle(events: Sequence[EventRecord]) -> bool:
@@ -113,16 +124,27 @@ def _lifecycle(events: Sequence[EventRecord]) -> bool:
 
 class SqlSandboxes:
     def __init__(self, engine: AsyncEngine, sealer: Sealer,
-                 on_lifecycle_event: Callable[[], None] | None = None) -> None:
+                 on_lifecycle_event: Callable[[], None] | None = None,
+                 on_logged: Callable[[Sequence[EventRecord]], None] | None = None) -> None:
         """``on_lifecycle_event``: called after each commit that logged a lifecycle
-        event (one with a ``wire_type``), e.g. to wake the webhook deliverer."""
+        event (one with a ``wire_type``), e.g. to wake the webhook deliverer;
+        ``on_logged``: after each commit that logged events, with them as written (their
+        sandbox's metadata filled in), e.g. to export them as spans. Both run on the
+        event loop and must not block."""
         self._engine = engine
         self._sealer = sealer
         self._on_lifecycle_event = on_lifecycle_event
+        self._on_logged = on_logged
 
     def _logged(self, events: Sequence[EventRecord]) -> None:
         if self._on_lifecycle_event is not None and _lifecycle(events):
             self._on_lifecycle_event()
+        if self._on_logged is not None and events:
+            try:
+                self._on_logged(events)
+            except Exception:
+                # The events are committed: a listener's failure is not the writer's.
+                log.exception("a listener of the event log failed")
 
     async def insert_sandbox(self, sandbox: SandboxRecord, *events: EventRecord) -> None:
         async with inserting(self._engine, f"sandbox {sandbox.sandbox_id}") as conn:
@@ -131,7 +153,7 @@ class SqlSandboxes:
             if events:
                 await conn.execute(sa.insert(t.sandbox_events),
                                    [_event_values(e, sandbox.metadata) for e in events])
-        self._logged(events)
+        self._logged([_as_written(e, sandbox.metadata) for e in events])
 
     async def update_sandbox(
         self,
@@ -165,10 +187,8 @@ class SqlSandboxes:
                     .where(t.sandboxes.c.sandbox_id == sandbox_id)
                     .values(**values)
                 )
-            if event is not None:
-                await _insert_events(conn, [event])
-        if event is not None:
-            self._logged([event])
+            written = [] if event is None else await _insert_events(conn, [event])
+        self._logged(written)
 
     async def update_sandboxes(self, changes: Sequence[SandboxChange]) -> None:
         if not changes:
@@ -181,11 +201,9 @@ class SqlSandboxes:
             # One statement for every row (executemany), not one round trip each.
             await conn.execute(update, [{"b_id": ch.sandbox_id, "b_state": ch.state,
                                          "b_lifecycle": ch.lifecycle} for ch in changes])
-            events = [c.event for c in changes if c.event is not None]
-            if events:
-                await _insert_events(conn, events)
-        if events:
-            self._logged(events)
+            written = await _insert_events(
+                conn, [c.event for c in changes if c.event is not None])
+        self._logged(written)
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
         query = sa.select(t.sandboxes).where(t.sandboxes.c.sandbox_id == sandbox_id)
@@ -201,13 +219,13 @@ class SqlSandboxes:
 
     async def add_event(self, event: EventRecord) -> None:
         async with self._engine.begin() as conn:
-            await _insert_events(conn, [event])
-        self._logged([event])
+            written = await _insert_events(conn, [event])
+        self._logged(written)
 
     async def add_events(self, events: Sequence[EventRecord]) -> None:
         async with self._engine.begin() as conn:
-            await _insert_events(conn, events)
-        self._logged(events)
+            written = await _insert_events(conn, events)
+        self._logged(written)
 
     async def trace(self, query: TraceQuery) -> list[EventRecord]:
         c = t.sandbox_events.c
