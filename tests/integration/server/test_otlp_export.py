@@ -177,6 +177,11 @@ async def test_a_sandboxs_processes_and_transfers_arrive_as_one_trace() -> None:
             assert export is not None
             counts = export.counts()
             assert counts.exported >= len(_of(spans, sid)) and not counts.dropped
+            async with httpx.AsyncClient(timeout=10) as client:
+                scraped = (await client.get(server.metrics_url)).text
+            [exported] = [line for line in scraped.splitlines()
+                          if line.startswith('bac_otlp_spans_total{outcome="exported"}')]
+            assert float(exported.split()[-1]) >= len(_of(spans, sid))
 
     mine = _of(spans, sid)
     root_id = root_span_id_of(sid).to_bytes(8, "big")

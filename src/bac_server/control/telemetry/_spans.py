@@ -104,12 +104,21 @@ def _ms(value: Any) -> float:
     return found if 0 <= found < 1e12 else 0.0
 
 
+_SCALARS = (bool, int, float)
+
+
 def _value(value: Any) -> AttributeValue | None:
+    # Exact types, not isinstance against unions: this runs for every field of every event.
+    kind = type(value)
+    if kind is str:
+        text: str = value
+        return text if len(text) <= _TEXT else text[:_TEXT]
+    if kind in _SCALARS:
+        scalar: bool | int | float = value
+        return scalar
     if value is None:
         return None
-    if isinstance(value, str | bool | int | float):
-        return value[:_TEXT] if isinstance(value, str) else value
-    if isinstance(value, list | tuple):
+    if kind is list or kind is tuple:
         return tuple(str(v)[:_TEXT] for v in value)
     return json.dumps(value, default=str)[:_TEXT]
 
@@ -121,8 +130,8 @@ class _Known:
 
 
 class SandboxSpans:
-    """Turns logged events into spans. Called on the event loop; a dict read or two and a
-    few small objects per event."""
+    """Turns logged events into spans. Called from one thread (the export's): what it
+    reads of the registry, one sandbox by id, is a single dict read."""
 
     def __init__(self, registry: Registry | None = None) -> None:
         self._registry = registry
@@ -147,15 +156,14 @@ class SandboxSpans:
         kind, fields = record.kind, record.fields
         at = _ns(record.at)
         base = self._base(record, known)
-        trace_id = trace_id_of(record.sandbox_id)
+        trace_id, root_id = _digest(record.sandbox_id)
         if kind in _ENDS or (kind == EventKind.TIMEOUT.value and "mode" not in fields):
             self._known.pop(record.sandbox_id, None)
             base["bac.sandbox.end"] = kind
             if "reason" in fields:
                 base["bac.sandbox.end_reason"] = str(fields["reason"])
             start = known.started_ns if known is not None else at
-            return SpanData(ROOT, trace_id, root_span_id_of(record.sandbox_id), None,
-                            min(start, at), at, base,
+            return SpanData(ROOT, trace_id, root_id, None, min(start, at), at, base,
                             record.message[:_TEXT] if kind in _FAILED_ENDS else None)
         start, end, error = at, at, None
         if kind == EventKind.PROCESS.value:
@@ -185,9 +193,8 @@ class SandboxSpans:
             # Durations measured apart from the wall clock (and rounded) may reach a hair
             # before the create: a child never starts before its sandbox.
             start = max(start, known.started_ns)
-        return SpanData(name, trace_id, self._random.getrandbits(64) or 1,
-                        root_span_id_of(record.sandbox_id), start, max(start, end), base,
-                        error)
+        return SpanData(name, trace_id, self._random.getrandbits(64) or 1, root_id, start,
+                        max(start, end), base, error)
 
     def _process(self, fields: Mapping[str, Any], at: int,
                  attributes: dict[str, AttributeValue]) -> tuple[int, int, str | None]:
@@ -197,12 +204,11 @@ class SandboxSpans:
         # without one, the process ended when its report came.
         start = int(float(began) * 1e9) if isinstance(began, int | float) and began > 0 \
             else at - took
+        semconv = _PROCESS_SEMCONV
         for name, value in fields.items():
-            if name == "kind":
-                continue
             found = _value(value)
-            if found is not None:
-                attributes[_PROCESS_SEMCONV.get(name, f"bac.process.{name}")] = found
+            if found is not None and name != "kind":
+                attributes[semconv.get(name) or "bac.process." + name] = found
         error: str | None = None
         if "signal" in fields:
             error = f"killed by signal {fields['signal']}"
