@@ -14,6 +14,9 @@ Start-up order is the contract with the host:
    the full asyncio server (``_server``), which takes over the listening socket and the
    connections the front had accepted; the RPC stack loads on the first RPC.
 
+As the first process of a sandbox (pid 1), steps 2 and 3 run in a forked child and this
+process stays behind as its keeper (``_keeper``), restarting envd when it dies.
+
 Arguments are parsed by hand: argparse (with the ``re``, ``gettext``, ``shutil`` it
 pulls in) cost more than everything else before ``listen()`` together.
 """
@@ -24,6 +27,8 @@ import _signal  # type: ignore[import-not-found]  # no stub; `signal` would load
 import _socket
 import os
 import sys
+
+from bac_envd._state import EnvdState
 
 USAGE = "usage: python3 -m bac_envd [--host ADDR] [--port N] [--ready-fd FD] [--preload]"
 
@@ -149,19 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     # whatever umask the launcher had.
     os.umask(0o022)
 
-    from bac_envd._bootstrap import serve_until_needed
-    from bac_envd._state import EnvdState
-
     state = EnvdState()
-    wake = _preload_in_background() if options.preload else None
+    if os.getpid() == 1:
+        from bac_envd._keeper import Keeper
+
+        Keeper(state, lambda: _serve(sock, state, options.preload)).run()
+        return 0
+    _serve(sock, state, options.preload)
+    return 0
+
+
+def _serve(sock: _socket.socket, state: EnvdState, preload: bool) -> None:
+    from bac_envd._bootstrap import serve_until_needed
+
+    wake = _preload_in_background() if preload else None
     pending = serve_until_needed(sock, state, wake)
     if wake is not None:
         os.close(wake)
 
     from bac_envd._server import serve
 
-    serve(sock, pending, state, preload=options.preload)
-    return 0
+    serve(sock, pending, state, preload=preload)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 One ``EnvdState`` lives for the daemon's lifetime and is shared by every route and RPC.
 ``/init`` may be called again (a pooled sandbox is initialised once at boot and again when
-it is handed out); env vars are merged, the other fields replaced when present.
+it is handed out); env vars are merged, the other fields replaced when present. Under a
+keeper (``_keeper``) each applied ``/init`` is also written to it (``forward``) before
+envd answers, so an envd the keeper restarts starts with the same state.
 
 Loaded by the bootstrap front, so it avoids ``dataclasses``/``typing`` at run time
 (together ~10 ms of imports on a small sandbox).
@@ -14,13 +16,14 @@ from bac_envd._errors import InitError
 
 
 class EnvdState:
-    __slots__ = ("access_token", "default_user", "default_workdir", "env_vars")
+    __slots__ = ("access_token", "default_user", "default_workdir", "env_vars", "forward")
 
     def __init__(self) -> None:
         self.access_token: str | None = None
         self.env_vars: dict[str, str] = {}
         self.default_user: str | None = None
         self.default_workdir: str | None = None
+        self.forward: int | None = None  # the keeper's pipe (fd), when there is one
 
     def token_matches(self, presented: str | None) -> bool:
         """True when no token is configured or ``presented`` equals it (constant time)."""
@@ -32,8 +35,9 @@ class EnvdState:
 
         return hmac.compare_digest(presented.encode(), self.access_token.encode())
 
-    def apply_init(self, body: object) -> None:
-        """Validate a decoded ``/init`` JSON body completely, then apply it."""
+    def apply_init(self, body: object, *, forward: bool = True) -> None:
+        """Validate a decoded ``/init`` JSON body completely, then apply it (and, with
+        ``forward``, hand it to the keeper)."""
         if body is None:
             return
         if not isinstance(body, dict):
@@ -61,6 +65,33 @@ class EnvdState:
             self.default_user = user or None
         if workdir is not None:
             self.default_workdir = workdir or None
+        if forward and self.forward is not None:
+            _write_frame(self.forward, _encode(token, env_vars, user, workdir))
+
+
+def _encode(token: str | None, env_vars: dict[str, str] | None, user: str | None,
+            workdir: str | None) -> bytes:
+    """The applied fields as an ``/init`` body (``_json``: no ``json`` import here)."""
+    from _json import encode_basestring_ascii as quote
+
+    parts = [f"{quote(key)}:{quote(value)}" for key, value in
+             (("accessToken", token), ("defaultUser", user), ("defaultWorkdir", workdir))
+             if value is not None]
+    if env_vars:
+        pairs = ",".join(f"{quote(k)}:{quote(v)}" for k, v in env_vars.items())
+        parts.append(f'"envVars":{{{pairs}}}')
+    return ("{" + ",".join(parts) + "}").encode()
+
+
+def _write_frame(fd: int, body: bytes) -> None:
+    import os
+
+    frame = len(body).to_bytes(4, "big") + body
+    try:
+        while frame:
+            frame = frame[os.write(fd, frame):]
+    except OSError:
+        pass  # no keeper reading any more: the sandbox is ending
 
 
 def _optional_str(body: dict[str, object], key: str) -> str | None:

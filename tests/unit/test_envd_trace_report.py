@@ -64,3 +64,46 @@ def test_an_empty_path_turns_reports_off() -> None:
     _trace._unsent = 0
     assert _trace.report("process", {"pid": 1}, "") is False
     assert _trace._unsent == 0
+
+
+def test_the_keepers_restart_report_is_one_the_host_accepts(
+        host: tuple[str, socket.socket]) -> None:
+    """The keeper's hand-built ``envd_restarted`` datagram parses on the host as an error
+    event naming the restart count and how envd ended."""
+    from bac_envd._keeper import report_restart
+    from bac_server.control.sandboxes._trace import parse_report
+
+    path, sock = host
+    assert report_restart(3, 9, 12.5, path) is True  # status 9: killed by SIGKILL
+    kind, level, message, fields = parse_report(sock.recv(65536), 16 * 1024)
+    assert (kind.value, level) == ("envd_restarted", "error")
+    assert fields == {"kind": "envd_restarted", "count": 3, "signal": 9, "uptime_s": 12.5}
+    assert "killed by signal 9" in message and "restart 3" in message
+    assert report_restart(4, 1 << 8, 0.25, path) is True  # exited 1
+    assert parse_report(sock.recv(65536), 16 * 1024)[3]["exit_code"] == 1
+
+
+def test_an_init_forwarded_to_the_keeper_rebuilds_the_same_state() -> None:
+    """Each applied ``/init`` goes down the keeper's pipe as one frame; the keeper applying
+    the frames in order ends with envd's state (token, merged env vars, defaults)."""
+    import os
+
+    from bac_envd._bootstrap import _loads
+    from bac_envd._state import EnvdState
+
+    envd, keeper = EnvdState(), EnvdState()
+    read_fd, write_fd = os.pipe()
+    envd.forward = write_fd
+    envd.apply_init({"accessToken": "t1", "envVars": {"A": "1", "Q": 'x"\\\u00e9'},
+                     "defaultUser": "user"})
+    envd.apply_init({"envVars": {"B": "2"}, "defaultWorkdir": "/w", "accessToken": ""})
+    os.close(write_fd)
+    data = os.read(read_fd, 65536)
+    os.close(read_fd)
+    while data:
+        size = int.from_bytes(data[:4], "big")
+        keeper.apply_init(_loads(data[4:4 + size]), forward=False)
+        data = data[4 + size:]
+    for name in ("access_token", "env_vars", "default_user", "default_workdir"):
+        assert getattr(keeper, name) == getattr(envd, name), name
+    assert keeper.access_token is None and keeper.env_vars["Q"] == 'x"\\\u00e9'

@@ -26,6 +26,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from bac_envd import _keeper
+
 LOGIN_PATH_VAR = "BAC_LOGIN_PATH"
 HOOK_DIR = "/etc/profile.d"
 HOOK_NAME = "00-bac-login-path.sh"  # first of profile.d: later scripts may still add to it
@@ -63,7 +65,7 @@ def keep_login_path(env: dict[str, str], args: Sequence[str], path_given: bool) 
 
 def ensure_hook() -> None:
     """Write the hook unless it is there as it should be; errors only go to stderr."""
-    if os.getpid() != 1:
+    if not _keeper.kept():  # only the sandbox's envd writes the sandbox's files
         return
     path = os.path.join(HOOK_DIR, HOOK_NAME)
     temporary = os.path.join(HOOK_DIR, f".{HOOK_NAME}.new")

@@ -41,6 +41,9 @@ class EventKind(enum.Enum):
     # resume could not restore the saved state (the sandbox stays paused).
     OOM_KILL = "oom_kill"
     RESUME_FAILED = "resume_failed"
+    # envd died and the sandbox's keeper (its PID 1) started it again: reported from
+    # inside (``_trace``), with the number of restarts so far.
+    ENVD_RESTARTED = "envd_restarted"
     # A sandbox frozen by the kill switch or a cap, written to disk afterwards.
     SAVED = "saved"
     # Something is near a bound (e.g. 80 % of a cap): a Bac event type, delivered by webhooks.

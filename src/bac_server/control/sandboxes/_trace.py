@@ -1,6 +1,7 @@
 """A sandbox's trace: its event log read as one stream, fed also from inside the sandbox.
 
-envd reports every process it ran and every ``/files`` transfer (``bac_envd._trace``);
+envd reports every process it ran and every ``/files`` transfer (``bac_envd._trace``),
+and the sandbox's keeper each restart of envd (``bac_envd._keeper``);
 the backend hands each report to :meth:`TraceIntake.receive` with the sandbox it named by
 the channel the report came on (``backends.base.Traced``). A report is untrusted (the
 sandbox's root can send anything): it is size-capped, parsed, checked against the schema
@@ -43,7 +44,8 @@ from ._states import SandboxState
 log = logging.getLogger(__name__)
 
 IN_SANDBOX_KINDS = frozenset({EventKind.PROCESS.value, EventKind.TRANSFER.value,
-                              EventKind.NETWORK.value, EventKind.EGRESS_DENIED.value})
+                              EventKind.NETWORK.value, EventKind.EGRESS_DENIED.value,
+                              EventKind.ENVD_RESTARTED.value})
 MAX_PAGE = 1000
 # Keys a run query may name (the store looks them up as JSON paths).
 _RUN_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
@@ -111,7 +113,12 @@ _TRANSFER: dict[str, _Check] = {
              "duration_ms": _number, "status": _count, "ok": _flag, "unsent": _count,
              "paths": lambda v: [_text(p, 256) for p in v[:16]] if isinstance(v, list)
              else _text(v)}
-_REQUIRED = {"process": ("pid", "cmd", "duration_ms"), "transfer": ("direction", "bytes")}
+_RESTART: dict[str, _Check] = {
+    "count": _count, "exit_code": _count, "signal": _count, "uptime_s": _number,
+    "unsent": _count}
+_SCHEMAS = {"process": _PROCESS, "transfer": _TRANSFER, "envd_restarted": _RESTART}
+_REQUIRED = {"process": ("pid", "cmd", "duration_ms"), "transfer": ("direction", "bytes"),
+             "envd_restarted": ("count",)}
 
 
 def parse_report(data: bytes, max_size: int) -> tuple[EventKind, str, str, dict[str, Any]]:
@@ -127,7 +134,7 @@ def parse_report(data: bytes, max_size: int) -> tuple[EventKind, str, str, dict[
     kind = body.get("kind")
     if kind not in _REQUIRED:
         raise BadReport("unknown kind")
-    schema = _PROCESS if kind == "process" else _TRANSFER
+    schema = _SCHEMAS[kind]
     if any(name not in body for name in _REQUIRED[kind]):
         raise BadReport("a required field is missing")
     fields: dict[str, Any] = {"kind": kind}
@@ -145,6 +152,12 @@ def parse_report(data: bytes, max_size: int) -> tuple[EventKind, str, str, dict[
                   f"in {fields['duration_ms']:.0f} ms"
         level = "info" if fields.get("exit_code") == 0 else "warn"
         return EventKind.PROCESS, level, message, fields
+    if kind == "envd_restarted":
+        end = (f"killed by signal {fields['signal']}" if "signal" in fields
+               else f"exited {fields.get('exit_code', '?')}")
+        message = (f"envd {end} after {fields.get('uptime_s', 0):.1f} s and was restarted "
+                   f"(restart {fields['count']})")
+        return EventKind.ENVD_RESTARTED, "error", message, fields
     if fields["direction"] not in ("upload", "download"):
         raise BadReport("a transfer is an upload or a download")
     ok = fields.get("ok", False)
