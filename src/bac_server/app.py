@@ -47,7 +47,9 @@ def trace_settings_of(config: ServerConfig) -> TraceSettings:
     return TraceSettings(retention_days=config.trace_retention_days,
                          keep_per_sandbox=config.trace_keep_per_sandbox,
                          rate_per_s=config.trace_rate_per_s, burst=config.trace_burst,
-                         network_interval_s=config.trace_network_interval_s)
+                         network_interval_s=config.trace_network_interval_s,
+                         health_interval_s=config.envd_health_interval_s,
+                         unhealthy_after_s=config.envd_unhealthy_after_s)
 
 
 def limits_of(config: ServerConfig) -> Limits:

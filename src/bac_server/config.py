@@ -76,6 +76,11 @@ class ServerConfig:
     trace_burst: int = 1_000
     # Seconds between reads of each sandbox's egress for the trace's network events (0: none).
     trace_network_interval_s: float = 30.0
+    # envd's health (docs/observability.md, "Health"): seconds between the control plane's
+    # checks of each running sandbox's envd (0: none), and how long envd must stay silent
+    # before the sandbox is marked unhealthy.
+    envd_health_interval_s: float = 5.0
+    envd_unhealthy_after_s: float = 30.0
     # The trace exported as OpenTelemetry spans (docs/observability.md, "OTLP export"): the
     # OTLP/HTTP traces URL they are POSTed to; empty: no export, nothing of it loaded.
     # ``from_env`` resolves it (:func:`otlp_endpoint_of`). One export's bound (retries
@@ -188,6 +193,10 @@ class ServerConfig:
                 raise ConfigError(f"BAC_{name.upper()} must be more than {low:g}")
         if self.trace_network_interval_s < 0:
             raise ConfigError("BAC_TRACE_NETWORK_INTERVAL_S must be 0 (off) or more")
+        if self.envd_health_interval_s < 0:
+            raise ConfigError("BAC_ENVD_HEALTH_INTERVAL_S must be 0 (off) or more")
+        if not self.envd_unhealthy_after_s > 0:
+            raise ConfigError("BAC_ENVD_UNHEALTHY_AFTER_S must be more than 0")
         for name in ("price_vcpu_second", "price_memory_gib_second", "price_storage_gib_hour"):
             value = getattr(self, name)
             if not 0 <= value < float("inf"):

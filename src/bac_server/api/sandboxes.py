@@ -153,6 +153,9 @@ def _listed(sbx: LiveSandbox, *, envd_version: str) -> dict[str, Any]:
         "memoryMB": sbx.memory_mb,
         "diskSizeMB": sbx.disk_mb,
         "state": sbx.state.value,
+        # Bac's own: whether its envd answers (control/sandboxes/_health.py); E2B's
+        # ``state`` stays running or paused, the values its SDKs parse.
+        "health": sbx.health.value,
         "metadata": dict(sbx.metadata),
         "volumeMounts": [],
     }

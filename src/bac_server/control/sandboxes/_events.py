@@ -44,6 +44,10 @@ class EventKind(enum.Enum):
     # envd died and the sandbox's keeper (its PID 1) started it again: reported from
     # inside (``_trace``), with the number of restarts so far.
     ENVD_RESTARTED = "envd_restarted"
+    # The control plane's health checks of envd (``_health``): it stopped answering for
+    # the bound, or answers again. Bac event types, delivered by webhooks.
+    UNHEALTHY = "unhealthy"
+    HEALTHY = "healthy"
     # A sandbox frozen by the kill switch or a cap, written to disk afterwards.
     SAVED = "saved"
     # Something is near a bound (e.g. 80 % of a cap): a Bac event type, delivered by webhooks.
@@ -76,6 +80,8 @@ WIRE_TYPES: dict[EventKind, str] = {
     EventKind.CHECKPOINTED: _LIFECYCLE + "checkpointed",
     EventKind.SNAPSHOT_TAKEN: _LIFECYCLE + "checkpointed",
     EventKind.WARNING: "bac.sandbox.warning",
+    EventKind.UNHEALTHY: "bac.sandbox.unhealthy",
+    EventKind.HEALTHY: "bac.sandbox.healthy",
 }
 EVENT_TYPES: tuple[str, ...] = tuple(sorted(set(WIRE_TYPES.values())))
 

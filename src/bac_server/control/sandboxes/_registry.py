@@ -20,7 +20,7 @@ from bac_server.store import SandboxRecord
 from ..clock import Clock, Scheduled, SystemClock
 from ..errors import SandboxNotFoundError
 from ..keys import Team
-from ._states import LIVE_STATES, VISIBLE_STATES, SandboxState
+from ._states import LIVE_STATES, VISIBLE_STATES, Health, SandboxState
 
 
 class OnTimeout(enum.Enum):
@@ -87,6 +87,9 @@ class LiveSandbox:
     checkpoint_every_s: int | None = None
     checkpoint_keep: int | None = None
     route: Route | None = None
+    # Whether its envd answers (not stored: the health watch finds it again after a
+    # restart within its bound, ``_health``).
+    health: Health = Health.HEALTHY
     # Serialises lifecycle steps on this sandbox (kill vs timeout vs connect).
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     timer: Scheduled | None = None

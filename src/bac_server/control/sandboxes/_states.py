@@ -9,6 +9,13 @@
 
 ``killed`` covers both an explicit kill and the end of the timeout; the event log says which.
 ``died`` means the backend found the sandbox's processes gone without being asked.
+
+Whether a running sandbox's envd answers is its :class:`Health`, beside the state, not one
+of the states: an unhealthy sandbox is still running (its processes run, it holds its
+resources, its timeout counts, it can be paused, resumed or killed like any other), and
+every transition above stays what it is; a state would have doubled each of them
+(``unhealthy → paused``, ``unhealthy → killed``, ...) and broken the wire's two-value
+``state`` (running, paused) that E2B's SDKs parse.
 """
 
 from __future__ import annotations
@@ -42,6 +49,13 @@ _TRANSITIONS: dict[SandboxState, frozenset[SandboxState]] = {
 LIVE_STATES = frozenset({SandboxState.CREATING, SandboxState.RUNNING, SandboxState.PAUSED})
 # States the API shows (the wire's SandboxState enum has only these two).
 VISIBLE_STATES = frozenset({SandboxState.RUNNING, SandboxState.PAUSED})
+
+
+class Health(enum.Enum):
+    """Whether a running sandbox's envd answers the control plane (``_health``)."""
+
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"  # it has not answered for ``unhealthy_after_s``
 
 
 class InvalidTransition(RuntimeError):
