@@ -85,3 +85,10 @@ if ! command -v npm >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 command -v tslab >/dev/null 2>&1 || npm install -g --silent tslab@1.0.22
+# Mission Control's browser tests drive Debian's Chromium through Playwright (never a
+# browser Playwright downloads).
+if [ ! -x /usr/bin/chromium ]; then
+    echo "setup-host: installing chromium"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+fi

@@ -33,6 +33,7 @@ from bac_server.control.telemetry import (
     otlp_export,
 )
 from bac_server.control.templates import StartSnapshots
+from bac_server.dashboard import DashboardSettings, build_dashboard, front_routes
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 from bac_server.host import Destinations, IdRange, prepare_host, secure_data_dir
 from bac_server.store import EventRecord, Store
@@ -258,6 +259,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         warming = asyncio.create_task(warm_up(backend, templates, config))
         gc.start()
         app.state.plane = plane
+        dashboard.state.plane = plane
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic,
                           telemetry=telemetry)
         gateways.attach(gateway)
@@ -294,5 +296,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
                 await store.close()
 
     gateways = GatewaySlot()
-    api = build_api(None, settings, lifespan=lifespan)
+    # Mission Control, under /ui/ on the same port (docs/mission-control.md).
+    dashboard = build_dashboard(DashboardSettings(
+        admin_token=config.admin_token, secure_cookies=config.tls_cert is not None))
+    api = build_api(None, settings, front_routes(dashboard), lifespan=lifespan)
     return Dispatcher(api, config.domain, gateways)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from bac_server.api import (
     caps,
@@ -103,12 +104,15 @@ ROUTES = [
 
 
 def build_api(
-    plane: ControlPlane | None, settings: ApiSettings, **starlette: Any
+    plane: ControlPlane | None, settings: ApiSettings,
+    more: Sequence[BaseRoute] = (), **starlette: Any
 ) -> Starlette:
-    """The API app; ``starlette`` passes extra options (e.g. ``lifespan``) through.
+    """The API app; ``starlette`` passes extra options (e.g. ``lifespan``) through;
+    ``more``: routes served beside the API's, after them (the dashboard's).
 
     ``plane`` may be None and set later on ``app.state.plane`` by that lifespan."""
-    app = Starlette(routes=ROUTES, exception_handlers=dict(HANDLERS), **starlette)
+    app = Starlette(routes=[*ROUTES, *more], exception_handlers=dict(HANDLERS),
+                    **starlette)
     app.state.plane = plane
     app.state.api_settings = settings
     return app

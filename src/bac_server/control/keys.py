@@ -85,6 +85,10 @@ class KeyService:
             for k, team in await self._key_store.list_api_keys()
         ]
 
+    async def team_names(self) -> dict[str, str]:
+        """Every team that has a key, its id to its name."""
+        return {team.team_id: team.name for _, team in await self._key_store.list_api_keys()}
+
     async def revoke(self, key_id_or_prefix: str) -> int:
         count = await self._key_store.revoke_api_key(key_id_or_prefix, datetime.now(UTC))
         self._cache.clear()

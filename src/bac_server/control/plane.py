@@ -27,6 +27,7 @@ from bac_server.control.limits import Limits
 from bac_server.control.metering import CostCaps, CpuCharge, Meter, PriceTable, UsageReports
 from bac_server.control.sandboxes import (
     LIVE_STATES,
+    ChangeFeed,
     Creator,
     History,
     KillSwitch,
@@ -159,6 +160,8 @@ class ControlPlane:
         self.limits = limits
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = Registry(self.clock)
+        # The registry's changes to whoever follows them live (Mission Control's fleet).
+        self.feed = ChangeFeed(self.registry)
         # The Prometheus metrics: fed by the lifecycle, reading the registry at each scrape.
         self.telemetry = telemetry
         if telemetry is not None:
@@ -274,6 +277,7 @@ class ControlPlane:
     async def stop(self) -> None:
         """Stop webhook deliveries, builds, timers and sampling. Sandboxes keep running for
         the next start; a kill switch's pauses are written to disk first."""
+        self.feed.close()  # live readers end their streams: the server can stop
         await self.kill_switch.close()
         if self.events is not None:
             await self.events.stop()

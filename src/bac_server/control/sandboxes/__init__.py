@@ -17,7 +17,9 @@ the gateway read of them, and what they leave in the store.
 * ``_events``: the event log's kinds (``EventKind``), entries, and the kinds' types on the
   events API and webhooks (``WIRE_TYPES``).
 * ``_history``: the event log and resource samples of a sandbox, also after its end.
-* ``_sampler``: ``MetricsSampler``, resource samples taken periodically.
+* ``_sampler``: ``MetricsSampler``, resource samples taken periodically (the latest of
+  each running sandbox kept in memory).
+* ``_feed``: ``ChangeFeed``, the registry's changes to many readers (the live fleet).
 * ``_trace``: ``Traces``, the event log as a trace (by sandbox or by run, paged, followed
   live), fed also by envd's reports from inside (``TraceIntake``), and its retention.
 """
@@ -32,6 +34,7 @@ from ._events import (
     warning,
     wire_type,
 )
+from ._feed import Change, ChangeFeed, Subscription
 from ._history import History
 from ._idle import IdleWatch
 from ._kill_switch import KillSwitch, Selector, SwitchResult
@@ -62,6 +65,8 @@ __all__ = [
     "NO_END",
     "VISIBLE_STATES",
     "WIRE_TYPES",
+    "Change",
+    "ChangeFeed",
     "CreateRequest",
     "Creator",
     "Cursor",
@@ -85,6 +90,7 @@ __all__ = [
     "Route",
     "SandboxState",
     "Selector",
+    "Subscription",
     "SwitchResult",
     "TraceFilter",
     "TraceIntake",

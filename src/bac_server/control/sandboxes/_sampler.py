@@ -44,6 +44,13 @@ class MetricsSampler:
         # restart) counts from its first sample; one started since, from zero.
         self._oom: dict[str, int] = {}
         self._since = datetime.now(UTC)
+        # The last sample of each running sandbox (Mission Control's fleet reads these, not
+        # the store: one dict read per row).
+        self._latest: dict[str, MetricRecord] = {}
+
+    def latest(self, sandbox_id: str) -> MetricRecord | None:
+        """The sandbox's last sample, None before its first or once it stopped running."""
+        return self._latest.get(sandbox_id)
 
     async def sample_once(self) -> int:
         """Take one sample of every running sandbox; returns how many were stored."""
@@ -72,6 +79,7 @@ class MetricsSampler:
                 )
             )
         await self._metric_store.add_metrics(samples)
+        self._latest = {sample.sandbox_id: sample for sample in samples}
         for sbx, usage in zip(running, results, strict=True):
             if not isinstance(usage, BaseException):
                 await self._oom_check(sbx, usage.oom_kills)

@@ -1,0 +1,57 @@
+"""The dashboard as one Starlette application (mounted at ``/ui``), every page and action
+in one table, and the front door the server's root answers with."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from . import _fleet, _signin
+from ._context import HERE, PREFIX, DashboardSettings, environment
+from ._guard import HANDLERS, SecurityHeaders
+from ._sessions import Sessions
+
+_GET = ["GET"]
+_POST = ["POST"]
+
+ROUTES: list[BaseRoute] = [
+    Route("/", _fleet.home, methods=_GET),
+    Route("/signin", _signin.signin_page, methods=_GET),
+    Route("/signin", _signin.signin, methods=_POST),
+    Route("/signout", _signin.signout, methods=_POST),
+    Route("/fleet", _fleet.fleet_page, methods=_GET),
+    Route("/fleet/rows", _fleet.fleet_rows, methods=_GET),
+    Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+]
+
+
+def build_dashboard(settings: DashboardSettings) -> Starlette:
+    """The dashboard; the server's lifespan sets ``state.plane`` once the plane runs."""
+    app = Starlette(routes=ROUTES, middleware=[Middleware(SecurityHeaders)],
+                    exception_handlers=dict(HANDLERS))  # type: ignore[arg-type]
+    app.state.plane = None
+    app.state.settings = settings
+    app.state.sessions = Sessions(idle_s=settings.session_idle_s,
+                                  max_s=settings.session_max_s)
+    app.state.jinja = environment()
+    app.state.spend_cache = {}
+    return app
+
+
+async def front_door(request: Request) -> Response:
+    """``/``: a browser (it asks for HTML) is sent to Mission Control; anything else gets
+    the API's JSON 404, as before there was a dashboard."""
+    if request.method in ("GET", "HEAD") and "text/html" in request.headers.get("accept", ""):
+        return RedirectResponse(f"{PREFIX}/", 302)
+    raise HTTPException(404)
+
+
+def front_routes(dashboard: Starlette) -> list[BaseRoute]:
+    """What the server's root serves for the dashboard: ``/`` and ``/ui/...``."""
+    every = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+    return [Route("/", front_door, methods=every), Mount(PREFIX, app=dashboard)]

@@ -1,0 +1,67 @@
+// The fleet table, live: its rows are fetched again when the server's event stream says
+// a sandbox the viewer sees changed (within a second), and every few seconds for the
+// samples. Filters, the sort and the ticked rows travel with each fetch, so a refresh
+// keeps them.
+(function () {
+  "use strict";
+  const prefix = document.body.dataset.prefix;
+  const table = document.getElementById("fleet-table");
+  const filters = document.getElementById("filters");
+  const live = document.getElementById("live");
+  let busy = false;
+  let again = false;
+
+  function query() {
+    const params = new URLSearchParams(new FormData(filters));
+    for (const box of table.querySelectorAll("input.pick:checked")) {
+      params.append("ids", box.value);
+    }
+    return params.toString();
+  }
+
+  async function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      const response = await fetch(prefix + "/fleet/rows?" + query(),
+        {credentials: "same-origin", headers: {"Accept": "text/html"}});
+      if (response.status === 401) { window.location.assign(prefix + "/signin"); return; }
+      if (response.ok) {
+        table.innerHTML = await response.text();
+        table.dataset.refreshed = String(Date.now());
+      }
+    } catch (err) {
+      live.classList.remove("on");
+    } finally {
+      busy = false;
+      if (again) { again = false; refresh(); }
+    }
+  }
+
+  const source = new EventSource(prefix + "/fleet/events");
+  source.addEventListener("open", function () { live.classList.add("on"); });
+  source.addEventListener("error", function () { live.classList.remove("on"); });
+  source.addEventListener("change", refresh);
+  window.setInterval(refresh, 5000);
+
+  table.addEventListener("click", function (event) {
+    const link = event.target.closest("a.sort");
+    if (link) {
+      event.preventDefault();
+      const sort = document.getElementById("f-sort");
+      const order = document.getElementById("f-order");
+      order.value = sort.value === link.dataset.sort && order.value === "asc" ? "desc" : "asc";
+      sort.value = link.dataset.sort;
+      refresh();
+      return;
+    }
+    if (event.target.id === "select-all") {
+      for (const box of table.querySelectorAll("input.pick")) {
+        box.checked = event.target.checked;
+      }
+    }
+  });
+  document.body.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail.elt && event.detail.elt.id === "fleet-form") { refresh(); }
+  });
+})();
