@@ -72,6 +72,7 @@ from bac._errors import (
     TimeoutError,
 )
 from bac._events import (
+    HEALTH_TYPES,
     LIFECYCLE_TYPES,
     WARNING_TYPE,
     AsyncEvents,
@@ -91,6 +92,7 @@ from bac._models import (
     FileType,
     ProcessInfo,
     PtySize,
+    SandboxHealth,
     SandboxInfo,
     SandboxQuery,
     SandboxState,
@@ -124,6 +126,7 @@ from bac._trace import SandboxLogEntry, SandboxMetrics, TraceEvent, TracePage
 from bac._version import __version__
 
 __all__ = [
+    "HEALTH_TYPES",
     "LIFECYCLE_TYPES",
     "WARNING_TYPE",
     "AlreadyExistsError",
@@ -191,6 +194,7 @@ __all__ = [
     "Result",
     "Sandbox",
     "SandboxError",
+    "SandboxHealth",
     "SandboxInfo",
     "SandboxLogEntry",
     "SandboxMetrics",

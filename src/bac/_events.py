@@ -32,6 +32,8 @@ from bac._config import ConnectionConfig, ConnectionOpts
 LIFECYCLE_TYPES = tuple(f"sandbox.lifecycle.{t}" for t in (
     "created", "updated", "killed", "paused", "resumed", "checkpointed"))
 WARNING_TYPE = "bac.sandbox.warning"
+# A sandbox's envd stopped answering for the server's bound, or answers again.
+HEALTH_TYPES = ("bac.sandbox.unhealthy", "bac.sandbox.healthy")
 
 
 def verify_signature(secret: str, body: bytes, signature: str) -> bool:

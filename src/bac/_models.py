@@ -21,6 +21,14 @@ class SandboxState(enum.Enum):
     PAUSED = "paused"
 
 
+class SandboxHealth(enum.Enum):
+    """Whether a running sandbox's envd answers the server's health checks (Bac's own;
+    ``unhealthy`` leaves its state ``running``)."""
+
+    HEALTHY = "healthy"
+    UNHEALTHY = "unhealthy"
+
+
 def parse_time(value: Any, key: str) -> datetime:
     """An RFC 3339 timestamp from the API; a missing timezone is a server bug."""
     try:
@@ -48,6 +56,7 @@ class SandboxInfo:
     disk_size_mb: int
     envd_version: str
     sandbox_domain: str | None = None
+    health: SandboxHealth = SandboxHealth.HEALTHY
 
     @classmethod
     def from_api(cls, data: Mapping[str, Any]) -> SandboxInfo:
@@ -66,6 +75,8 @@ class SandboxInfo:
                 disk_size_mb=int(data.get("diskSizeMB") or 0),
                 envd_version=str(data["envdVersion"]),
                 sandbox_domain=data.get("domain"),
+                # An E2B server (or an older Bac) sends none: healthy as far as it says.
+                health=SandboxHealth(data.get("health") or "healthy"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ServerError(f"server sent an incomplete sandbox description: {exc}") from exc
@@ -80,6 +91,7 @@ class SandboxInfo:
             "startedAt": self.started_at.isoformat(),
             "endAt": self.end_at.isoformat(),
             "state": self.state.value,
+            "health": self.health.value,
             "cpuCount": self.cpu_count,
             "memoryMB": self.memory_mb,
             "diskSizeMB": self.disk_size_mb,

@@ -9,6 +9,7 @@ import os
 import click
 
 from bac import (
+    HEALTH_TYPES,
     LIFECYCLE_TYPES,
     WARNING_TYPE,
     AsyncEvents,
@@ -19,7 +20,7 @@ from bac import (
 from bac.cli._context import connection, run
 from bac.cli._output import BacGroup, CliError, json_option, print_json, print_table
 
-_TYPES = click.Choice([*LIFECYCLE_TYPES, WARNING_TYPE])
+_TYPES = click.Choice([*LIFECYCLE_TYPES, WARNING_TYPE, *HEALTH_TYPES])
 
 
 def _short(event_type: str) -> str:

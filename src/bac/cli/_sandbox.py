@@ -7,7 +7,15 @@ from typing import cast
 
 import click
 
-from bac import AsyncSandbox, CapAction, Lifecycle, SandboxInfo, SandboxQuery, SandboxState
+from bac import (
+    AsyncSandbox,
+    CapAction,
+    Lifecycle,
+    SandboxHealth,
+    SandboxInfo,
+    SandboxQuery,
+    SandboxState,
+)
 from bac.cli._context import connection, run
 from bac.cli._output import (
     BacGroup,
@@ -117,12 +125,18 @@ def list_(
         None,
         ["ID", "TEMPLATE", "STATE", "STARTED", "ENDS IN", "CPU", "MEM MB", "METADATA"],
         [
-            (i.sandbox_id, i.name or i.template_id, i.state.value,
+            (i.sandbox_id, i.name or i.template_id, _state(i),
              i.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), _remaining(i),
              i.cpu_count, i.memory_mb, " ".join(f"{k}={v}" for k, v in i.metadata.items()))
             for i in infos
         ],
     )
+
+
+def _state(info: SandboxInfo) -> str:
+    if info.health is SandboxHealth.UNHEALTHY:
+        return f"{info.state.value} (unhealthy)"
+    return info.state.value
 
 
 @sandbox.command()

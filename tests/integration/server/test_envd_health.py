@@ -1,8 +1,9 @@
 """A sandbox whose envd stops answering is marked unhealthy, and healthy once it answers
 again, on a real server: envd stopped (SIGSTOP, as a hung envd) from the host; the
-health in the list and detail (Bac's field; E2B's state stays running and the official
-SDK still reads it), an event in the trace and the events API, and a webhook for each
-change. The server checks every 0.2 s and calls envd silent for 1.5 s unhealthy."""
+health in the list and detail (Bac's field, which Bac's SDK reads; E2B's state stays
+running and the official SDK still reads it), an event in the trace and the events API,
+and a webhook for each change. The server checks every 0.2 s and calls envd silent for
+1.5 s unhealthy."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from bac_process import ServerProcess, running
 from e2b import Sandbox
 from openapi_check import check
 from webhook_receiver import Receiver, receiving
+
+import bac
 
 pytestmark = pytest.mark.root
 
@@ -89,6 +92,9 @@ def test_a_silent_envd_makes_the_sandbox_unhealthy_until_it_answers(
             ours = [s for s in listed.json() if s["sandboxID"] == sbx.sandbox_id]
             assert [s["health"] for s in ours] == ["unhealthy"]
             assert Sandbox.get_info(sbx.sandbox_id, **opts).state.value == "running"
+            ours_sdk = bac.Sandbox.get_info(sbx.sandbox_id, api_key=server.keys[0],
+                                            api_url=server.url)
+            assert ours_sdk.health is bac.SandboxHealth.UNHEALTHY
             arrival = receiver.until(lambda a: a.path == "/health")[-1]
             assert arrival.json()["type"] == "bac.sandbox.unhealthy"
             assert arrival.json()["sandboxId"] == sbx.sandbox_id
