@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from . import _fleet, _signin
+from . import _actions, _fleet, _live, _signin
 from ._context import HERE, PREFIX, DashboardSettings, environment
 from ._guard import HANDLERS, SecurityHeaders
 from ._sessions import Sessions
@@ -26,6 +26,11 @@ ROUTES: list[BaseRoute] = [
     Route("/signout", _signin.signout, methods=_POST),
     Route("/fleet", _fleet.fleet_page, methods=_GET),
     Route("/fleet/rows", _fleet.fleet_rows, methods=_GET),
+    Route("/fleet/events", _live.fleet_events, methods=_GET),
+    Route("/fleet/actions", _actions.fleet_actions, methods=_POST),
+    Route("/fleet/switch", _actions.kill_switch, methods=_POST),
+    Route("/sandboxes/{sandbox_id:str}/{action:str}", _actions.sandbox_action,
+          methods=_POST),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]
 

@@ -39,7 +39,10 @@
   }
 
   const source = new EventSource(prefix + "/fleet/events");
-  source.addEventListener("open", function () { live.classList.add("on"); });
+  source.addEventListener("open", function () {
+    live.classList.add("on");
+    refresh();  // what changed between the page's rendering and the stream's start
+  });
   source.addEventListener("error", function () { live.classList.remove("on"); });
   source.addEventListener("change", refresh);
   window.setInterval(refresh, 5000);
