@@ -21,7 +21,14 @@ from bac_server.api.scrape import ScrapeConfigError, ScrapeListener, parse_addre
 from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
-from bac_server.control import Clock, ControlPlane, Limits, TemplateServices, TraceSettings
+from bac_server.control import (
+    Clock,
+    ControlPlane,
+    HealthSettings,
+    Limits,
+    TemplateServices,
+    TraceSettings,
+)
 from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.metering import CpuCharge, PriceTable
@@ -48,9 +55,7 @@ def trace_settings_of(config: ServerConfig) -> TraceSettings:
     return TraceSettings(retention_days=config.trace_retention_days,
                          keep_per_sandbox=config.trace_keep_per_sandbox,
                          rate_per_s=config.trace_rate_per_s, burst=config.trace_burst,
-                         network_interval_s=config.trace_network_interval_s,
-                         health_interval_s=config.envd_health_interval_s,
-                         unhealthy_after_s=config.envd_unhealthy_after_s)
+                         network_interval_s=config.trace_network_interval_s)
 
 
 def limits_of(config: ServerConfig) -> Limits:
@@ -244,6 +249,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             metrics_interval_s=config.metrics_interval_s,
             metrics_retention_s=config.metrics_retention_s,
             trace_settings=trace_settings_of(config),
+            health=HealthSettings(interval_s=config.envd_health_interval_s,
+                                  unhealthy_after_s=config.envd_unhealthy_after_s),
             events=events,
             clock=clock,
             idle_cpu_window_s=config.idle_cpu_window_s,

@@ -29,6 +29,8 @@ from bac_server.control.sandboxes import (
     LIVE_STATES,
     ChangeFeed,
     Creator,
+    HealthSettings,
+    HealthWatch,
     History,
     KillSwitch,
     Lifecycle,
@@ -140,6 +142,7 @@ class ControlPlane:
         metrics_interval_s: float = 5.0,
         metrics_retention_s: float = 86_400,
         trace_settings: TraceSettings | None = None,
+        health: HealthSettings | None = None,
         events: EventServices | None = None,
         clock: Clock | None = None,
         idle_cpu_window_s: float = 1.0,
@@ -219,6 +222,11 @@ class ControlPlane:
         self.traces = Traces(sandbox_store=sandbox_store, registry=self.registry,
                              history=self.history, settings=trace_settings, backend=backend)
         self.registry.on_gone(self.traces.intake.forget)
+        # Each running sandbox's envd checked; its changes of health are trace events.
+        self.health = HealthWatch(registry=self.registry, sandbox_store=sandbox_store,
+                                  settings=health or HealthSettings(),
+                                  on_change=self.traces.changes.notify)
+        self._health_task: asyncio.Task[None] | None = None
         # The events API, webhooks and their deliverer (None: the plane has none).
         self.events = events
         # Usage and cost (docs/observability.md, "Usage and cost").
@@ -254,6 +262,8 @@ class ControlPlane:
         if self.caps is not None:
             await self.caps.start()
         self.traces.start()
+        if self.health.settings.interval_s > 0:
+            self._health_task = asyncio.create_task(self.health.run())
         if isinstance(self.backend, Traced):
             self.backend.trace_to(self.traces.intake.receive)
         if self.events is not None:
@@ -287,6 +297,10 @@ class ControlPlane:
         if isinstance(self.backend, Traced):
             self.backend.trace_to(None)
         await self.traces.stop()
+        if self._health_task is not None:
+            self._health_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._health_task
         if self.caps is not None:
             await self.caps.stop()
         if self.meter is not None:

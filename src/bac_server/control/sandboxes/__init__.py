@@ -35,6 +35,7 @@ from ._events import (
     wire_type,
 )
 from ._feed import Change, ChangeFeed, Subscription
+from ._health import HealthSettings, HealthWatch
 from ._history import History
 from ._idle import IdleWatch
 from ._kill_switch import KillSwitch, Selector, SwitchResult
@@ -72,6 +73,8 @@ __all__ = [
     "Cursor",
     "EndReason",
     "EventKind",
+    "HealthSettings",
+    "HealthWatch",
     "History",
     "IdlePolicy",
     "IdleWatch",

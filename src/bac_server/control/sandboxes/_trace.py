@@ -14,9 +14,6 @@ sandbox of the team whose metadata holds given pairs), filtered by kind and time
 event id; ``follow`` streams new events until the sandbox ends. Retention: events older
 than ``retention_days`` go, and of each sandbox's in-sandbox events (process, transfer)
 only the newest ``keep_per_sandbox`` stay (:meth:`Traces.prune`).
-
-:class:`Traces` also runs the watch of each running sandbox's envd (``_health``), whose
-changes (``unhealthy``, ``healthy``) are events of the trace like the network's.
 """
 
 from __future__ import annotations
@@ -40,7 +37,6 @@ from bac_server.store import EventRecord, SandboxStore, TraceQuery
 from ..errors import InvalidRequest
 from ..keys import Team
 from ._events import EventKind
-from ._health import HealthSettings, HealthWatch
 from ._history import History
 from ._registry import LiveSandbox, Registry
 from ._states import SandboxState
@@ -76,11 +72,6 @@ class TraceSettings:
     # destination tried again); 0: none.
     network_interval_s: float = 30.0
     max_denials_per_read: int = 20
-    # The envd health watch (``_health``): seconds between checks (0: none), each
-    # check's bound, and how long envd must stay silent for the sandbox to be unhealthy.
-    health_interval_s: float = 5.0
-    health_timeout_s: float = 3.0
-    unhealthy_after_s: float = 30.0
 
 
 # -- what a report may say ---------------------------------------------------------------
@@ -329,11 +320,6 @@ class Traces:
         self.changes = Changes()
         self.intake = TraceIntake(sandbox_store=sandbox_store, registry=registry,
                                   settings=self.settings, changes=self.changes)
-        self.health = HealthWatch(
-            registry=registry, sandbox_store=sandbox_store, on_change=self.changes.notify,
-            settings=HealthSettings(interval_s=self.settings.health_interval_s,
-                                    timeout_s=self.settings.health_timeout_s,
-                                    unhealthy_after_s=self.settings.unhealthy_after_s))
         self._tasks: list[asyncio.Task[None]] = []
         self._closed = False
 
@@ -469,8 +455,6 @@ class Traces:
                        asyncio.create_task(self._prune_forever())]
         if self.settings.network_interval_s > 0 and isinstance(self._backend, NetworkControl):
             self._tasks.append(asyncio.create_task(self._network_forever()))
-        if self.settings.health_interval_s > 0:
-            self._tasks.append(asyncio.create_task(self.health.run()))
 
     async def stop(self) -> None:
         self._closed = True  # live follows end: the server stops
