@@ -9,7 +9,8 @@ Error tree (dashboard)::
                          origin; an operator-only action by a team
 
 Every answer carries a strict Content-Security-Policy (scripts and styles from this
-server only, nothing inline, no frames, forms posting here only), and is never cached. A
+server only, nothing inline, no frames, forms posting here only; the terminal's page
+alone allows inline styles, which xterm.js writes), and is never cached. A
 change (any method but GET and HEAD) must carry the session's CSRF token, in the
 ``X-CSRF-Token`` header (what htmx and the page's scripts send) or a ``csrf`` form field,
 and, when the browser says where it comes from (``Origin``), come from this server.
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "font-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
        "base-uri 'none'")
+# The terminal's page only: xterm.js sizes and colours its rows with <style> elements it
+# writes at run time (contents not known ahead, so no hash can allow them); scripts stay
+# as strict as everywhere else.
+TERMINAL_CSP = CSP.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")
 _HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-frame-options", b"DENY"),
@@ -129,19 +134,21 @@ def token_matches(expected: str, given: str | None) -> bool:
     return bool(given) and hmac.compare_digest(expected.encode(), (given or "").encode())
 
 
-async def acting(request: Request, *, operator: bool = False) -> tuple[Viewer, FormData]:
+async def acting(request: Request, *, operator: bool = False, max_files: int = 0,
+                 max_body_bytes: int | None = None) -> tuple[Viewer, FormData]:
     """A change: the viewer, its form (bounded), checked for the session's CSRF token and
-    this server's origin; ``operator``: only the operator may make it."""
+    this server's origin; ``operator``: only the operator may make it; ``max_files``:
+    files the form may carry (an upload's)."""
     found = await viewer(request)
     if request.method in _SAFE:
         raise Refused("a change must be a POST")
     if not same_origin(request):
         raise Refused("this change comes from another site")
     length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit()
-                               or int(length) > settings(request).max_body_bytes):
+    bound = settings(request).max_body_bytes if max_body_bytes is None else max_body_bytes
+    if length is not None and (not length.isdigit() or int(length) > bound):
         raise Refused("the request is too large")
-    form = await request.form(max_files=0, max_fields=2000)
+    form = await request.form(max_files=max_files, max_fields=2000)
     given = request.headers.get("x-csrf-token")
     if given is None:
         field = form.get("csrf")

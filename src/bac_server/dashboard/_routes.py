@@ -8,16 +8,17 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from . import _actions, _fleet, _live, _signin
+from . import _actions, _fleet, _live, _sandbox, _signin, _terminal
 from ._context import HERE, PREFIX, DashboardSettings, environment
 from ._guard import HANDLERS, SecurityHeaders
 from ._sessions import Sessions
 
 _GET = ["GET"]
 _POST = ["POST"]
+_ID = "/sandboxes/{sandbox_id:str}"
 
 ROUTES: list[BaseRoute] = [
     Route("/", _fleet.home, methods=_GET),
@@ -29,8 +30,13 @@ ROUTES: list[BaseRoute] = [
     Route("/fleet/events", _live.fleet_events, methods=_GET),
     Route("/fleet/actions", _actions.fleet_actions, methods=_POST),
     Route("/fleet/switch", _actions.kill_switch, methods=_POST),
-    Route("/sandboxes/{sandbox_id:str}/{action:str}", _actions.sandbox_action,
-          methods=_POST),
+    Route(_ID, _sandbox.sandbox_page, methods=_GET),
+    Route(_ID + "/metrics.json", _sandbox.metrics_json, methods=_GET),
+    Route(_ID + "/files/download", _sandbox.download, methods=_GET),
+    Route(_ID + "/files/upload", _sandbox.upload, methods=_POST),
+    Route(_ID + "/processes/{pid:str}/kill", _sandbox.kill_process, methods=_POST),
+    WebSocketRoute(_ID + "/terminal", _terminal.terminal_socket),
+    Route(_ID + "/{action:str}", _actions.sandbox_action, methods=_POST),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]
 

@@ -8,4 +8,10 @@
       window.location.assign(document.body.dataset.prefix + "/signin");
     }
   });
+  // A sandbox page's own buttons change what the page shows: show it again.
+  document.body.addEventListener("htmx:afterRequest", function (event) {
+    if (event.detail.successful && event.detail.elt.closest("#sandbox-actions")) {
+      window.location.reload();
+    }
+  });
 })();

@@ -1,0 +1,114 @@
+"""A sandbox's page: the trace timeline shows what the official SDK ran with its exit
+code, a command typed into the terminal shows its output, files go up and down,
+processes are listed and killed, the metrics chart and the cost are drawn."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from bac_process import ServerProcess
+from conftest import sign_in
+from e2b import CommandExitException, Sandbox
+from playwright.sync_api import Locator, Page, expect
+
+pytestmark = [pytest.mark.root, pytest.mark.browser]
+
+
+@pytest.fixture
+def sbx(server: ServerProcess, e2b_opts: Callable[[int], dict[str, str]]) -> Iterator[Sandbox]:
+    sandbox = Sandbox.create(timeout=300, metadata={"run_id": "r-page"}, **e2b_opts(0))
+    yield sandbox
+    sandbox.kill()
+
+
+def shows_after_reloads(page: Page, locator: Locator, bound_s: float = 20) -> None:
+    """What the server writes in the background (trace reports are batched, samples
+    taken every 0.5 s) shows after a reload: reload until it does, within a bound."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        try:
+            expect(locator.first).to_be_visible(timeout=500)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            page.reload()
+
+
+def test_the_trace_shows_sdk_commands_with_exit_codes(
+        server: ServerProcess, page: Page, sbx: Sandbox,
+        shot: Callable[[Page, str], Path]) -> None:
+    assert sbx.commands.run("echo from-the-sdk").exit_code == 0
+    with pytest.raises(CommandExitException):
+        sbx.commands.run("sh -c 'echo failing; exit 3'")
+    sbx.files.write("/home/user/notes.txt", "kept")
+    sign_in(page, server.url, server.keys[0])
+    page.goto(f"{server.url}/ui/sandboxes/{sbx.sandbox_id}")
+    failing = page.locator("#timeline li.k-command", has_text="exit 3")
+    shows_after_reloads(page, failing)
+    expect(failing).to_contain_text("echo failing")
+    expect(failing.locator(".badge")).to_have_class("badge exit-bad")
+    ok = page.locator("#timeline li.k-command", has_text="from-the-sdk")
+    expect(ok.locator(".badge")).to_have_text("exit 0")
+    shows_after_reloads(page, page.locator("#timeline li.k-upload", has_text="notes.txt"))
+    expect(page.locator("#timeline li.k-created")).to_have_count(1)
+    shot(page, "sandbox-trace")
+    assert page.csp_errors == []  # type: ignore[attr-defined]
+
+
+def test_a_command_typed_in_the_terminal_shows_its_output(
+        server: ServerProcess, page: Page, sbx: Sandbox,
+        shot: Callable[[Page, str], Path]) -> None:
+    sign_in(page, server.url, server.keys[0])
+    page.goto(f"{server.url}/ui/sandboxes/{sbx.sandbox_id}?tab=terminal")
+    expect(page.locator("#terminal[data-connected=yes]")).to_be_visible()
+    page.locator("#terminal").click()
+    page.keyboard.type("echo mc-$((6*7)) $(whoami)\n")
+    expect(page.locator("#terminal .xterm-rows")).to_contain_text("mc-42 user")
+    shot(page, "sandbox-terminal")
+    assert page.csp_errors == []  # type: ignore[attr-defined]
+    page.goto(f"{server.url}/ui/sandboxes/{sbx.sandbox_id}?tab=processes")
+    expect(page.locator("#processes")).to_be_visible()
+
+
+def test_files_processes_metrics_and_cost(server: ServerProcess, page: Page, sbx: Sandbox,
+                                          tmp_path: Path,
+                                          shot: Callable[[Page, str], Path]) -> None:
+    sleeper = sbx.commands.run("sleep 600", background=True)
+    sign_in(page, server.url, server.keys[0])
+    base = f"{server.url}/ui/sandboxes/{sbx.sandbox_id}"
+
+    page.goto(base + "?tab=processes")
+    row = page.locator(f"#proc-{sleeper.pid}")
+    expect(row).to_contain_text("sleep 600")
+    shot(page, "sandbox-processes")
+    row.locator("button").click()
+    expect(page.locator("#flash")).to_contain_text(f"killed process {sleeper.pid}")
+    page.reload()
+    expect(page.locator(f"#proc-{sleeper.pid}")).to_have_count(0)
+
+    local = tmp_path / "hello.txt"
+    local.write_text("hello from the browser\n")
+    page.goto(base + "?tab=files")
+    page.set_input_files("#upload-file", str(local))
+    page.click("#upload")
+    expect(page.locator("#flash")).to_contain_text("uploaded /home/user/hello.txt")
+    assert sbx.files.read("/home/user/hello.txt") == "hello from the browser\n"
+    page.reload()
+    link = page.locator("#files a", has_text="hello.txt")
+    expect(link).to_be_visible()
+    shot(page, "sandbox-files")
+    got = page.request.get(server.url + str(link.get_attribute("href")))
+    assert got.ok and got.text() == "hello from the browser\n"
+
+    page.goto(base + "?tab=metrics")
+    shows_after_reloads(page, page.locator("#chart .uplot"))
+    shot(page, "sandbox-metrics")
+    page.goto(base + "?tab=cost")
+    expect(page.locator("#cost")).to_contain_text("vCPU-seconds")
+    page.goto(base + "?tab=checkpoints")
+    expect(page.locator("#checkpoints")).to_be_visible()
+    assert page.csp_errors == []  # type: ignore[attr-defined]
