@@ -4,6 +4,7 @@ checked against a hand computation from the price table.
 
 * a running sandbox accrues its vCPUs and memory for each second it runs, priced by the
   table; a paused one stops accruing at the moment it paused, and resumes accruing;
+  paused to disk, the memory state it wrote accrues as storage (GiB-hours) meanwhile;
 * the team's usage groups by sandbox, metadata value and day, and filters by metadata;
 * an ended sandbox's usage stays readable; another team's sandbox is a 404;
 * a bad grouping, day or range is a 400 naming it.
@@ -68,8 +69,14 @@ async def test_running_time_is_priced_and_a_pause_stops_it(server: InProcessServ
             assert used["memoryGibSeconds"] == pytest.approx(50.0)
             assert used["cost"] == pytest.approx(_cost(200, 50))
             assert (await api.post(f"/sandboxes/{sid}/pause")).status_code == 204
-            await server.advance(1000)  # paused: no compute accrues
-            assert (await _usage(server, sid))["vcpuSeconds"] == pytest.approx(200.0)
+            paused = (await api.get(f"/sandboxes/{sid}/trace",
+                                    params={"kind": "paused"})).json()["events"][-1]
+            saved_gib = int(paused["fields"]["bytes"]) / 1024 ** 3
+            assert saved_gib > 0
+            await server.advance(1000)  # paused: no compute accrues; its saved state does
+            during = await _usage(server, sid)
+            assert during["vcpuSeconds"] == pytest.approx(200.0)
+            assert during["storageGibHours"] == pytest.approx(saved_gib * 1000 / 3600)
             resumed = await api.post(f"/sandboxes/{sid}/resume", json={"timeout": 3600})
             assert resumed.status_code == 201, resumed.text
             await server.advance(10)
@@ -80,7 +87,10 @@ async def test_running_time_is_priced_and_a_pause_stops_it(server: InProcessServ
         await server.advance(500)  # ended: nothing more accrues, and it is still readable
         ended = await _usage(server, sid)
         assert ended["vcpuSeconds"] == pytest.approx(220.0)
-        assert ended["cost"] == pytest.approx(_cost(220, 55))
+        assert ended["storageGibHours"] == pytest.approx(saved_gib * 1000 / 3600)
+        assert ended["cost"] == pytest.approx(
+            _cost(220, 55) + saved_gib * 1000 / 3600 * PRICES["price_storage_gib_hour"],
+            abs=2e-6)
 
 
 async def test_usage_groups_by_sandbox_metadata_and_day(server: InProcessServer) -> None:

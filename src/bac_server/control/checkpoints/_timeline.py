@@ -134,7 +134,7 @@ class Checkpoints:
                 endpoint = await backend.restore(spec, checkpoint_id)
             except CheckpointNotFound as exc:
                 raise NotFound(f"checkpoint {checkpoint_id!r} is gone from disk") from exc
-            sbx.state, sbx.paused_as = SandboxState.RUNNING, None
+            sbx.state, sbx.paused_as, sbx.saved_bytes = SandboxState.RUNNING, None, 0
             sbx.attach(endpoint.address, endpoint.envd_port)
             self._registry.update(sbx)
             await self._sandbox_store.update_sandbox(

@@ -4,7 +4,8 @@ state, accrued on the control plane's clock and written to the store per UTC day
 A running sandbox accrues its vCPUs and memory (GiB) for every second it runs, and the
 CPU time its processes used (read from the backend's counter, ``CpuMetered``: the
 price table's used-CPU mode charges that instead of the vCPUs); any live sandbox accrues
-the GiB-hours of the checkpoints taken of it. Accrual happens at each
+the GiB-hours of the checkpoints taken of it and, while paused to disk, of the memory
+state its pause wrote (``LiveSandbox.saved_bytes``). Accrual happens at each
 change of a sandbox's state (the registry tells the meter, so a pause stops the compute
 charge at the moment it happened), at each flush (every ``flush_s`` seconds) and before
 each read, so a usage answer is exact to the moment it is asked. Each row written says up
@@ -50,6 +51,8 @@ class _Metered:
     memory_gib: float
     since: datetime
     checkpoint_gib: float = 0.0
+    # The memory state its pause keeps on disk (GiB; 0 unless paused to disk).
+    saved_gib: float = 0.0
     pending: dict[str, Usage] = field(default_factory=dict)
     # The CPU counter (s) at the last reading while running; None: no baseline yet.
     cpu_mark: float | None = None
@@ -176,6 +179,7 @@ class Meter:
             entry = _Metered(sbx.team_id, dict(sbx.metadata), sbx.state, sbx.cpu_count,
                              sbx.memory_mb / 1024, self._clock.now())
             self._metered[sbx.sandbox_id] = entry
+            entry.saved_gib = self._saved_gib(sbx)
             if entry.state is SandboxState.RUNNING:
                 entry.cpu_mark = self._read_cpu(sbx.sandbox_id)
         return entry
@@ -194,10 +198,15 @@ class Meter:
         self._accrue(sbx.sandbox_id, entry, now)
         starts = sbx.state is SandboxState.RUNNING and entry.state is not SandboxState.RUNNING
         entry.state = sbx.state
+        entry.saved_gib = self._saved_gib(sbx)
         if starts:
             entry.cpu_mark = self._read_cpu(sbx.sandbox_id)  # the baseline
         elif sbx.state is not SandboxState.RUNNING:
             entry.cpu_mark = None
+
+    @staticmethod
+    def _saved_gib(sbx: LiveSandbox) -> float:
+        return sbx.saved_bytes / _GIB if sbx.state is SandboxState.PAUSED else 0.0
 
     def _read_cpu(self, sandbox_id: str) -> float | None:
         return None if self._cpu is None else self._cpu.cpu_seconds(sandbox_id)
@@ -227,7 +236,7 @@ class Meter:
         add = Usage(
             vcpu_seconds=entry.vcpus * seconds if running else 0.0,
             memory_gib_seconds=entry.memory_gib * seconds if running else 0.0,
-            storage_gib_hours=entry.checkpoint_gib * seconds / 3600,
+            storage_gib_hours=(entry.checkpoint_gib + entry.saved_gib) * seconds / 3600,
             cpu_used_seconds=used)
         if add.empty:
             return

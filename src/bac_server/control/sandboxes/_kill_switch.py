@@ -310,11 +310,13 @@ class KillSwitch:
         """Paused and held in the registry: the gateway stops routing to it at once, and
         paused it has no timer and no idle check."""
         sbx.state, sbx.paused_as, sbx.held = SandboxState.PAUSED, PauseKind.FREEZER, hold
+        sbx.saved_bytes = 0
         self._registry.update(sbx)
         self._lifecycle.arm(sbx)
 
     def _route_again(self, sbx: LiveSandbox) -> None:
         sbx.state, sbx.paused_as, sbx.held = SandboxState.RUNNING, None, None
+        sbx.saved_bytes = 0
         self._registry.update(sbx)
         self._lifecycle.arm(sbx)
 
@@ -345,7 +347,7 @@ class KillSwitch:
                             sbx.sandbox_id, exc)
                 return
             took = time.monotonic() - began
-            sbx.paused_as = PauseKind.DISK
+            sbx.paused_as, sbx.saved_bytes = PauseKind.DISK, written
             self._registry.update(sbx)
             await self._sandbox_store.update_sandbox(
                 sbx.sandbox_id, lifecycle=sbx.lifecycle(),

@@ -80,6 +80,7 @@ class Pausing:
         # The gateway stops routing before the processes stop.
         sbx.state = SandboxState.PAUSED
         sbx.paused_as = paused_as
+        sbx.saved_bytes = 0
         self._registry.update(sbx)
         self._arm(sbx)  # cancels the timer: paused sandboxes do not expire
         began = time.monotonic()
@@ -93,7 +94,7 @@ class Pausing:
                 written = await self._backend.suspend(sbx.sandbox_id,
                                                       memory=paused_as is PauseKind.DISK)
         except BaseException as exc:
-            sbx.state, sbx.paused_as = SandboxState.RUNNING, None
+            sbx.state, sbx.paused_as, sbx.saved_bytes = SandboxState.RUNNING, None, 0
             self._registry.update(sbx)
             self._arm(sbx)
             if isinstance(exc, CheckpointFailed):
@@ -103,6 +104,9 @@ class Pausing:
                                   "could not be saved") from exc
             raise
         took = time.monotonic() - began
+        if written:
+            sbx.saved_bytes = written
+            self._registry.update(sbx)  # the meter charges it as storage from now
         if self._observer is not None:
             self._observer.paused(paused_as.value, took)
         await self._sandbox_store.update_sandbox(
@@ -148,7 +152,7 @@ class Pausing:
         took = time.monotonic() - began
         if self._observer is not None and kind is not None:
             self._observer.resumed(kind.value, took)
-        sbx.state, sbx.paused_as = SandboxState.RUNNING, None
+        sbx.state, sbx.paused_as, sbx.saved_bytes = SandboxState.RUNNING, None, 0
         sbx.attach(endpoint.address, endpoint.envd_port)
         now = self._clock.now()
         sbx.end_at = NO_END if seconds is None else now + timedelta(seconds=seconds)

@@ -73,6 +73,9 @@ class LiveSandbox:
     auto_resume: bool = False
     # How it is paused now; None while running.
     paused_as: PauseKind | None = None
+    # Bytes of memory state its pause wrote to disk (0 while running, frozen or paused
+    # with its files only): the saved state the meter charges as storage.
+    saved_bytes: int = 0
     # What holds it paused, so that nothing resumes it (the operator's kill switch:
     # "kill_switch") until the operator releases it; None: nothing.
     held: str | None = None
@@ -164,7 +167,7 @@ class LiveSandbox:
 
 _LIFECYCLE_FIELDS = ("on_timeout", "pause_memory", "auto_resume", "paused_as", "timeout_s",
                      "checkpoint_every_s", "checkpoint_keep", "idle_after_s", "idle_cpu_pct",
-                     "idle_action", "held")
+                     "idle_action", "held", "saved_bytes")
 
 
 _LIFECYCLE_ENUMS: dict[str, type[enum.Enum]] = {"on_timeout": OnTimeout, "paused_as": PauseKind,
