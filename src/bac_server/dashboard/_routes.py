@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from . import _actions, _fleet, _live, _sandbox, _signin, _terminal
+from . import _actions, _catalog, _fleet, _live, _runs, _sandbox, _signin, _terminal
 from ._context import HERE, PREFIX, DashboardSettings, environment
 from ._guard import HANDLERS, SecurityHeaders
 from ._sessions import Sessions
@@ -37,6 +37,10 @@ ROUTES: list[BaseRoute] = [
     Route(_ID + "/processes/{pid:str}/kill", _sandbox.kill_process, methods=_POST),
     WebSocketRoute(_ID + "/terminal", _terminal.terminal_socket),
     Route(_ID + "/{action:str}", _actions.sandbox_action, methods=_POST),
+    Route("/runs", _runs.runs_page, methods=_GET),
+    Route("/templates", _catalog.templates_page, methods=_GET),
+    Route("/templates/{template_id:str}/builds/{build_id:str}", _catalog.build_page,
+          methods=_GET),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]
 
