@@ -1,9 +1,12 @@
 """Mission Control in a real browser: Debian's Chromium driven by Playwright, against a real
 server (``bac serve`` in a child process) with real sandboxes made by the official SDK.
 
-One server for the directory, with the operator's token and two teams (alpha, beta); one
-browser, and a fresh context (cookies) per test. Screenshots go to ``$BAC_ARTEFACTS``
-(default ``/tmp/bac-artefacts/mission-control``) for a person to look at.
+A server and a browser per module (the server with the operator's token and two teams,
+alpha and beta), a fresh browser context (cookies) per test. Module-scoped, not
+session-scoped: Playwright's sync API keeps an event loop of its own while it runs, which
+the async tests after this directory must not find, and nothing of it outlives the
+directory. Screenshots go to ``$BAC_ARTEFACTS`` (default
+``/tmp/bac-artefacts/mission-control``) for a person to look at.
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ ARTEFACTS = Path(os.environ.get("BAC_ARTEFACTS", "/tmp/bac-artefacts")) / "missi
 expect.set_options(timeout=10_000)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def admin_token() -> str:
     return secrets.token_hex(32)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def server(admin_token: str) -> Iterator[ServerProcess]:
     with running("mission-control", BAC_ADMIN_TOKEN=admin_token) as srv:
         srv.create_key("alpha")
@@ -40,7 +43,7 @@ def server(admin_token: str) -> Iterator[ServerProcess]:
         yield srv
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (scripts/setup-host.sh installs chromium)")
