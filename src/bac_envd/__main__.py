@@ -4,8 +4,9 @@
 
 Start-up order is the contract with the host:
 
-1. bind + ``listen()``, then ``ready\\n`` on ``--ready-fd`` (closed right after), so the
-   host waits on a pipe instead of polling; a template with a start command
+1. bind + ``listen()``, the operator's CA certificates added to the sandbox's trust
+   store (``_trust``, as pid 1), then ``ready\\n`` on ``--ready-fd`` (closed right
+   after), so the host waits on a pipe instead of polling; a template with a start command
    (``/etc/bac/start.json``) hands the pipe to ``_supervisor``, which reports ready once
    that service is (bounded);
 2. the bootstrap front (``_bootstrap``) answers ``GET /health`` and ``POST /init`` at
@@ -147,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"bac_envd: cannot listen on {options.host}:{options.port}: {exc}", file=sys.stderr)
         return 1
+    if os.getpid() == 1:
+        # The operator's CAs in the trust store before anything runs (``_trust``).
+        from bac_envd._trust import install_or_say
+
+        install_or_say()
     if not _start_supervisor(options.ready_fd) and options.ready_fd is not None:
         _signal_ready(options.ready_fd)
     _signal.signal(_signal.SIGTERM, _exit_on_signal)

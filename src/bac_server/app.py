@@ -10,9 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+from cryptography import x509
+from cryptography.utils import CryptographyDeprecationWarning
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
@@ -96,6 +101,43 @@ def _csv(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip())
 
 
+# The host's trust store (Debian's bundle), what BAC_SANDBOX_CA_CERTS=host names.
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+"
+                       rb"-----END CERTIFICATE-----")
+
+
+def sandbox_ca_of(config: ServerConfig) -> bytes:
+    """The CA certificates sandboxes trust besides their template's, as PEM, each block
+    checked to be a certificate (one that is not is left out, and a file without any is
+    refused at start, naming the setting, rather than found by a sandbox's failed
+    handshake)."""
+    if not config.sandbox_ca_certs:
+        return b""
+    path = HOST_CA_BUNDLE if config.sandbox_ca_certs == "host" else \
+        Path(config.sandbox_ca_certs)
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"BAC_SANDBOX_CA_CERTS: cannot read {path}: {exc.strerror}") \
+            from exc
+    kept = []
+    for n, block in enumerate(_PEM_CERT.findall(text)):
+        with warnings.catch_warnings():
+            # Old roots a host still trusts (a zero serial): kept as the host keeps them.
+            warnings.simplefilter("ignore", CryptographyDeprecationWarning)
+            try:
+                x509.load_pem_x509_certificate(block)
+            except ValueError:
+                log.warning("BAC_SANDBOX_CA_CERTS: certificate %d of %s does not parse; "
+                            "left out", n + 1, path)
+                continue
+        kept.append(block + b"\n")
+    if not kept:
+        raise ConfigError(f"BAC_SANDBOX_CA_CERTS: {path} holds no PEM certificates")
+    return b"".join(kept)
+
+
 def build_backend(config: ServerConfig) -> NamespaceBackend:
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size,
@@ -103,6 +145,7 @@ def build_backend(config: ServerConfig) -> NamespaceBackend:
         runtime=choose_runtime(config.runtime),
         dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt),
         favor_dynamic_cgroups=config.cgroup_favordynmods, criu=config.criu or None,
+        ca_certificates=sandbox_ca_of(config),
         # Templates from another data dir: link the envd bundles built there, too.
         shared_dir=config.templates_dir))
 

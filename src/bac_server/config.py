@@ -149,6 +149,10 @@ class ServerConfig:
     webhook_max_age_s: float = 3600.0
     # CA certificates (PEM) trusted for https webhook receivers besides the host's store.
     webhook_ca_file: Path | None = None
+    # CA certificates every sandbox trusts besides its template's own (a TLS-inspecting
+    # proxy's, a private CA's): a PEM file, or "host" for the host's trust store; empty:
+    # none (docs/security.md, "Trusted CAs inside sandboxes").
+    sandbox_ca_certs: str = ""
     # Template builds run at once (each step is a sandbox); the others wait in a queue.
     template_builds: int = 1
     # Keep built templates that have a start or ready command as a checkpoint of a started,

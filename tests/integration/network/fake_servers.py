@@ -1,6 +1,7 @@
 """The servers of the fake internet, each run inside its own network namespace.
 
-``python3 fake_servers.py web``: HTTP/1.1 on ports 80 and 8080 of every address,
+``python3 fake_servers.py web``: HTTP/1.1 on ports 80 and 8080 of every address (and
+HTTPS on 443 with ``$FAKE_TLS_DIR``'s ``site.pem`` and ``site.key``),
 answering with the address it was reached at and the Host header and keeping the
 requests it saw (``GET /_seen``), plus a byte sink on port 9000 (for throughput) and a
 one-line answer on port 53, TCP on every address and UDP on the addresses named after
@@ -12,8 +13,10 @@ ZONE. Each prints ``ready`` once it listens.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -96,6 +99,14 @@ class _Port53Udp(socketserver.BaseRequestHandler):
 def web(udp_sites: list[str]) -> None:
     servers: list[socketserver.BaseServer] = [
         ThreadingHTTPServer(("0.0.0.0", port), _Echo) for port in (80, 8080)]
+    tls_dir = os.environ.get("FAKE_TLS_DIR")
+    if tls_dir:
+        https = ThreadingHTTPServer(("0.0.0.0", 443), _Echo)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(os.path.join(tls_dir, "site.pem"),
+                                os.path.join(tls_dir, "site.key"))
+        https.socket = context.wrap_socket(https.socket, server_side=True)
+        servers.append(https)
     socketserver.ThreadingTCPServer.allow_reuse_address = True
     servers.append(socketserver.ThreadingTCPServer(("0.0.0.0", 9000), _Sink))
     # Port 53 of every web address answers too (a resolver a sandbox names in

@@ -41,6 +41,9 @@ class NamespaceConfig:
     # Ranges otherwise always denied (private, link-local, the host's networks) that
     # sandboxes may reach anyway, subject to their own policy. Empty by default.
     egress_exempt: tuple[str, ...] = ()
+    # The operator's CA certificates (PEM), added to every sandbox's trust store at its
+    # start (``bac_envd._trust``); empty: the templates' own stores as they are.
+    ca_certificates: bytes = b""
     # Another data dir whose envd bundles are linked here rather than rebuilt (the one a
     # shared templates dir belongs to); None: every bundle is built in data_dir.
     shared_dir: Path | None = None

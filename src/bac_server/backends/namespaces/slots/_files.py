@@ -26,6 +26,8 @@ from .._config import NamespaceConfig
 from ..layers import copy_tree, mount_overlay
 from ._record import SlotPaths
 
+CA_FILE = "ca.pem"  # in the slot's /run/bac
+
 
 def _mkdir(path: Path, mode: int, uid: int, gid: int) -> None:
     path.mkdir(mode=mode, exist_ok=True)
@@ -81,7 +83,7 @@ def _tighten(path: Path, *, directory: bool) -> None:
         os.close(fd)
 
 
-def make_slot_dirs(paths: SlotPaths, ids: IdRange) -> None:
+def make_slot_dirs(paths: SlotPaths, ids: IdRange, ca: bytes = b"") -> None:
     paths.root.mkdir(mode=0o710)  # fails if the slot exists: slot names are unique
     os.chown(paths.root, 0, ids.root)
     _mkdir(paths.layer, 0o700, 0, 0)
@@ -90,12 +92,28 @@ def make_slot_dirs(paths: SlotPaths, ids: IdRange) -> None:
     _mkdir(paths.layer / "work", 0o700, 0, 0)
     _mkdir(paths.rootfs, 0o755, 0, 0)
     _mkdir(paths.etc, 0o710, 0, ids.root)
-    make_trace_dir(paths, ids)
+    make_trace_dir(paths, ids, ca)
 
 
-def make_trace_dir(paths: SlotPaths, ids: IdRange) -> None:
-    """The directory of the trace socket (``_trace``): the sandbox's root may traverse."""
+def make_trace_dir(paths: SlotPaths, ids: IdRange, ca: bytes = b"") -> None:
+    """The directory bound read-only at /run/bac: the trace socket (``_trace``) and the
+    operator's CA certificates (``ca.pem``, when there are any, which envd adds to the
+    sandbox's trust store: ``bac_envd._trust``). The sandbox's root may traverse it."""
     _mkdir(paths.trace, 0o710, 0, ids.root)
+    if ca:
+        write_ca(paths, ca)
+
+
+def write_ca(paths: SlotPaths, ca: bytes) -> None:
+    """The operator's CA certificates at /run/bac/ca.pem: root's, readable by all."""
+    target = paths.trace / CA_FILE
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o644)
+    try:
+        os.write(fd, ca)
+        os.fchmod(fd, 0o644)
+    finally:
+        os.close(fd)
 
 
 def write_identity(paths: SlotPaths, hostname: str, ids: IdRange) -> None:

@@ -48,7 +48,7 @@ _log = logging.getLogger(__name__)
 def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
     paths = ctx.paths(record.slot)
     ids = ctx.config.id_range
-    make_slot_dirs(paths, ids)
+    make_slot_dirs(paths, ids, ctx.config.ca_certificates)
     save_record(paths, record)
     write_identity(paths, hostname, ids)
     write_resolv_conf(paths, record.host_address, ids)
@@ -174,10 +174,19 @@ async def _undo_and_raise(ctx: Context, record: SlotRecord, paths: SlotPaths,
     raise SandboxSetupError(message) from exc
 
 
-def sandbox_env(spec: SandboxSpec) -> dict[str, str]:
+# Where tools that keep a CA bundle of their own find the one with the operator's CAs
+# (``bac_envd._trust`` adds them to the system bundle; Node adds the extra file).
+TRUST_ENV = {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
+             "REQUESTS_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt",
+             "PIP_CERT": "/etc/ssl/certs/ca-certificates.crt",
+             "NODE_EXTRA_CA_CERTS": "/run/bac/ca.pem"}
+
+
+def sandbox_env(spec: SandboxSpec, *, trust: bool = False) -> dict[str, str]:
     """What every process of the sandbox starts with: the template's ENV, overridden by
-    the create request's env vars."""
-    return dict(spec.template.env) | spec.env_vars
+    the create request's env vars; with ``trust`` (the operator named CA certificates),
+    ``TRUST_ENV`` under both."""
+    return (TRUST_ENV if trust else {}) | dict(spec.template.env) | spec.env_vars
 
 
 def set_hostname_in(pid: int, hostname: str) -> None:
@@ -232,7 +241,8 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
         if not egress_attached:
             # Before /init: no code of the user's runs without its egress policy.
             await attach_egress(ctx, record, spec.network)
-        payload = init_payload(sandbox_env(spec), spec.envd_access_token,
+        payload = init_payload(sandbox_env(spec, trust=bool(ctx.config.ca_certificates)),
+                               spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
         await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,
                         current_token)
@@ -321,6 +331,7 @@ async def cold_start(ctx: Context, record: SlotRecord, spec: SandboxSpec) -> Non
         await wait_ready(read_fd, ctx.config.envd_start_timeout_s)
     finally:
         os.close(read_fd)
-    payload = init_payload(sandbox_env(spec), spec.envd_access_token,
+    payload = init_payload(sandbox_env(spec, trust=bool(ctx.config.ca_certificates)),
+                           spec.envd_access_token,
                            spec.template.default_user, spec.template.default_workdir)
     await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s)

@@ -46,7 +46,8 @@ class SlotTable:
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks = tasks
         self._usage = UsageSampler()
-        self.traces = TraceSockets(ctx.config.id_range, self._sandbox_in)
+        self.traces = TraceSockets(ctx.config.id_range, self._sandbox_in,
+                                   ctx.config.ca_certificates)
 
     def _sandbox_in(self, slot: str) -> str | None:
         for sandbox_id, record in self._records.items():

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from bac_server.backends.base import TraceSink
 from bac_server.host import IdRange
 
-from ._files import make_trace_dir
+from ._files import CA_FILE, make_trace_dir, write_ca
 from ._record import SlotPaths
 
 _log = logging.getLogger(__name__)
@@ -54,8 +54,11 @@ class _Reader(asyncio.DatagramProtocol):
 class TraceSockets:
     """The sockets of the slots in the table; ``sandbox_of`` names a slot's sandbox now."""
 
-    def __init__(self, ids: IdRange, sandbox_of: Callable[[str], str | None]) -> None:
+    def __init__(self, ids: IdRange, sandbox_of: Callable[[str], str | None],
+                 ca: bytes = b"") -> None:
+        """``ca``: the operator's CA certificates, written beside each slot's socket."""
         self._ids = ids
+        self._ca = ca
         self._sandbox_of = sandbox_of
         self._transports: dict[str, asyncio.DatagramTransport] = {}
         self.sink: TraceSink | None = None
@@ -71,7 +74,9 @@ class TraceSockets:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         try:
             if not paths.trace.is_dir():
-                make_trace_dir(paths, self._ids)
+                make_trace_dir(paths, self._ids, self._ca)
+            elif self._ca and not (paths.trace / CA_FILE).exists():
+                write_ca(paths, self._ca)  # a slot copied from one made without them
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             sock.bind(str(path))
