@@ -2,9 +2,10 @@
 
 Idempotent, and the second run only checks: prepares the host (cgroups, firewall table,
 sysctls), builds the base template (about a minute the first time, then instant), the
-envd bundle the sandboxes mount, and the code-interpreter template on base (about two
-minutes the first time; ``--base-only`` skips it). ``scripts/setup`` calls it; ``bac
-serve`` calls the same host preparation at start-up, so a server never runs on a half-prepared host.
+envd bundle the sandboxes mount, and the templates derived from base: code-interpreter
+(about two minutes the first time) and desktop (about one); ``--base-only`` skips them.
+``scripts/setup`` calls it; ``bac serve`` calls the same host preparation at start-up, so
+a server never runs on a half-prepared host.
 """
 
 from __future__ import annotations
@@ -36,11 +37,10 @@ async def _prepare(config: ServerConfig, skip_layers: bool = False) -> None:
     bundles = NamespaceConfig(data_dir=config.data_dir).bundles_dir
     bundle = await ensure_envd_bundle(bundles, image.rootfs, progress=_say)
     _say(f"envd bundle: {bundle}")
-    if not skip_layers:
+    for name in () if skip_layers else ("code-interpreter", "desktop"):
         layer_started = time.monotonic()
-        image = await templates.ensure("code-interpreter", progress=_say)
-        _say(f"template code-interpreter: {image.rootfs} "
-             f"({time.monotonic() - layer_started:.1f} s)")
+        image = await templates.ensure(name, progress=_say)
+        _say(f"template {name}: {image.rootfs} ({time.monotonic() - layer_started:.1f} s)")
     _say(f"ready in {time.monotonic() - started:.1f} s (data dir {config.data_dir})")
 
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bac_server.prepare", description=__doc__)
     parser.add_argument("--data-dir", help="Bac's data directory (default $BAC_DATA_DIR)")
     parser.add_argument("--base-only", action="store_true",
-                        help="build only the base template, not code-interpreter")
+                        help="build only the base template, not code-interpreter or desktop")
     args = parser.parse_args(argv)
     config = ServerConfig.from_env().with_overrides(data_dir=args.data_dir)
     try:

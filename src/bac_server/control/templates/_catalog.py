@@ -5,8 +5,8 @@ team finds it) or public (every team finds it, by id, name or alias; its own tea
 templates of the same name come first). Another team's private template is answered exactly
 like a template that does not exist, everywhere: its existence is never leaked.
 
-The built-in templates (``base``, ``code-interpreter``) are public, belong to no team, and
-their names are reserved.
+The built-in templates (``base``, ``code-interpreter``, ``desktop``) are public, belong to
+no team, and their names are reserved.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from ._refs import (
 BUILTINS: dict[str, tuple[str, ...]] = {
     "base": (),
     "code-interpreter": ("code-interpreter-v1",),
+    "desktop": (),
 }
 
 

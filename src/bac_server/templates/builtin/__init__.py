@@ -7,6 +7,7 @@
 * ``_derived``: the built-ins derived from another (``LAYERS``), found by name or alias,
   each built on a copy of its parent's rootfs in a chroot.
 * ``_code_interpreter``: the ``code-interpreter`` template's contents and start command.
+* ``_desktop``: the ``desktop`` template's (Xvfb, XFCE, x11vnc, noVNC; the SDK's shims).
 """
 
 from ._code_interpreter import LayerRecipe

@@ -49,8 +49,11 @@ class LayerRecipe:
     #: bundle under /opt/bac/guest, on the start command's PYTHONPATH).
     guest_packages: tuple[str, ...]
     start: StartCommand
-    #: Commands run as root after the packages are installed (each one argv).
+    #: Commands run as root after the packages are installed and ``files`` written (each
+    #: one argv).
     post_install: tuple[tuple[str, ...], ...] = field(default=())
+    #: Files written into the template after its packages: (absolute path, text, mode).
+    files: tuple[tuple[str, str, int], ...] = field(default=())
 
 
 CODE_INTERPRETER = LayerRecipe(

@@ -34,9 +34,10 @@ from bac_server.host import remove_tree
 from .._errors import TemplateBuildError
 from .._idshift import shift_ownership
 from ._code_interpreter import CODE_INTERPRETER, LayerRecipe
+from ._desktop import DESKTOP
 from ._rootfs import METADATA_FILE, ProgressCallback, run_step
 
-LAYERS: tuple[LayerRecipe, ...] = (CODE_INTERPRETER,)
+LAYERS: tuple[LayerRecipe, ...] = (CODE_INTERPRETER, DESKTOP)
 # Bump when the layer builder changes what it produces from the same recipe.
 LAYER_BUILDER_VERSION = 1
 START_FILE = "etc/bac/start.json"
@@ -49,7 +50,12 @@ def find_layer(ref: str) -> LayerRecipe | None:
 
 
 def layer_digest(recipe: LayerRecipe, parent_digest: str, id_base: int) -> str:
-    blob = json.dumps([dataclasses.asdict(recipe), parent_digest, id_base,
+    fields = dataclasses.asdict(recipe)
+    if not fields["files"]:
+        # Added after code-interpreter was built: left out while empty, so its builds
+        # keep their names.
+        del fields["files"]
+    blob = json.dumps([fields, parent_digest, id_base,
                        LAYER_BUILDER_VERSION], sort_keys=True, default=bytes.hex).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -88,10 +94,16 @@ def _chroot_script(recipe: LayerRecipe) -> str:
                   'chroot "$R" env HOME=/root python3 -m pip install -q --break-system-packages '
                   "--disable-pip-version-check --no-warn-script-location --root-user-action=ignore "
                   f"--cache-dir /var/cache/bac-pip {packages}"]
-    for argv in recipe.post_install:
-        lines.append('chroot "$R" ' + " ".join(shlex.quote(a) for a in argv))
     # No `apt-get clean`: the archives directory is the bind-mounted download cache.
     lines.append('rm -rf "$R"/var/lib/apt/lists/*')
+    return "\n".join(lines)
+
+
+def _post_install_script(recipe: LayerRecipe) -> str:
+    """Shell run after ``files`` are written; $1 rootfs."""
+    lines = ["set -eu", 'R=$1', 'mount -t proc proc "$R/proc"', 'mount --bind /dev "$R/dev"']
+    for argv in recipe.post_install:
+        lines.append('chroot "$R" ' + " ".join(shlex.quote(a) for a in argv))
     return "\n".join(lines)
 
 
@@ -120,6 +132,17 @@ def _cache_dirs(cache_root: Path) -> tuple[Path, Path, Path]:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
     (dirs[0] / "partial").mkdir(exist_ok=True)
     return dirs
+
+
+def _write_files(rootfs: Path, recipe: LayerRecipe) -> None:
+    for name, text, mode in recipe.files:
+        relative = Path(name.lstrip("/"))
+        if not name.startswith("/") or ".." in relative.parts:
+            raise TemplateBuildError(f"template {recipe.name}: bad file path {name!r}")
+        path = rootfs / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        os.chmod(path, mode)
 
 
 def _write_start(rootfs: Path, recipe: LayerRecipe) -> None:
@@ -153,6 +176,12 @@ async def build_layer(recipe: LayerRecipe, digest: str, parent_rootfs: Path, par
         (rootfs / "var/cache/bac-pip").rmdir()
         if recipe.npm_global_packages:
             await _npm_install(rootfs, recipe, npm_cache, progress)
+        await asyncio.to_thread(_write_files, rootfs, recipe)
+        if recipe.post_install:
+            await run_step(["unshare", "--mount", "--propagation", "private", "--fork",
+                            "sh", "-c", _post_install_script(recipe), "sh", str(rootfs)],
+                           progress, f"template {recipe.name} post-install",
+                           env={"PATH": _SYSTEM_PATH, "LANG": "C.UTF-8"})
         await asyncio.to_thread(_write_start, rootfs, recipe)
         progress(f"shifting ownership to host ids {id_base}..")
         count = await asyncio.to_thread(shift_ownership, rootfs, id_base, id_size)
