@@ -26,6 +26,13 @@ reference host. What runc would tell CRIU is said here instead, from the same co
   only when that hold cannot be taken, and for images an older Bac saved that way. A
   restore follows the method recorded in the images (skip: nothing to remove).
 * ``--freeze-cgroup``: the caller froze the cgroup; CRIU takes the tasks from there.
+* **inotify watches** are saved by path. The kernel hands CRIU an overlayfs file handle
+  that cannot be opened again (the sandbox's root is mounted without ``nfs_export``), so
+  CRIU finds the watched inode by scanning directories (its "irmap"): its own few hints
+  (``/etc``, ...) and ``IRMAP_SCAN_PATHS``, where desktop programs watch (XFCE's panel,
+  desktop and settings daemon, GLib's file monitors, dbus). Only a dump that meets a
+  watch scans, and only until it has found it. A watch outside those trees (or on a
+  deleted file) still fails the dump: ``Can't dump that handle`` in dump.log.
 
 Seccomp filters, capabilities, ``no_new_privs``, credentials, namespaces (user, pid,
 mount, ipc, uts, cgroup, time) and the user namespace's id maps are saved and restored by
@@ -46,6 +53,8 @@ TCP_ALL, TCP_LOOPBACK, TCP_NONE = "all", "loopback", "none"
 # 2 = errors and warnings. Level 4 logs every page range (thousands of lines) and costs
 # several ms per restore.
 LOG_LEVEL = 2
+# Paths inside the sandbox, searched by CRIU (nothing is created there).
+IRMAP_SCAN_PATHS = ("/home", "/root", "/tmp", "/usr/share", "/usr/local/share", "/opt")  # noqa: S108
 
 
 def _binds(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -83,6 +92,8 @@ def dump_argv(criu: str, config: dict[str, Any], *, pid: int, images: Path, work
         argv += ["--tcp-established", "--network-lock", "nftables" if network_lock else "skip"]
     else:
         argv += ["--tcp-close", "--network-lock", "skip"]
+    for path in IRMAP_SCAN_PATHS:
+        argv += ["--irmap-scan-path", path]
     if leave_running:
         argv.append("--leave-running")
     return argv
