@@ -37,6 +37,7 @@ from bac_server.control import (
 from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.metering import CpuCharge, PriceTable
+from bac_server.control.streams import StreamTokens, parse_ports
 from bac_server.control.telemetry import (
     MetricLimits,
     OtlpSettings,
@@ -248,9 +249,15 @@ def build_scrape(config: ServerConfig, telemetry: Telemetry) -> ScrapeListener |
 
 def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
     """``clock``: the control plane's (the wall clock unless a simulation brings one)."""
+    try:
+        streams = StreamTokens(ports=parse_ports(config.stream_ports),
+                               ttl_s=config.stream_token_ttl_s,
+                               max_ttl_s=config.stream_token_max_ttl_s)
+    except ValueError as exc:
+        raise ConfigError(f"BAC_STREAM_PORTS: {exc}") from exc
     settings = ApiSettings(
         domain=config.domain, envd_version=ENVD_VERSION, max_body_bytes=config.max_api_body_bytes,
-        admin_token=config.admin_token)
+        admin_token=config.admin_token, streams=streams)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -311,7 +318,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         app.state.plane = plane
         dashboard.state.plane = plane
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic,
-                          telemetry=telemetry)
+                          telemetry=telemetry, streams=streams)
         gateways.attach(gateway)
         if scrape is not None:
             try:

@@ -183,6 +183,12 @@ class ServerConfig:
     # The CRIU binary for full-state pauses; empty: /usr/local/sbin/criu (what
     # scripts/build-criu.sh installs), then criu on PATH.
     criu: str = ""
+    # Desktop streams (docs/desktop.md): the ports of every sandbox that the gateway opens
+    # only with a stream token (comma-separated; empty: none), a token's lifetime when the
+    # request names none, and the longest one may have, seconds.
+    stream_ports: str = "6080"
+    stream_token_ttl_s: int = 300
+    stream_token_max_ttl_s: int = 3600
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -197,6 +203,8 @@ class ServerConfig:
                 raise ConfigError(f"BAC_{name.upper()} must be more than {low:g}")
         if self.trace_network_interval_s < 0:
             raise ConfigError("BAC_TRACE_NETWORK_INTERVAL_S must be 0 (off) or more")
+        if not 0 < self.stream_token_ttl_s <= self.stream_token_max_ttl_s:
+            raise ConfigError("BAC_STREAM_TOKEN_TTL_S must be 1..BAC_STREAM_TOKEN_MAX_TTL_S")
         if self.envd_health_interval_s < 0:
             raise ConfigError("BAC_ENVD_HEALTH_INTERVAL_S must be 0 (off) or more")
         if not self.envd_unhealthy_after_s > 0:

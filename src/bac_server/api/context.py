@@ -3,11 +3,12 @@ settings, the caller's team, the ids in the path."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
 from bac_server.control import ControlPlane, Team, TemplateServices
+from bac_server.control.streams import StreamTokens
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,8 @@ class ApiSettings:
     max_body_bytes: int
     # The operator's token for the admin routes (``BAC_ADMIN_TOKEN``); empty: they are off.
     admin_token: str = ""
+    # Hands out desktop stream tokens (``POST /sandboxes/{id}/streams``).
+    streams: StreamTokens = field(default_factory=StreamTokens)
 
 
 def plane(request: Request) -> ControlPlane:

@@ -2,9 +2,11 @@
 
 Checks, in order: the sandbox is running (else 502 "was not found", which the SDKs read as
 "sandbox gone"; a paused sandbox with auto-resume is resumed first, through ``waker``);
-envd's internal routes are not reachable from outside (403); non-envd ports of a sandbox
-created with ``allowPublicTraffic: false`` need its traffic token (403). The envd access
-token itself is checked by envd, which also accepts signed URLs without it.
+envd's internal routes are not reachable from outside (403); a stream port (a desktop's
+noVNC) needs a stream token for that sandbox and port (403; :mod:`.streams`); other
+non-envd ports of a sandbox created with ``allowPublicTraffic: false`` need its traffic
+token (403). The envd access token itself is checked by envd, which also accepts signed
+URLs without it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from urllib.parse import unquote
 from starlette.types import Receive, Scope, Send
 
 from bac_server.control import Registry, Route
+from bac_server.control.streams import StreamTokens
 from bac_server.control.telemetry import Telemetry
 from bac_server.gateway.errors import (
     BAD_TRAFFIC_HEADER,
@@ -30,6 +33,7 @@ from bac_server.gateway.http_relay import HttpRelay, UpstreamFailed
 from bac_server.gateway.metering import Metered
 from bac_server.gateway.pool import Pool
 from bac_server.gateway.routing import Target
+from bac_server.gateway.streams import REFUSALS, StreamPass, check_stream, with_cookie
 from bac_server.gateway.websocket_relay import deny, relay_websocket
 
 log = logging.getLogger(__name__)
@@ -52,8 +56,10 @@ def is_internal_path(raw_path: bytes) -> bool:
 class Gateway:
     def __init__(self, registry: Registry, pool: Pool | None = None, *,
                  waker: Callable[[str], Awaitable[Route | None]] | None = None,
-                 telemetry: Telemetry | None = None) -> None:
+                 telemetry: Telemetry | None = None,
+                 streams: StreamTokens | None = None) -> None:
         self._registry = registry
+        self._streams = streams or StreamTokens()
         self._telemetry = telemetry
         self._waker = waker
         self._pool = pool or Pool()
@@ -72,7 +78,8 @@ class Gateway:
             if is_internal_path(raw):
                 return 403, "this envd route is internal and not reachable through the gateway"
             return None
-        if route.traffic_access_token is None:
+        if route.traffic_access_token is None or target.port in self._streams.ports:
+            # A stream port's own token stands in for the traffic token (checked next).
             return None
         given = next((v for n, v in scope["headers"] if n == _TRAFFIC_HEADER), None)
         if given is None:
@@ -97,6 +104,16 @@ class Gateway:
                 await self._refuse(scope, send, refusal, target)
                 return
             assert route is not None
+            if target.port in self._streams.ports and target.port != route.envd_port:
+                checked = check_stream(self._streams, scope, target.sandbox_id,
+                                       route.envd_access_token, target.port)
+                if not isinstance(checked, StreamPass):
+                    error = "refused"
+                    await self._refuse(scope, send, (403, REFUSALS[checked]), target)
+                    return
+                scope = checked.scope
+                if checked.set_cookie is not None:
+                    send = with_cookie(send, checked.set_cookie)
             # The sandbox is active while a request to it is in flight (its idle policy).
             self._registry.traffic_started(target.sandbox_id)
             try:
