@@ -388,8 +388,9 @@ class AsyncSandbox:
     checkpoints = dual_method(_checkpoints_by_id, _checkpoints)
 
     async def _restore(self, checkpoint: Checkpoint | str) -> None:
-        """Roll the sandbox (running or paused) back to one of its checkpoints: files,
-        processes and memory. It is running afterwards."""
+        """Roll the sandbox (running or paused) back to one of its checkpoints (a
+        checkpoint, its id or its name): files, processes and memory. It is running
+        afterwards. A name several checkpoints share raises ``InvalidArgumentError``."""
         await saving.restore(self._api, self._sandbox_id, checkpoint)
 
     async def _restore_by_id(cls: Any, /, sandbox_id: str, checkpoint: Checkpoint | str,

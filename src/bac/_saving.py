@@ -102,21 +102,44 @@ async def checkpoints(api: ApiClient, sandbox_id: str) -> list[Checkpoint]:
     return [Checkpoint.from_api(item) for item in data]
 
 
-def _checkpoint_path(sandbox_id: str, checkpoint: Checkpoint | str, suffix: str = "") -> str:
-    checkpoint_id = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
+def _checkpoint_path(sandbox_id: str, checkpoint_id: str, suffix: str = "") -> str:
     if not checkpoint_id or "/" in checkpoint_id:
         raise e.InvalidArgumentError(f"invalid checkpoint id {checkpoint_id!r}")
     return sandbox_path(sandbox_id, f"/checkpoints/{quote(checkpoint_id, safe='')}{suffix}")
 
 
+async def resolve(api: ApiClient, sandbox_id: str, checkpoint: Checkpoint | str) -> str:
+    """The id of ``checkpoint``: a checkpoint, its id, or the name it was taken with.
+
+    Names live with the checkpoints on the server, which routes by id only; a name is
+    looked up in the sandbox's list. A name several checkpoints share is refused rather
+    than guessed: rolling back to the wrong one would lose work."""
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint.checkpoint_id
+    found = await checkpoints(api, sandbox_id)
+    if any(c.checkpoint_id == checkpoint for c in found):
+        return checkpoint
+    named = [c.checkpoint_id for c in found if c.name == checkpoint]
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise e.InvalidArgumentError(
+            f"{len(named)} checkpoints of sandbox {sandbox_id!r} are named {checkpoint!r} "
+            f"({', '.join(named)}); give one by its id")
+    raise e.NotFoundError(
+        f"sandbox {sandbox_id!r} has no checkpoint with the id or name {checkpoint!r}")
+
+
 async def restore(api: ApiClient, sandbox_id: str, checkpoint: Checkpoint | str) -> None:
-    await api.request("POST", _checkpoint_path(sandbox_id, checkpoint, "/restore"),
+    checkpoint_id = await resolve(api, sandbox_id, checkpoint)
+    await api.request("POST", _checkpoint_path(sandbox_id, checkpoint_id, "/restore"),
                       json={}, ok=(200,))
 
 
 async def delete_checkpoint(api: ApiClient, sandbox_id: str, checkpoint: Checkpoint | str) -> bool:
     try:
-        await api.request("DELETE", _checkpoint_path(sandbox_id, checkpoint), ok=(204,))
+        checkpoint_id = await resolve(api, sandbox_id, checkpoint)
+        await api.request("DELETE", _checkpoint_path(sandbox_id, checkpoint_id), ok=(204,))
     except e.NotFoundError:
         return False
     return True

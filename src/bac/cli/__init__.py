@@ -15,7 +15,7 @@ from bac.cli._events import events, webhooks
 from bac.cli._exec import exec_
 from bac.cli._files import files
 from bac.cli._fleet import fleet
-from bac.cli._output import BacGroup
+from bac.cli._output import BacGroup, exit_code_help
 from bac.cli._run_code import run_code
 from bac.cli._sandbox import sandbox
 from bac.cli._sandbox_state import STATE_COMMANDS
@@ -24,7 +24,8 @@ from bac.cli._template import template
 from bac.cli._trace import trace
 
 
-@click.group(cls=BacGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=BacGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=exit_code_help())
 @click.option("--api-url", default=None, metavar="URL",
               help="Bac API (default: BAC_API_URL, E2B_API_URL, or http://localhost:3000).")
 @click.option("--api-key", default=None, metavar="KEY",
@@ -36,7 +37,21 @@ from bac.cli._trace import trace
 def cli(
     ctx: click.Context, api_url: str | None, api_key: str | None, request_timeout: float | None
 ) -> None:
-    """Bac: sandboxes for AI agents, compatible with E2B's SDKs."""
+    """Bac: sandboxes for AI agents, compatible with E2B's SDKs.
+
+    Every command has examples in its --help. Lists print a table on a terminal and
+    plain columns when piped; --format json (or --json) for scripts, -q for ids only.
+
+    \b
+    Examples:
+      bac serve &                                 # the server, on http://localhost:3000
+      export BAC_API_KEY=$(bac keys create my-team)
+      SBX=$(bac sandbox create)
+      bac exec $SBX -- uname -a
+      bac exec -it $SBX -- python3
+      bac files cp ./data.csv $SBX:/tmp/
+      bac sandbox rm $SBX
+    """
     opts = {"api_url": api_url, "api_key": api_key, "request_timeout": request_timeout}
     ctx.obj = {key: value for key, value in opts.items() if value is not None}
 

@@ -12,7 +12,16 @@ from typing import Any
 
 import click
 
-from bac.cli._output import BacGroup, CliError, json_option, print_json, print_table, stdout
+from bac.cli._output import (
+    BacGroup,
+    CliError,
+    View,
+    json_option,
+    listing_options,
+    print_json,
+    print_table,
+    stdout,
+)
 
 
 def _admin() -> Any:
@@ -46,7 +55,13 @@ def _call(func: Any, *args: Any, **kwargs: Any) -> Any:
               help="PEM private key of --tls-cert (default: BAC_TLS_KEY).")
 def serve(host: str | None, port: int | None, data_dir: Path | None, domain: str | None,
           tls_cert: Path | None, tls_key: Path | None) -> None:
-    """Run the Bac server (REST API + gateway) in the foreground."""
+    """Run the Bac server (REST API + gateway) in the foreground.
+
+    \b
+    Examples:
+      bac serve                                 # http://127.0.0.1:3000
+      bac serve --host 0.0.0.0 --port 8080 --data-dir /srv/bac
+    """
     given = {"host": host, "port": port, "data_dir": data_dir, "domain": domain,
              "tls_cert": tls_cert, "tls_key": tls_key}
     overrides = {key: value for key, value in given.items() if value is not None}
@@ -58,7 +73,13 @@ def serve(host: str | None, port: int | None, data_dir: Path | None, domain: str
               help="The server's data directory (default: BAC_DATA_DIR or /var/lib/bac).")
 @click.pass_context
 def keys(ctx: click.Context, data_dir: Path | None) -> None:
-    """Create, list and revoke API keys (in this machine's server state)."""
+    """Create, list and revoke API keys (in this machine's server state).
+
+    \b
+    Examples:
+      export BAC_API_KEY=$(bac keys create my-team)
+      bac keys ls
+    """
     ctx.obj = {"data_dir": data_dir}
 
 
@@ -74,7 +95,13 @@ def _data_dir(ctx: click.Context) -> Path | None:
 @json_option
 @click.pass_context
 def create(ctx: click.Context, team: str, name: str, as_json: bool) -> None:
-    """Create a key for TEAM (created if new) and print it; it is shown only once."""
+    """Create a key for TEAM (created if new) and print it; it is shown only once.
+
+    \b
+    Examples:
+      export BAC_API_KEY=$(bac keys create my-team)
+      bac keys create my-team ci --json
+    """
     key = _call(_admin().create_key, team, name, data_dir=_data_dir(ctx))
     if as_json:
         print_json({"team": team, "name": name, "key": key})
@@ -83,10 +110,16 @@ def create(ctx: click.Context, team: str, name: str, as_json: bool) -> None:
 
 
 @keys.command(name="list")
-@json_option
+@listing_options
 @click.pass_context
-def list_(ctx: click.Context, as_json: bool) -> None:
-    """List keys (their prefixes, never the keys themselves)."""
+def list_(ctx: click.Context, view: View) -> None:
+    """List keys (their prefixes, never the keys themselves).
+
+    \b
+    Examples:
+      bac keys ls
+      bac keys ls -q                             # key ids only
+    """
     infos = _call(_admin().list_keys, data_dir=_data_dir(ctx))
     rows = [
         {
@@ -96,20 +129,23 @@ def list_(ctx: click.Context, as_json: bool) -> None:
         }
         for k in infos
     ]
-    if as_json:
-        print_json(rows)
-        return
-    print_table(None, ["KEY ID", "TEAM", "NAME", "PREFIX", "CREATED", "REVOKED"],
-                [[r["keyId"], r["team"], r["name"], r["prefix"],
-                  r["createdAt"][:16].replace("T", " "),
-                  (r["revokedAt"] or "")[:16].replace("T", " ")] for r in rows])
+    view.show(["KEY ID", "TEAM", "NAME", "PREFIX", "CREATED", "REVOKED"],
+              [[r["keyId"], r["team"], r["name"], r["prefix"],
+                r["createdAt"][:16].replace("T", " "),
+                (r["revokedAt"] or "")[:16].replace("T", " ")] for r in rows], rows)
 
 
 @keys.command()
 @click.argument("key_id_or_prefix")
 @click.pass_context
 def revoke(ctx: click.Context, key_id_or_prefix: str) -> None:
-    """Revoke a key by its id or prefix; requests with it fail from then on."""
+    """Revoke a key by its id or prefix; requests with it fail from then on.
+
+    \b
+    Examples:
+      bac keys revoke e2b_1a2b3c4d
+      bac keys rm KEY_ID
+    """
     count = _call(_admin().revoke_key, key_id_or_prefix, data_dir=_data_dir(ctx))
     if not count:
         raise CliError(f"no active key matches {key_id_or_prefix!r}", exit_code=4)
@@ -118,7 +154,12 @@ def revoke(ctx: click.Context, key_id_or_prefix: str) -> None:
 
 @click.group(cls=BacGroup)
 def admin() -> None:
-    """Maintain this machine's server state (run where the server's data lives)."""
+    """Maintain this machine's server state (run where the server's data lives).
+
+    \b
+    Examples:
+      bac admin gc --dry-run
+    """
 
 
 def _size(size: int) -> str:
@@ -134,7 +175,13 @@ def _size(size: int) -> str:
                    "(default: BAC_GC_GRACE_S or 900).")
 @json_option
 def gc(data_dir: Path | None, dry_run: bool, grace_s: float | None, as_json: bool) -> None:
-    """Delete template layers, images, manifests and uploads nothing uses any more."""
+    """Delete template layers, images, manifests and uploads nothing uses any more.
+
+    \b
+    Examples:
+      bac admin gc --dry-run
+      bac admin gc --grace 0
+    """
     report: dict[str, Any] = _call(_admin().collect_garbage, data_dir=data_dir,
                                    dry_run=dry_run, grace_s=grace_s)
     if as_json:

@@ -23,11 +23,12 @@ from bac.cli._context import connection, run
 from bac.cli._output import (
     BacGroup,
     CliError,
+    View,
     json_option,
+    listing_options,
     parse_pairs,
     print_json,
     print_table,
-    stderr,
 )
 
 _ACTIONS = click.Choice(["pause", "kill"])
@@ -62,7 +63,14 @@ def usage(ctx: click.Context, sandbox_id: str | None, group_by: str | None,
     unless --group-by says otherwise, most costly first, and the total.
 
     SANDBOX_ID alone: that sandbox over its whole life, and the caps covering it; with
-    other options, its usage over the days asked."""
+    other options, its usage over the days asked.
+
+    \b
+    Examples:
+      bac usage
+      bac usage --group-by day --since 2025-01-01
+      bac usage $SBX                              # its whole life and its caps
+    """
     pairs = parse_pairs(metadata, "--metadata")
     if sandbox_id is not None and not (group_by or pairs or since or until):
         _sandbox_usage(ctx, sandbox_id, as_json)
@@ -118,7 +126,13 @@ def _sandbox_usage(ctx: click.Context, sandbox_id: str, as_json: bool) -> None:
 @click.group(cls=BacGroup)
 def caps() -> None:
     """Cap the cost of a sandbox, of a metadata group or of the team; reached, a cap pauses
-    or kills what it covers and refuses creates it would cover."""
+    or kills what it covers and refuses creates it would cover.
+
+    \b
+    Examples:
+      bac caps create --team --period month --limit 50
+      bac caps ls
+    """
 
 
 def _covers(cap: CostCap) -> str:
@@ -138,23 +152,23 @@ _COLUMNS = ["id", "covers", "period", "spent", "limit", "state", "action"]
 
 
 @caps.command(name="list")
-@json_option
+@listing_options
 @click.pass_context
-def list_(ctx: click.Context, as_json: bool) -> None:
-    """The team's caps, with what each has spent in its current period."""
+def list_(ctx: click.Context, view: View) -> None:
+    """The team's caps, with what each has spent in its current period.
+
+    \b
+    Examples:
+      bac caps ls
+      bac caps ls -q
+    """
 
     async def body() -> list[CostCap]:
         async with AsyncCosts(**connection(ctx)) as client:
             return await client.caps()
 
     found = run(body())
-    if as_json:
-        print_json([c.raw for c in found])
-        return
-    if not found:
-        stderr.print("no caps")
-        return
-    print_table(None, _COLUMNS, [_row(c) for c in found])
+    view.show(_COLUMNS, [_row(c) for c in found], [c.raw for c in found], empty="no caps")
 
 
 @caps.command()
@@ -173,7 +187,13 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def create(ctx: click.Context, sandbox_id: str | None, metadata: tuple[str, ...], team: bool,
            limit: float, period: str | None, action: str, as_json: bool) -> None:
-    """Create a cap on exactly one of --sandbox, --metadata or --team; print its id."""
+    """Create a cap on exactly one of --sandbox, --metadata or --team; print its id.
+
+    \b
+    Examples:
+      bac caps create --sandbox $SBX --limit 2 --action kill
+      bac caps create --metadata job=crawl --limit 10 --period day
+    """
     pairs = parse_pairs(metadata, "--metadata")
     if [sandbox_id is not None, bool(pairs), team].count(True) != 1:
         raise click.UsageError("cap exactly one of --sandbox ID, --metadata KEY=VALUE or "
@@ -207,7 +227,12 @@ def create(ctx: click.Context, sandbox_id: str | None, metadata: tuple[str, ...]
 @click.pass_context
 def set_(ctx: click.Context, cap_id: str, limit: float | None, action: str | None,
          as_json: bool) -> None:
-    """Change a cap's limit or action."""
+    """Change a cap's limit or action.
+
+    \b
+    Examples:
+      bac caps set CAP_ID --limit 100
+    """
     if limit is None and action is None:
         raise click.UsageError("give --limit, --action or both")
     act = cast(CapAction | None, action)
@@ -227,7 +252,12 @@ def set_(ctx: click.Context, cap_id: str, limit: float | None, action: str | Non
 @click.argument("cap_id")
 @click.pass_context
 def delete(ctx: click.Context, cap_id: str) -> None:
-    """Delete a cap, releasing the sandboxes it held paused."""
+    """Delete a cap, releasing the sandboxes it held paused.
+
+    \b
+    Examples:
+      bac caps rm CAP_ID
+    """
 
     async def body() -> bool:
         async with AsyncCosts(**connection(ctx)) as client:

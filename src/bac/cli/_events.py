@@ -18,7 +18,15 @@ from bac import (
     WebhookDelivery,
 )
 from bac.cli._context import connection, run
-from bac.cli._output import BacGroup, CliError, json_option, print_json, print_table
+from bac.cli._output import (
+    BacGroup,
+    CliError,
+    View,
+    json_option,
+    listing_options,
+    print_json,
+    print_table,
+)
 
 _TYPES = click.Choice([*LIFECYCLE_TYPES, WARNING_TYPE, *HEALTH_TYPES])
 
@@ -37,7 +45,13 @@ def _short(event_type: str) -> str:
 @click.pass_context
 def events(ctx: click.Context, sandbox_id: str, types: tuple[str, ...], limit: int,
            offset: int, newest_first: bool, as_json: bool) -> None:
-    """A sandbox's lifecycle events (E2B's events API), oldest first."""
+    """A sandbox's lifecycle events (E2B's events API), oldest first.
+
+    \b
+    Examples:
+      bac events $SBX
+      bac events $SBX --type sandbox.lifecycle.killed --json
+    """
 
     async def body() -> list[LifecycleEvent]:
         async with AsyncEvents(**connection(ctx)) as client:
@@ -55,7 +69,13 @@ def events(ctx: click.Context, sandbox_id: str, types: tuple[str, ...], limit: i
 
 @click.group(cls=BacGroup)
 def webhooks() -> None:
-    """Register, list and delete the team's webhooks; read their delivery log."""
+    """Register, list and delete the team's webhooks; read their delivery log.
+
+    \b
+    Examples:
+      bac webhooks create https://example.com/hook --event sandbox.lifecycle.killed --secret S
+      bac webhooks ls
+    """
 
 
 def _row(hook: Webhook) -> tuple[str, str, str, str, str]:
@@ -80,7 +100,13 @@ def _hook_json(hook: Webhook) -> dict[str, object]:
 @click.pass_context
 def create(ctx: click.Context, url: str, types: tuple[str, ...], secret: str | None,
            name: str, disabled: bool, as_json: bool) -> None:
-    """Register URL for the team's events of the types given; print its id."""
+    """Register URL for the team's events of the types given; print its id.
+
+    \b
+    Examples:
+      bac webhooks create https://example.com/hook --event sandbox.lifecycle.killed \
+        --event sandbox.lifecycle.created --secret S
+    """
     secret = secret or os.environ.get("BAC_WEBHOOK_SECRET")
     if not secret:
         raise CliError("a signature secret is needed: --secret or BAC_WEBHOOK_SECRET", 2)
@@ -98,27 +124,36 @@ def create(ctx: click.Context, url: str, types: tuple[str, ...], secret: str | N
 
 
 @webhooks.command(name="list")
-@json_option
+@listing_options
 @click.pass_context
-def list_(ctx: click.Context, as_json: bool) -> None:
-    """The team's webhooks."""
+def list_(ctx: click.Context, view: View) -> None:
+    """The team's webhooks.
+
+    \b
+    Examples:
+      bac webhooks ls
+      bac webhooks ls -q | xargs -n1 bac webhooks rm
+    """
 
     async def body() -> list[Webhook]:
         async with AsyncEvents(**connection(ctx)) as client:
             return await client.webhooks()
 
     found = run(body())
-    if as_json:
-        print_json([_hook_json(h) for h in found])
-        return
-    print_table(None, ["id", "name", "url", "enabled", "events"], [_row(h) for h in found])
+    view.show(["ID", "NAME", "URL", "ENABLED", "EVENTS"], [_row(h) for h in found],
+              [_hook_json(h) for h in found], empty="no webhooks")
 
 
 @webhooks.command()
 @click.argument("webhook_id")
 @click.pass_context
 def delete(ctx: click.Context, webhook_id: str) -> None:
-    """Unregister a webhook (its delivery log goes with it)."""
+    """Unregister a webhook (its delivery log goes with it).
+
+    \b
+    Examples:
+      bac webhooks rm WEBHOOK_ID
+    """
 
     async def body() -> bool:
         async with AsyncEvents(**connection(ctx)) as client:
@@ -134,7 +169,12 @@ def delete(ctx: click.Context, webhook_id: str) -> None:
 @json_option
 @click.pass_context
 def deliveries(ctx: click.Context, webhook_id: str, limit: int, as_json: bool) -> None:
-    """A webhook's latest deliveries, newest first."""
+    """A webhook's latest deliveries, newest first.
+
+    \b
+    Examples:
+      bac webhooks deliveries WEBHOOK_ID --limit 5
+    """
 
     async def body() -> list[WebhookDelivery]:
         async with AsyncEvents(**connection(ctx)) as client:

@@ -18,7 +18,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.group(cls=BacGroup)
 def fleet() -> None:
     """Pause or kill every sandbox matching a selector, on any team (the operator's kill
-    switch; needs BAC_ADMIN_TOKEN, the server's admin token)."""
+    switch; needs BAC_ADMIN_TOKEN, the server's admin token).
+
+    \b
+    Examples:
+      BAC_ADMIN_TOKEN=... bac fleet pause --team my-team
+      bac fleet release --all
+    """
 
 
 def _selector(func: F) -> F:
@@ -80,7 +86,13 @@ def _summary(done: FleetResult) -> str:
 def pause(ctx: click.Context, everything: bool, team: str | None, metadata: tuple[str, ...],
           template: str | None, as_json: bool) -> None:
     """Freeze the matching running sandboxes now, then save them to disk; they stay paused
-    (no resume, no auto-resume) until released."""
+    (no resume, no auto-resume) until released.
+
+    \b
+    Examples:
+      bac fleet pause --all
+      bac fleet pause --team my-team --metadata job=crawl
+    """
     _switch(ctx, "pause", everything, team, metadata, template, as_json)
 
 
@@ -89,7 +101,12 @@ def pause(ctx: click.Context, everything: bool, team: str | None, metadata: tupl
 @click.pass_context
 def kill(ctx: click.Context, everything: bool, team: str | None, metadata: tuple[str, ...],
          template: str | None, as_json: bool) -> None:
-    """Freeze the matching running sandboxes now, then end every matching sandbox."""
+    """Freeze the matching running sandboxes now, then end every matching sandbox.
+
+    \b
+    Examples:
+      bac fleet kill --template broken-template
+    """
     _switch(ctx, "kill", everything, team, metadata, template, as_json)
 
 
@@ -98,5 +115,11 @@ def kill(ctx: click.Context, everything: bool, team: str | None, metadata: tuple
 @click.pass_context
 def release(ctx: click.Context, everything: bool, team: str | None, metadata: tuple[str, ...],
             template: str | None, as_json: bool) -> None:
-    """Let the matching sandboxes a pause holds be resumed again."""
+    """Let the matching sandboxes a pause holds be resumed again.
+
+    \b
+    Examples:
+      bac fleet release --all
+      bac fleet release --team my-team
+    """
     _switch(ctx, "release", everything, team, metadata, template, as_json)

@@ -16,8 +16,8 @@ from typing import Any
 
 import click
 
-from bac import AsyncSandbox, Execution, OutputMessage, Result
-from bac.cli._context import connection, run
+from bac import Execution, OutputMessage, Result
+from bac.cli._context import attach, run
 from bac.cli._output import CliError, json_option, print_json
 
 # Image representations that can be written as files: (attribute, extension, base64?).
@@ -85,7 +85,7 @@ async def execute(
     ctx: click.Context, sandbox_id: str, code: str, language: str | None,
     context: str | None, limit: float, stream: bool,
 ) -> Execution:
-    box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
+    box = await attach(ctx, sandbox_id)
     try:
         return await box.run_code(
             code, language=language, context=context, timeout=limit,
@@ -112,7 +112,14 @@ def run_code(
     ctx: click.Context, sandbox_id: str, code: str, language: str | None,
     context_id: str | None, save_images: Path | None, timeout: float, as_json: bool,
 ) -> None:
-    """Run CODE (or '-' for stdin) in the code-interpreter sandbox SANDBOX_ID."""
+    """Run CODE (or '-' for stdin) in the code-interpreter sandbox SANDBOX_ID.
+
+    \b
+    Examples:
+      bac run-code $SBX 'import sys; print(sys.version)'
+      echo 'x = 41; x + 1' | bac run-code $SBX -
+      bac run-code $SBX --language bash 'ls /' --json
+    """
     if language and context_id:
         raise click.UsageError("give --language or --context, not both")
     if save_images is not None:

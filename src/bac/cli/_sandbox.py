@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import cast
 
 import click
@@ -16,11 +15,13 @@ from bac import (
     SandboxQuery,
     SandboxState,
 )
-from bac.cli._context import connection, run
+from bac.cli._context import connection, ends_in, run
 from bac.cli._output import (
     BacGroup,
     CliError,
+    View,
     json_option,
+    listing_options,
     parse_pairs,
     print_json,
     print_table,
@@ -29,14 +30,16 @@ from bac.cli._output import (
 )
 
 
-def _remaining(info: SandboxInfo) -> str:
-    seconds = int((info.end_at - datetime.now(UTC)).total_seconds())
-    return f"{seconds}s" if seconds > 0 else "expired"
-
-
 @click.group(cls=BacGroup)
 def sandbox() -> None:
-    """Create, list, inspect, extend and kill sandboxes."""
+    """Create, list, inspect, pause, resume, extend and kill sandboxes.
+
+    \b
+    Examples:
+      SBX=$(bac sandbox create --timeout 600)
+      bac sandbox ls
+      bac sandbox rm $SBX
+    """
 
 
 @sandbox.command()
@@ -61,7 +64,14 @@ def create(
     env: tuple[str, ...], idle_after: int | None, cost_cap: float | None,
     cost_cap_action: str | None, as_json: bool,
 ) -> None:
-    """Start a sandbox and print its id."""
+    """Start a sandbox and print its id.
+
+    \b
+    Examples:
+      SBX=$(bac sandbox create)
+      bac sandbox create -t code-interpreter-v1 --timeout 3600 -m job=demo
+      bac sandbox create --timeout 0 --idle-after 600     # no end; paused when idle
+    """
     meta = parse_pairs(metadata, "--metadata")
     envs = parse_pairs(env, "--env")
     lifecycle: Lifecycle | None = None if idle_after is None else {"idle_after": idle_after}
@@ -92,13 +102,21 @@ def create(
               help="Only sandboxes in this state (repeat).")
 @click.option("-t", "--template", default=None, help="Only sandboxes of this template.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Show at most this many.")
-@json_option
+@listing_options
 @click.pass_context
 def list_(
     ctx: click.Context, metadata: tuple[str, ...], state: tuple[str, ...], template: str | None,
-    limit: int | None, as_json: bool,
+    limit: int | None, view: View,
 ) -> None:
-    """List this team's sandboxes, newest first."""
+    """List this team's sandboxes, newest first.
+
+    \b
+    Examples:
+      bac sandbox ls
+      bac sandbox ls -s paused -m job=demo
+      bac sandbox ls -q | xargs bac sandbox rm      # kill them all
+      bac sandbox ls --format json
+    """
     query = SandboxQuery(
         metadata=parse_pairs(metadata, "--metadata") or None,
         state=[SandboxState(s) for s in state] or None,
@@ -115,21 +133,15 @@ def list_(
         return found
 
     infos = run(body())
-    if as_json:
-        print_json([info.to_json() for info in infos])
-        return
-    if not infos:
-        stderr.print("no sandboxes")
-        return
-    print_table(
-        None,
+    view.show(
         ["ID", "TEMPLATE", "STATE", "STARTED", "ENDS IN", "CPU", "MEM MB", "METADATA"],
         [
             (i.sandbox_id, i.name or i.template_id, _state(i),
-             i.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), _remaining(i),
+             i.started_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"), ends_in(i),
              i.cpu_count, i.memory_mb, " ".join(f"{k}={v}" for k, v in i.metadata.items()))
             for i in infos
         ],
+        [info.to_json() for info in infos], empty="no sandboxes",
     )
 
 
@@ -144,14 +156,23 @@ def _state(info: SandboxInfo) -> str:
 @json_option
 @click.pass_context
 def info(ctx: click.Context, sandbox_id: str, as_json: bool) -> None:
-    """Show one sandbox."""
+    """Show one sandbox.
+
+    \b
+    Examples:
+      bac sandbox info $SBX
+      bac sandbox info $SBX --format json | jq -r .state
+    """
     details = run(AsyncSandbox.get_info(sandbox_id, **connection(ctx)))
     if as_json:
         print_json(details.to_json())
         return
-    rows = [(key, value) for key, value in details.to_json().items() if key != "metadata"]
+    paused = details.state is SandboxState.PAUSED
+    rows = [(key, value) for key, value in details.to_json().items()
+            # A paused sandbox's endAt is not an end: resuming sets a new one.
+            if key != "metadata" and not (paused and key == "endAt")]
     rows += [(f"metadata.{k}", v) for k, v in details.metadata.items()]
-    rows.append(("endsIn", _remaining(details)))
+    rows.append(("endsIn", ends_in(details)))
     print_table(details.sandbox_id, ["FIELD", "VALUE"], rows)
 
 
@@ -159,7 +180,13 @@ def info(ctx: click.Context, sandbox_id: str, as_json: bool) -> None:
 @click.argument("sandbox_ids", nargs=-1, required=True)
 @click.pass_context
 def kill(ctx: click.Context, sandbox_ids: tuple[str, ...]) -> None:
-    """Kill sandboxes; fails (exit 4) if one did not exist."""
+    """Kill sandboxes; fails (exit 4) if one did not exist.
+
+    \b
+    Examples:
+      bac sandbox kill $SBX
+      bac sandbox rm $(bac sandbox ls -q -m job=demo)
+    """
 
     async def body() -> list[str]:
         return [sid for sid in sandbox_ids
@@ -178,6 +205,11 @@ def kill(ctx: click.Context, sandbox_ids: tuple[str, ...]) -> None:
 @click.argument("seconds", type=click.IntRange(min=0))
 @click.pass_context
 def timeout(ctx: click.Context, sandbox_id: str, seconds: int) -> None:
-    """Make SANDBOX_ID end SECONDS from now (0 ends it now)."""
+    """Make SANDBOX_ID end SECONDS from now (0 ends it now).
+
+    \b
+    Examples:
+      bac sandbox timeout $SBX 3600
+    """
     run(AsyncSandbox.set_timeout(sandbox_id, seconds, **connection(ctx)))
     stdout.print(f"{sandbox_id} now ends in {seconds}s")

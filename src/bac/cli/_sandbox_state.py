@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import click
 
-from bac import AsyncSandbox, Checkpoint, SandboxError
-from bac.cli._context import connection, run
-from bac.cli._output import CliError, json_option, print_json, print_table, stderr, stdout
+from bac import AsyncSandbox, Checkpoint, SandboxError, SandboxInfo, SandboxState
+from bac.cli._context import attach, connection, ends_in, run
+from bac.cli._output import CliError, View, json_option, listing_options, print_json, stderr, stdout
 
 
 def _size(n: int) -> str:
@@ -25,7 +25,14 @@ def _size(n: int) -> str:
 @click.pass_context
 def pause(ctx: click.Context, sandbox_id: str, no_memory: bool) -> None:
     """Pause SANDBOX_ID: its processes, memory and files are saved, its memory freed.
-    A paused sandbox never expires; resume it with `bac sandbox resume`."""
+    A paused sandbox never expires; resume it with `bac sandbox resume` (or any command
+    that uses it, such as `bac exec`, which resumes it as E2B's connect does).
+
+    \b
+    Examples:
+      bac sandbox pause $SBX
+      bac sandbox pause $SBX --no-memory       # files only: resuming starts it afresh
+    """
     with stderr.status(f"Pausing {sandbox_id}…"):
         changed = run(AsyncSandbox.pause(sandbox_id, not no_memory, **connection(ctx)))
     stdout.print(f"paused {sandbox_id}" if changed else f"{sandbox_id} was already paused")
@@ -38,11 +45,29 @@ def pause(ctx: click.Context, sandbox_id: str, no_memory: bool) -> None:
 @click.option("--reboot", is_flag=True, help="Start it afresh on its files instead.")
 @click.pass_context
 def resume(ctx: click.Context, sandbox_id: str, timeout: int | None, reboot: bool) -> None:
-    """Resume SANDBOX_ID (same id, processes and files); extends a running one's timeout."""
+    """Resume SANDBOX_ID (same id, processes and files). A running one is left as it is,
+    said so; with --timeout its end moves out (never in).
+
+    \b
+    Examples:
+      bac sandbox resume $SBX
+      bac sandbox resume $SBX --timeout 3600
+    """
+    opts = connection(ctx)
+
+    async def body() -> tuple[bool, SandboxInfo]:
+        info = await AsyncSandbox.get_info(sandbox_id, **opts)
+        resumed = info.state is not SandboxState.RUNNING
+        if resumed:
+            await AsyncSandbox.resume(sandbox_id, timeout, not reboot, **opts)
+        elif timeout is not None:  # what resume does to a running sandbox: extend it
+            await AsyncSandbox.resume(sandbox_id, timeout, **opts)
+        return resumed, await AsyncSandbox.get_info(sandbox_id, **opts)
 
     with stderr.status(f"Resuming {sandbox_id}…"):
-        run(AsyncSandbox.resume(sandbox_id, timeout, not reboot, **connection(ctx)))
-    stdout.print(f"resumed {sandbox_id}")
+        resumed, now = run(body())
+    said = f"resumed {sandbox_id}" if resumed else f"{sandbox_id} is already running"
+    stdout.print(f"{said}; it ends in {ends_in(now)}", highlight=False)
 
 
 @click.command()
@@ -53,10 +78,16 @@ def resume(ctx: click.Context, sandbox_id: str, timeout: int | None, reboot: boo
 @click.pass_context
 def checkpoint(ctx: click.Context, sandbox_id: str, name: str | None, no_memory: bool,
                as_json: bool) -> None:
-    """Save SANDBOX_ID's state now (it keeps running); print the checkpoint id."""
+    """Save SANDBOX_ID's state now (it keeps running); print the checkpoint id.
+
+    \b
+    Examples:
+      bac sandbox checkpoint $SBX -n before-upgrade
+      bac sandbox restore $SBX before-upgrade
+    """
 
     async def body() -> Checkpoint:
-        box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
+        box = await attach(ctx, sandbox_id)
         try:
             return await box.checkpoint(name, memory=not no_memory)
         finally:
@@ -72,33 +103,41 @@ def checkpoint(ctx: click.Context, sandbox_id: str, name: str | None, no_memory:
 
 @click.command()
 @click.argument("sandbox_id")
-@json_option
+@listing_options
 @click.pass_context
-def checkpoints(ctx: click.Context, sandbox_id: str, as_json: bool) -> None:
-    """List SANDBOX_ID's checkpoints, oldest first, with the disk each uses."""
+def checkpoints(ctx: click.Context, sandbox_id: str, view: View) -> None:
+    """List SANDBOX_ID's checkpoints, oldest first, with the disk each uses.
+
+    \b
+    Examples:
+      bac sandbox checkpoints $SBX
+      bac sandbox checkpoints $SBX -q | tail -1      # the newest checkpoint's id
+    """
 
     found = run(AsyncSandbox.checkpoints(sandbox_id, **connection(ctx)))
-    if as_json:
-        print_json([c.to_json() for c in found])
-        return
-    if not found:
-        stderr.print("no checkpoints")
-        return
-    print_table(None, ["ID", "NAME", "TAKEN", "SIZE", "MEMORY"], [
+    view.show(["ID", "NAME", "TAKEN", "SIZE", "MEMORY"], [
         (c.checkpoint_id, c.name or "", c.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-         _size(c.size_bytes), "yes" if c.memory else "no") for c in found])
+         _size(c.size_bytes), "yes" if c.memory else "no") for c in found],
+        [c.to_json() for c in found], empty="no checkpoints")
 
 
 @click.command()
 @click.argument("sandbox_id")
-@click.argument("checkpoint_id")
+@click.argument("checkpoint")
 @click.pass_context
-def restore(ctx: click.Context, sandbox_id: str, checkpoint_id: str) -> None:
-    """Roll SANDBOX_ID back to CHECKPOINT_ID (files, processes and memory)."""
+def restore(ctx: click.Context, sandbox_id: str, checkpoint: str) -> None:
+    """Roll SANDBOX_ID back to CHECKPOINT, its id or its name (files, processes and
+    memory); a paused sandbox is running afterwards.
+
+    \b
+    Examples:
+      bac sandbox restore $SBX before-upgrade
+      bac sandbox restore $SBX c4f1e2d3a4b5c6d7e
+    """
 
     with stderr.status(f"Restoring {sandbox_id}…"):
-        run(AsyncSandbox.restore(sandbox_id, checkpoint_id, **connection(ctx)))
-    stdout.print(f"{sandbox_id} restored to {checkpoint_id}")
+        run(AsyncSandbox.restore(sandbox_id, checkpoint, **connection(ctx)))
+    stdout.print(f"{sandbox_id} restored to {checkpoint}")
 
 
 @click.command()
@@ -110,10 +149,15 @@ def restore(ctx: click.Context, sandbox_id: str, checkpoint_id: str) -> None:
 @click.pass_context
 def fork(ctx: click.Context, sandbox_id: str, count: int, timeout: int | None,
          as_json: bool) -> None:
-    """Start COUNT new sandboxes from SANDBOX_ID's current state; print their ids."""
+    """Start COUNT new sandboxes from SANDBOX_ID's current state; print their ids.
+
+    \b
+    Examples:
+      bac sandbox fork $SBX -c 3
+    """
 
     async def body() -> list[str | SandboxError]:
-        box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
+        box = await attach(ctx, sandbox_id)
         try:
             forks = await box.fork(count, timeout)
         finally:
@@ -147,10 +191,16 @@ def fork(ctx: click.Context, sandbox_id: str, count: int, timeout: int | None,
 def snapshot(ctx: click.Context, sandbox_id: str, name: str | None, no_memory: bool,
              as_json: bool) -> None:
     """Snapshot SANDBOX_ID (it keeps running); `bac sandbox create -t SNAPSHOT_ID` starts
-    new sandboxes from it. Prints the snapshot id."""
+    new sandboxes from it. Prints the snapshot id.
+
+    \b
+    Examples:
+      SNAP=$(bac sandbox snapshot $SBX -n warmed-up)
+      bac sandbox create -t warmed-up
+    """
 
     async def body() -> tuple[str, list[str]]:
-        box = await AsyncSandbox.attach(sandbox_id, **connection(ctx))
+        box = await attach(ctx, sandbox_id)
         try:
             taken = await box.snapshot(name, memory=not no_memory)
         finally:

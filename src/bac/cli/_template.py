@@ -28,7 +28,9 @@ from bac.cli._context import connection, run
 from bac.cli._output import (
     BacGroup,
     CliError,
+    View,
     json_option,
+    listing_options,
     print_json,
     print_table,
     stderr,
@@ -39,7 +41,13 @@ from bac.cli._template_progress import BuildView
 
 @click.group(cls=BacGroup)
 def template() -> None:
-    """Build templates from Dockerfiles; list, inspect and delete them."""
+    """Build templates from Dockerfiles; list, inspect and delete them.
+
+    \b
+    Examples:
+      bac template build -n my-template .
+      bac template ls
+    """
 
 
 def _build_args(values: tuple[str, ...]) -> dict[str, str]:
@@ -94,7 +102,14 @@ def build(ctx: click.Context, context: str, dockerfile: str | None, name: str,
           tags: tuple[str, ...], build_arg: tuple[str, ...], start_cmd: str | None,
           ready_cmd: str | None, cpu: int | None, memory_mb: int | None, no_cache: bool,
           from_kind: FromKind | None, plain: bool, as_json: bool) -> None:
-    """Build a template from a Dockerfile and the files of CONTEXT (default: .)."""
+    """Build a template from a Dockerfile and the files of CONTEXT (default: .).
+
+    \b
+    Examples:
+      bac template build -n my-template .
+      bac template build -n py:3.12 -f docker/Dockerfile --build-arg V=3.12 .
+      bac sandbox create -t my-template
+    """
     path = Path(dockerfile) if dockerfile else Path(context) / "Dockerfile"
     recipe = Template.from_dockerfile(path, context=context, build_args=_build_args(build_arg),
                                       from_kind=from_kind)
@@ -133,26 +148,28 @@ def _when(info: TemplateInfo) -> str:
 
 
 @template.command(name="list")
-@json_option
+@listing_options
 @click.pass_context
-def list_(ctx: click.Context, as_json: bool) -> None:
-    """List this team's templates (and the public ones)."""
+def list_(ctx: click.Context, view: View) -> None:
+    """List this team's templates (and the public ones).
+
+    \b
+    Examples:
+      bac template ls
+      bac template ls -q                         # ids only
+    """
 
     async def body() -> list[TemplateInfo]:
         async with AsyncTemplates(**connection(ctx)) as templates:
             return await templates.list()
 
     found = run(body())
-    if as_json:
-        print_json([info.to_json() for info in found])
-        return
-    if not found:
-        stderr.print("no templates")
-        return
-    print_table(None, ["NAME", "ID", "STATUS", "CPU", "MEM MB", "BUILDS", "UPDATED"], [
+    view.show(["NAME", "ID", "STATUS", "CPU", "MEM MB", "BUILDS", "UPDATED"], [
         (", ".join(i.names) or i.template_id, i.template_id,
          i.build_status.value if i.build_status else "", i.cpu_count, i.memory_mb,
-         i.build_count, _when(i)) for i in found])
+         i.build_count, _when(i)) for i in found],
+        [info.to_json() for info in found], ids=[i.template_id for i in found],
+        empty="no templates")
 
 
 @template.command()
@@ -160,7 +177,13 @@ def list_(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def info(ctx: click.Context, name: str, as_json: bool) -> None:
-    """Show one template and its builds."""
+    """Show one template and its builds.
+
+    \b
+    Examples:
+      bac template info my-template
+      bac template info my-template --format json
+    """
 
     async def body() -> TemplateInfo:
         async with AsyncTemplates(**connection(ctx)) as templates:
@@ -179,7 +202,13 @@ def info(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.argument("names", nargs=-1, required=True)
 @click.pass_context
 def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
-    """Delete templates; NAME:TAG removes only that tag. Fails (exit 4) on a missing one."""
+    """Delete templates; NAME:TAG removes only that tag. Fails (exit 4) on a missing one.
+
+    \b
+    Examples:
+      bac template rm my-template
+      bac template delete my-template:old-tag
+    """
 
     async def body() -> list[str]:
         missing: list[str] = []
@@ -209,7 +238,12 @@ def delete(ctx: click.Context, names: tuple[str, ...]) -> None:
 @json_option
 @click.pass_context
 def logs(ctx: click.Context, name: str, build_id: str, follow: bool, as_json: bool) -> None:
-    """Print the log of build BUILD_ID of template NAME (--json: one object a line)."""
+    """Print the log of build BUILD_ID of template NAME (--json: one object a line).
+
+    \b
+    Examples:
+      bac template logs my-template BUILD_ID --follow
+    """
 
     def emit(entry: BuildLogEntry) -> None:
         if as_json:

@@ -43,7 +43,14 @@ def _line(event: TraceEvent, *, with_sandbox: bool) -> str:
 @click.pass_context
 def trace(ctx: click.Context, sandbox_id: str | None, pairs: tuple[str, ...],
           kinds: tuple[str, ...], after: int, follow: bool, as_json: bool) -> None:
-    """What a sandbox did, oldest first: its lifecycle, each process and each transfer."""
+    """What a sandbox did, oldest first: its lifecycle, each process and each transfer.
+
+    \b
+    Examples:
+      bac trace $SBX
+      bac trace $SBX --follow --kind process
+      bac trace --metadata run_id=r42 --json
+    """
     metadata = parse_pairs(pairs, "--metadata")
     if (sandbox_id is None) == (not metadata):
         raise CliError("give a SANDBOX_ID or --metadata KEY=VALUE (a run), not both", 2)
