@@ -15,7 +15,9 @@ reports ready once ``xfce4-session``, ``xfwm4`` and ``xfdesktop`` run. Two shims
   other ones (a ``resolution`` or ``dpi`` given to ``create``) → the session is restarted
   with them, which the SDK waits for as it would for its own Xvfb;
 * ``/usr/local/bin/startxfce4``: waits for the session's XFCE instead of starting a
-  second one (outside a session, the real one runs).
+  second one (outside a session, the real one runs);
+* ``/usr/local/bin/xdotool``: Debian's xdotool hangs in ``mousemove --sync`` to where the
+  pointer already is, which the SDK's clicks at a position do.
 
 The stream is not started: the SDK's ``stream.start()`` refuses when x11vnc already runs.
 It finds noVNC where E2B's image has it, ``/opt/noVNC`` (links to Debian's
@@ -107,6 +109,23 @@ done
 exit 1
 """
 
+# Debian's xdotool (3.20160805) waits forever in `mousemove --sync` when the pointer is
+# already there, and the SDK moves with --sync before every click at a position.
+_XDOTOOL_SHIM = """#!/bin/bash
+if [ "$1" = mousemove ] && [ "$2" = --sync ] && [ $# -eq 4 ]; then
+    eval "$(/usr/bin/xdotool getmouselocation --shell 2>/dev/null | grep -E '^[XY]=[0-9]+$')"
+    if [ "${X:-}" = "$3" ] && [ "${Y:-}" = "$4" ]; then
+        exit 0
+    fi
+    # Off the screen's edge the pointer may not move either.
+    timeout 2 /usr/bin/xdotool "$@"
+    status=$?
+    [ $status -eq 124 ] && exit 0
+    exit $status
+fi
+exec /usr/bin/xdotool "$@"
+"""
+
 _NOVNC_PROXY = """#!/bin/bash
 # noVNC's launcher as E2B's image has it, over Debian's websockify:
 #   novnc_proxy --vnc HOST:PORT --listen PORT --web DIR
@@ -174,6 +193,7 @@ DESKTOP = LayerRecipe(
         (SESSION, _SESSION_SCRIPT, 0o755),
         ("/usr/local/bin/Xvfb", _XVFB_SHIM, 0o755),
         ("/usr/local/bin/startxfce4", _STARTXFCE4_SHIM, 0o755),
+        ("/usr/local/bin/xdotool", _XDOTOOL_SHIM, 0o755),
         ("/opt/noVNC/utils/novnc_proxy", _NOVNC_PROXY, 0o755),
         (f"{_XFCONF}/xfwm4.xml", _XFWM4_XML, 0o644),
     ),
