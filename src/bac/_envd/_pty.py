@@ -1,6 +1,7 @@
 """Interactive terminals in the sandbox (``sandbox.pty``).
 
-A PTY runs ``/bin/bash -i -l`` with a terminal of the given size; its output arrives
+A PTY runs ``/bin/bash -i -l`` (or, Bac's extra, one command in a login shell) with a
+terminal of the given size; its output arrives
 as raw bytes (escape sequences included) through ``on_data``. Input goes through the
 PTY too, so Ctrl-C (``b"\\x03"``) and Ctrl-D (``b"\\x04"``) work as on a real terminal.
 """
@@ -37,12 +38,16 @@ class AsyncPty:
         envs: dict[str, str] | None = None,
         timeout: float | None = DEFAULT_PTY_TIMEOUT,  # noqa: ASYNC109 - lifetime of the remote operation, E2B API
         request_timeout: float | None = None,
+        *,
+        cmd: str | None = None,
     ) -> AsyncCommandHandle:
-        """Start a login shell on a new terminal; ``timeout`` 0 keeps it alive indefinitely."""
+        """Start a login shell on a new terminal; ``timeout`` 0 keeps it alive indefinitely.
+        ``cmd`` (Bac's extra) runs that command on the terminal instead of an interactive
+        shell, as ``commands.run`` runs it (``bash -l -c``): ``python3`` gets a prompt."""
         request = process_pb.StartRequest(
             process=process_pb.ProcessConfig(
                 cmd="/bin/bash",
-                args=["-i", "-l"],
+                args=["-i", "-l"] if cmd is None else ["-l", "-c", cmd],
                 envs={**TERMINAL_ENV, **(envs or {})},
                 cwd=cwd,
             ),

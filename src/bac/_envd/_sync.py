@@ -121,9 +121,11 @@ class Pty:
         self, size: PtySize, on_data: OutputHandler[bytes], user: str | None = None,
         cwd: str | None = None, envs: dict[str, str] | None = None,
         timeout: float | None = DEFAULT_PTY_TIMEOUT, request_timeout: float | None = None,
+        *, cmd: str | None = None,
     ) -> CommandHandle:
         return CommandHandle(
-            PORTAL.run(self._inner.create(size, on_data, user, cwd, envs, timeout, request_timeout))
+            PORTAL.run(self._inner.create(size, on_data, user, cwd, envs, timeout, request_timeout,
+                                          cmd=cmd))
         )
 
     def connect(

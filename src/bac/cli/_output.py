@@ -18,7 +18,8 @@ CLI error tree (what a failed command exits with)::
                  stopped answering while a command used it
         exit 7   ServerUnreachableError
         exit 8   RateLimitError
-        exit 130 interrupted (Ctrl-C)
+        exit 124 ``bac exec --timeout`` stopped the command (as GNU ``timeout`` does)
+        exit 130 interrupted (Ctrl-C); ``bac exec`` kills the remote command first
 
 ``bac exec`` and ``bac shell`` exit with the remote command's own code instead.
 """
@@ -54,6 +55,7 @@ EXIT_CODES: list[tuple[type[bac.SandboxError], int]] = [
     (bac.ServerUnreachableError, 7),
     (bac.RateLimitError, 8),
 ]
+EXEC_TIMED_OUT = 124
 INTERRUPTED = 130
 
 # What `bac --help` and docs/sdk.md show (a test keeps the three in step).
@@ -67,7 +69,8 @@ EXIT_CODE_MEANINGS: list[tuple[int, str]] = [
     (6, "the sandbox ended or stopped answering while a command used it"),
     (7, "the Bac server is unreachable"),
     (8, "rate limited"),
-    (INTERRUPTED, "interrupted (Ctrl-C)"),
+    (EXEC_TIMED_OUT, "bac exec --timeout stopped the command (as GNU timeout does)"),
+    (INTERRUPTED, "interrupted (Ctrl-C); bac exec kills the remote command first"),
 ]
 
 
