@@ -41,7 +41,9 @@ OTHERS = 4  # sandboxes it must leave running
 # out only when asked (SIGUSR1); a sandbox that lost its memory cannot answer the same.
 KEEPER = ("setsid sh -c 'v=$$-$(od -An -N8 -tx8 /dev/urandom | tr -d \" \"); "
           "trap \"echo $v > /tmp/v\" USR1; echo $$ > /tmp/keeper; "
-          "while :; do sleep 0.2; done' </dev/null >/dev/null 2>&1 &")
+          "while :; do sleep 0.2; done' </dev/null >/dev/null 2>&1 & "
+          # Back once its trap is set (it writes its pid after): a signal before would end it.
+          "until [ -s /tmp/keeper ]; do sleep 0.01; done")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
