@@ -11,11 +11,11 @@ killing the remote command. A paused sandbox is resumed first, with a line on st
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shlex
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import click
@@ -93,11 +93,12 @@ async def _run(box: AsyncSandbox, cmd: str, opts: ExecOptions,
 
 
 async def execute(ctx: click.Context, sandbox_id: str, cmd: str, opts: ExecOptions) -> int:
-    box = await attach(ctx, sandbox_id)
+    box = await attach(ctx, sandbox_id)  # says so on stderr if it resumes: before raw mode
     try:
         async with stop_signals() as stopped:
             try:
-                code = await _run(box, cmd, opts, stopped)
+                with raw_terminal(sys.stdin.fileno()) if opts.keystrokes else nullcontext():
+                    code = await _run(box, cmd, opts, stopped)
             except bac.TimeoutError as exc:
                 if not opts.lifetime:
                     raise  # a request's deadline, not the command's
@@ -151,9 +152,7 @@ def exec_(
     opts = ExecOptions(cwd=cwd, user=user, envs=parse_pairs(env, "--env"), lifetime=timeout,
                        forward_stdin=not tty and (interactive or not stdin_tty), tty=tty,
                        keystrokes=raw)
-    cmd = command_line(argv)
-    with raw_terminal(sys.stdin.fileno()) if raw else contextlib.nullcontext():
-        code = run(execute(ctx, sandbox_id, cmd, opts))
+    code = run(execute(ctx, sandbox_id, command_line(argv), opts))
     if raw:
         # As `bac shell` does, and for the same reason: an interactive session here once
         # ended by SIGABRT in interpreter finalization (the SDK's native transport torn

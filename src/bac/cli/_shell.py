@@ -20,11 +20,12 @@ from bac.cli._terminal import pty_session, raw_terminal, stop_signals
 
 
 async def session(ctx: click.Context, sandbox_id: str, cwd: str | None, user: str | None) -> int:
-    box = await attach(ctx, sandbox_id)
+    box = await attach(ctx, sandbox_id)  # says so on stderr if it resumes: before raw mode
     try:
         async with stop_signals() as stopped:
-            code = await pty_session(box, None, user=user, cwd=cwd, envs=None, lifetime=0,
-                                     keystrokes=True, stopped=stopped)
+            with raw_terminal(sys.stdin.fileno()):
+                code = await pty_session(box, None, user=user, cwd=cwd, envs=None,
+                                         lifetime=0, keystrokes=True, stopped=stopped)
             return 128 + stopped.result() if code is None else code
     finally:
         await box.aclose()
@@ -48,8 +49,7 @@ def shell(ctx: click.Context, sandbox_id: str, cwd: str | None, user: str | None
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise CliError("bac shell needs a terminal; use `bac exec` for scripts", exit_code=2)
     try:
-        with raw_terminal(sys.stdin.fileno()):
-            code = run(session(ctx, sandbox_id, cwd, user))
+        code = run(session(ctx, sandbox_id, cwd, user))
     finally:
         with contextlib.suppress(OSError):
             os.write(sys.stdout.fileno(), b"\r\n")
