@@ -28,7 +28,7 @@ case "${ID:-}:${VERSION_ID:-}" in
 esac
 
 packages=(
-    ca-certificates crun curl debian-archive-keyring docker-registry iproute2 mmdebstrap
+    ca-certificates crun curl debian-archive-keyring docker-registry e2fsprogs iproute2 mmdebstrap
     nftables python3 python3-venv runc skopeo uidmap umoci util-linux
 )
 

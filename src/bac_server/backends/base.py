@@ -171,6 +171,11 @@ class ResourceUsage:
     # Processes the kernel's OOM killer ended inside, since the sandbox started (a
     # counter: a rise between two samples is a kill in between).
     oom_kills: int = 0
+    # Files (inodes) the disk holds and may hold; 0 where the backend does not count them.
+    disk_inodes_used: int = 0
+    disk_inodes_total: int = 0
+    # The disk has no room left (space or inodes): writes inside fail with ENOSPC.
+    disk_full: bool = False
 
 
 class Backend(Protocol):

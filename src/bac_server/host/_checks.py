@@ -13,6 +13,7 @@ REQUIRED_BINARIES = {
     "mount": "mount",
     "nsenter": "util-linux",
     "nft": "nftables",
+    "mkfs.ext4": "e2fsprogs",  # each sandbox's disk (backends.namespaces.slots._disk)
 }
 
 

@@ -19,6 +19,7 @@ from bac_server.backends.base import SandboxEndpoint, SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig
 from bac_server.backends.namespaces.slots import SlotRecord
 from bac_server.host import default_data_dir, prepare_host
+from bac_server.host._loop import loop_backing_files
 from bac_server.templates import TemplateStore
 
 
@@ -180,6 +181,8 @@ def leftovers(fp: Footprint) -> list[str]:
     if veth.exists() and int(veth.read_text()) == fp.veth_ifindex:
         found.append(f"veth {fp.veth}")
     found += [f"process {pid}" for pid, start in fp.processes if start_time(pid) == start]
+    found += [f"loop device {device} ({backing})" for device, backing in
+              loop_backing_files().items() if backing.startswith(f"{fp.slot_dir}/")]
     return found
 
 
@@ -188,6 +191,8 @@ def data_dir_leftovers(backend: NamespaceBackend) -> list[str]:
     found = [f"mount {line.split()[4]}" for line in
              Path("/proc/self/mountinfo").read_text().splitlines()
              if line.split()[4].startswith(str(cfg.data_dir))]
+    found += [f"loop device {device} ({backing})" for device, backing in
+              loop_backing_files().items() if backing.startswith(f"{cfg.sandboxes_dir}/")]
     for directory in (cfg.sandboxes_dir, cfg.claims_dir):
         if directory.is_dir():
             found += [f"file {p}" for p in directory.iterdir()]

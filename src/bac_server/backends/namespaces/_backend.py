@@ -137,7 +137,8 @@ class NamespaceBackend:
         checkpointer = Checkpointer(slots, suspender, self._flusher)
         pool = ReadyPool(slots, checkpointer, size=cfg.pool_size,
                          restored_size=cfg.start_snapshot_pool_size,
-                         limits=self._default_limits(ctx), preload=cfg.pool_preload)
+                         limits=self._default_limits(ctx), preload=cfg.pool_preload,
+                         disk_mb=cfg.default_disk_mb)
         _log.info("namespace backend ready: %d sandbox(es) re-attached, runtime %s",
                   len(records), ctx.runtime.binary)
         return _Parts(ctx, slots, pool, suspender, checkpointer)

@@ -26,6 +26,10 @@ class NamespaceConfig:
     min_memory_mb: int = 64
     max_memory_mb: int = 8192
     max_pids: int = 32768
+    # Each sandbox's disk (its own file system, ``slots._disk``): the size pooled slots
+    # are made with (the control plane's default), and the most a create may ask for.
+    default_disk_mb: int = 10240
+    max_disk_mb: int = 1024 * 1024
     # Pre-started sandboxes kept per hot template (0 disables the pool).
     pool_size: int = 0
     # Sandboxes kept restored from a template's start snapshot per shape in use (0: a

@@ -40,6 +40,9 @@ class EventKind(enum.Enum):
     # Errors inside: the kernel's OOM killer ended a process (seen by the sampler), a
     # resume could not restore the saved state (the sandbox stays paused).
     OOM_KILL = "oom_kill"
+    # The sandbox's disk filled up (space or inodes): writes inside fail with ENOSPC.
+    # Seen by the sampler, once per time it fills.
+    DISK_FULL = "disk_full"
     RESUME_FAILED = "resume_failed"
     # envd died and the sandbox's keeper (its PID 1) started it again: reported from
     # inside (``_trace``), with the number of restarts so far.

@@ -1,6 +1,8 @@
 """Periodic resource sampling: every interval, ask the backend for each running sandbox's
 usage and store it, so ``GET /sandboxes/{id}/metrics`` answers from the store; a rise of
-its OOM-kill counter between two samples is an ``oom_kill`` event in its log."""
+its OOM-kill counter between two samples is an ``oom_kill`` event in its log, and a disk
+found full (its writes fail with ENOSPC) a ``disk_full`` event, once until it has room
+again."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from bac_server.backends.base import Backend, BackendError, SandboxStatus
+from bac_server.backends.base import Backend, BackendError, ResourceUsage, SandboxStatus
 from bac_server.store import MetricRecord, MetricStore, SandboxStore
 
 from ._events import EventKind, event
@@ -44,6 +46,8 @@ class MetricsSampler:
         # restart) counts from its first sample; one started since, from zero.
         self._oom: dict[str, int] = {}
         self._since = datetime.now(UTC)
+        # Sandboxes whose disk was full at their last sample (one event per filling).
+        self._full: set[str] = set()
         # The last sample of each running sandbox (Mission Control's fleet reads these, not
         # the store: one dict read per row).
         self._latest: dict[str, MetricRecord] = {}
@@ -83,11 +87,13 @@ class MetricsSampler:
         for sbx, usage in zip(running, results, strict=True):
             if not isinstance(usage, BaseException):
                 await self._oom_check(sbx, usage.oom_kills)
+                await self._disk_check(sbx, usage)
         if self._on_died is not None:
             await self._find_dead(running)
         gone = set(self._oom) - {s.sandbox_id for s in self._registry.all()}
         for sandbox_id in gone:
             del self._oom[sandbox_id]
+        self._full &= {s.sandbox_id for s in self._registry.all()}
         return len(samples)
 
     async def _find_dead(self, running: list[LiveSandbox]) -> None:
@@ -114,6 +120,26 @@ class MetricsSampler:
             f"the kernel's OOM killer ended {new} process{'es' if new > 1 else ''} "
             f"(memory limit {sbx.memory_mb} MiB)", level="error", count=str(new),
             total=str(kills), memory_mb=str(sbx.memory_mb)))
+
+    async def _disk_check(self, sbx: LiveSandbox, usage: ResourceUsage) -> None:
+        if not usage.disk_full:
+            self._full.discard(sbx.sandbox_id)
+            return
+        if sbx.sandbox_id in self._full or self._sandbox_store is None:
+            return
+        self._full.add(sbx.sandbox_id)
+        mib = 1024 * 1024
+        inodes = usage.disk_inodes_total > 0 and \
+            usage.disk_inodes_used >= usage.disk_inodes_total
+        what = f"all {usage.disk_inodes_total} files" if inodes else \
+            f"{usage.disk_used_bytes // mib} of {usage.disk_total_bytes // mib} MiB"
+        await self._sandbox_store.add_event(event(
+            sbx.sandbox_id, sbx.team_id, EventKind.DISK_FULL,
+            f"the sandbox's disk is full ({what}): writes fail with 'No space left on "
+            "device'", level="error", used_bytes=str(usage.disk_used_bytes),
+            total_bytes=str(usage.disk_total_bytes),
+            inodes_used=str(usage.disk_inodes_used),
+            inodes_total=str(usage.disk_inodes_total), disk_mb=str(sbx.disk_mb)))
 
     async def run(self) -> None:
         """Sample forever (cancel to stop); one failed round never stops the loop."""

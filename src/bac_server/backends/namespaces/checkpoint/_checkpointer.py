@@ -153,7 +153,7 @@ class Checkpointer:
             return await start_copy(ctx, criu, stored, meta, spec, source_token=source_token)
 
     async def copy_ahead(self, checkpoint_id: str, image: TemplateImage, limits: Limits, *,
-                         hostname: str) -> SlotRecord:
+                         hostname: str, disk_mb: int) -> SlotRecord:
         """A slot restored from the memory checkpoint for no sandbox yet (CREATING, for the
         ready pool to finish): envd keeps the checkpoint's token until ``assign``. Returns
         once all its memory is back: nobody waits for this restore, and the hand-out and
@@ -166,7 +166,7 @@ class Checkpointer:
         criu = self._suspender.need_criu()
         with self._flusher.busy():
             record = await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
-                                        limits, hostname=hostname)
+                                        limits, hostname=hostname, disk_mb=disk_mb)
             try:
                 await memory_settled(record.slot)
             except BaseException:

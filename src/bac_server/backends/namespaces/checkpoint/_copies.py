@@ -79,7 +79,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
     template = template_of(meta, spec.template)
     if not meta.memory:
         record = await start_slot(ctx, template, hostname=spec.sandbox_id, limits=limits,
-                                  pooled=False, preload=False)
+                                  disk_mb=spec.disk_mb, pooled=False, preload=False)
         try:
             await stop_processes(ctx, record)
             await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
@@ -92,7 +92,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
         return record
     assert criu is not None  # a checkpoint with memory needs CRIU (create_from)
     record = await restore_copy(ctx, criu, stored, meta, template, limits,
-                                hostname=spec.sandbox_id)
+                                hostname=spec.sandbox_id, disk_mb=spec.disk_mb)
     await assign(ctx, record, spec, limits, current_token=source_token)
     return record
 
@@ -106,13 +106,14 @@ def template_of(meta: Meta, image: TemplateImage) -> TemplateImage:
 
 
 async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
-                       template: TemplateImage, limits: Limits, *, hostname: str) -> SlotRecord:
+                       template: TemplateImage, limits: Limits, *, hostname: str,
+                       disk_mb: int) -> SlotRecord:
     """A new slot restored from the memory checkpoint: its processes running under
-    ``hostname``, envd still holding the checkpoint's token, the slot CREATING (for
-    ``assign``, or the pool); fails closed (``SandboxSetupError``)."""
+    ``hostname`` on a disk of ``disk_mb``, envd still holding the checkpoint's token, the
+    slot CREATING (for ``assign``, or the pool); fails closed (``SandboxSetupError``)."""
     record = new_record(ctx, kind="s", template_id=meta.template_id,
                         layers=template.layer_stack, envd_bundle=meta.envd_bundle,
-                        limits=limits)
+                        limits=limits, disk_mb=disk_mb)
     paths = ctx.paths(record.slot)
     try:
         made = await lay_out_with_netns(

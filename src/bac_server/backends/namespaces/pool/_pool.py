@@ -2,9 +2,10 @@
 create; and the create itself, which makes the sandbox the way the pool would on a miss.
 
 **The key** (``PoolKey``) is what a made-ahead slot shares with the creates it may serve:
-the layers and setuid policy the runtime was started with and, for a slot restored from
-a template's start snapshot, that snapshot and the resources and disk it was restored
-with (CRIU brings the memory back into cgroups of that size). A booted slot runs default
+the layers and setuid policy the runtime was started with, the size of its disk (a file
+system of that size, ``slots._disk``: it cannot grow under a running sandbox) and, for a
+slot restored from a template's start snapshot, that snapshot and the resources it was
+restored with (CRIU brings the memory back into cgroups of that size). A booted slot runs default
 resources at a low CPU weight, and a hand-out applies the request's own; a restored one
 serves only a create of its exact shape with the default egress policy (one asking for
 its own policy restores under it): it waits under that policy, so its hand-out need not
@@ -96,15 +97,15 @@ class PoolKey:
 
     layers: tuple[Path, ...]
     allow_setuid: bool
+    disk_mb: int
     # The start snapshot (checkpoint id) its slots are restored from; None: booted.
     snapshot: str | None = None
-    # Restored slots only: the resources and disk they were restored with.
+    # Restored slots only: the resources they were restored with.
     limits: Limits | None = None
-    disk_mb: int | None = None
 
     @classmethod
-    def booted(cls, template: TemplateImage) -> PoolKey:
-        return cls(template.layer_stack, template.allow_setuid)
+    def booted(cls, template: TemplateImage, disk_mb: int) -> PoolKey:
+        return cls(template.layer_stack, template.allow_setuid, disk_mb)
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,9 @@ class _Fill:
 
 class ReadyPool:
     def __init__(self, slots: SlotTable, checkpointer: Checkpointer, *, size: int,
-                 restored_size: int, limits: Limits, preload: bool) -> None:
-        # ``limits``: what booted slots start with (default resources, background weight).
+                 restored_size: int, limits: Limits, preload: bool, disk_mb: int) -> None:
+        # ``limits``: what booted slots start with (default resources, background weight);
+        # ``disk_mb``: the disk of the slots ``want`` keeps (the creates' default).
         self._slots = slots
         self._ctx = slots.ctx
         self._checkpointer = checkpointer
@@ -135,6 +137,7 @@ class ReadyPool:
         self.restored_size = restored_size
         self._limits = limits
         self._preload = preload
+        self._disk_mb = disk_mb
         self._ready: collections.OrderedDict[PoolKey, collections.deque[_Pooled]] = \
             collections.OrderedDict()
         self._refills: dict[PoolKey, asyncio.Task[None]] = {}
@@ -190,7 +193,7 @@ class ReadyPool:
                         _log.warning("sandbox %s: restoring the start snapshot of template "
                                      "%s failed, booting it instead: %s", spec.sandbox_id,
                                      spec.template.template_id, exc)
-                        used = PoolKey.booted(spec.template)
+                        used = PoolKey.booted(spec.template, spec.disk_mb)
                 step = time.perf_counter()
                 booted = await boot(ctx, spec, limits)
                 part("boot", step)
@@ -207,9 +210,9 @@ class ReadyPool:
     def _key_of(self, spec: SandboxSpec, limits: Limits) -> PoolKey:
         ref = spec.template.start_snapshot
         if ref is None or not self._checkpointer.memory_checkpoints:
-            return PoolKey.booted(spec.template)
-        return PoolKey(spec.template.layer_stack, spec.template.allow_setuid,
-                       ref.checkpoint_id, limits, spec.disk_mb)
+            return PoolKey.booted(spec.template, spec.disk_mb)
+        return PoolKey(spec.template.layer_stack, spec.template.allow_setuid, spec.disk_mb,
+                       ref.checkpoint_id, limits)
 
     def _take(self, key: PoolKey) -> _Pooled | None:
         """A live pooled slot of ``key``, or None; dead ones found on the way go."""
@@ -229,8 +232,9 @@ class ReadyPool:
     # -- filling ----------------------------------------------------------------------
 
     def want(self, template: TemplateImage) -> None:
-        """Mark ``template`` hot: keep ``size`` slots of it booted."""
-        self._want(PoolKey.booted(template), template)
+        """Mark ``template`` hot: keep ``size`` slots of it booted, with disks of the
+        default size (other sizes are kept once a create asks for one)."""
+        self._want(PoolKey.booted(template, self._disk_mb), template)
 
     def _fill_of(self, key: PoolKey) -> _Fill:
         if key.snapshot is None:
@@ -316,12 +320,12 @@ class ReadyPool:
         ref = template.start_snapshot
         if key.snapshot is None or key.limits is None or ref is None:
             record = await start_slot(self._ctx, template, hostname=POOL_HOSTNAME,
-                                      limits=self._limits, pooled=True,
+                                      limits=self._limits, disk_mb=key.disk_mb, pooled=True,
                                       preload=self._preload)
             return _Pooled(record, None, egress_attached=False)
         record = await self._checkpointer.copy_ahead(
             key.snapshot, template, dataclasses.replace(key.limits, background=True),
-            hostname=POOL_HOSTNAME)
+            hostname=POOL_HOSTNAME, disk_mb=key.disk_mb)
         try:
             await attach_egress(self._ctx, record, EgressPolicy())
             await probe_health(record.sandbox_address, self._ctx.config.envd_init_timeout_s)

@@ -10,8 +10,9 @@ recorded on disk at every step (``_record``); a sandbox id is bound to it at han
   ``_recovery``: re-attaching and sweeping after a restart.
 * What the runtime is given: ``_ocispec`` (the OCI config), ``_seccomp``, ``_runtime``
   (the runtime's command line), ``_cgroups``, ``_files`` (the slot's directories, /etc
-  files and overlay root), ``_devfs`` (/dev across a dump and restore), ``_restorable``
-  (what runc slots need to be checkpointed).
+  files and overlay root), ``_disk`` (the overlay's upper layer on a file system of the
+  sandbox's size: ENOSPC past it, usage from its counters), ``_devfs`` (/dev across a
+  dump and restore), ``_restorable`` (what runc slots need to be checkpointed).
 * ``_process`` (host processes: identity, liveness, reaping), ``_usage``, ``_validate``,
   ``_layers_in_use``.
 """

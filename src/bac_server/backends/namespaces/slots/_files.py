@@ -16,6 +16,7 @@ import errno
 import os
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from bac_server.cancel_safe import off_loop
@@ -24,9 +25,18 @@ from bac_server.host._syscalls import MNT_DETACH, umount
 
 from .._config import NamespaceConfig
 from ..layers import copy_tree, mount_overlay
+from ._disk import make_disk
 from ._record import SlotPaths
 
 CA_FILE = "ca.pem"  # in the slot's /run/bac
+
+
+@dataclass(frozen=True)
+class SlotDisk:
+    """The disk a new slot gets: its size, and the data dir whose prototypes it copies."""
+
+    data_dir: Path
+    disk_mb: int
 
 
 def _mkdir(path: Path, mode: int, uid: int, gid: int) -> None:
@@ -83,13 +93,12 @@ def _tighten(path: Path, *, directory: bool) -> None:
         os.close(fd)
 
 
-def make_slot_dirs(paths: SlotPaths, ids: IdRange, ca: bytes = b"") -> None:
+def make_slot_dirs(paths: SlotPaths, ids: IdRange, disk: SlotDisk, ca: bytes = b"") -> None:
     paths.root.mkdir(mode=0o710)  # fails if the slot exists: slot names are unique
     os.chown(paths.root, 0, ids.root)
-    _mkdir(paths.layer, 0o700, 0, 0)
-    # The upper directory's root becomes the sandbox's "/": owned by sandbox root.
-    _mkdir(paths.layer / "upper", 0o755, ids.root, ids.root)
-    _mkdir(paths.layer / "work", 0o700, 0, 0)
+    # The upper directory's root becomes the sandbox's "/": owned by sandbox root, on
+    # the slot's own disk of its size (``_disk``).
+    make_disk(paths, disk.data_dir, disk.disk_mb, ids)
     _mkdir(paths.rootfs, 0o755, 0, 0)
     _mkdir(paths.etc, 0o710, 0, ids.root)
     make_trace_dir(paths, ids, ca)
@@ -165,23 +174,22 @@ def unmount_rootfs(paths: SlotPaths) -> None:
 
 async def replace_upper(paths: SlotPaths, layers: Sequence[Path], source: Path) -> None:
     """Give the (stopped) slot the files of ``source``: overlay off, layer swapped, on
-    (over ``layers``, the slot's stack)."""
+    (over ``layers``, the slot's stack). The slot's files go first: its disk is of the
+    sandbox's size, with room for one copy of them, not two."""
     upper, work = paths.layer / "upper", paths.layer / "work"
     await off_loop(lambda: unmount_rootfs(paths))
-    fresh = paths.layer / "upper.new"
-    await off_loop(lambda: remove_tree(fresh))
-    fresh.mkdir(mode=0o755)
-    await copy_tree(source, fresh)
 
-    def swap() -> None:
+    def empty() -> None:
+        st = os.lstat(upper)
         remove_tree(upper)
-        os.replace(fresh, upper)
+        _mkdir(upper, 0o755, st.st_uid, st.st_gid)  # cp -a gives it the source's own
         # overlayfs keeps in-flight state in work/: a clean one for the new upper.
         remove_tree(work)
         work.mkdir(mode=0o700)
-        mount_rootfs(paths, layers)
 
-    await off_loop(swap)
+    await off_loop(empty)
+    await copy_tree(source, upper)
+    await off_loop(lambda: mount_rootfs(paths, layers))
 
 
 def disk_used(tree: Path) -> int:

@@ -33,10 +33,18 @@ from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 from ..envd import EnvdBundleError, wait_ready
 from ..network import LeaseOwner, create_netns
 from ._context import Context
-from ._files import log_tail, make_slot_dirs, mount_rootfs, write_identity, write_resolv_conf
+from ._disk import has_disk, mount_disk
+from ._files import (
+    SlotDisk,
+    log_tail,
+    make_slot_dirs,
+    mount_rootfs,
+    write_identity,
+    write_resolv_conf,
+)
 from ._ocispec import Limits, SandboxPlan, build_config
 from ._process import start_time
-from ._record import SlotPaths, SlotPhase, SlotRecord, save_record
+from ._record import DEFAULT_DISK_MB, SlotPaths, SlotPhase, SlotRecord, save_record
 from ._restorable import adapt_config, netns_pinned, pin_netns, restorable
 from ._runtime import OciRuntime
 from ._seccomp import attach_compiled, remember_compiled
@@ -48,7 +56,8 @@ _log = logging.getLogger(__name__)
 def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
     paths = ctx.paths(record.slot)
     ids = ctx.config.id_range
-    make_slot_dirs(paths, ids, ctx.config.ca_certificates)
+    make_slot_dirs(paths, ids, SlotDisk(ctx.config.data_dir, record.disk_mb),
+                   ctx.config.ca_certificates)
     save_record(paths, record)
     write_identity(paths, hostname, ids)
     write_resolv_conf(paths, record.host_address, ids)
@@ -75,10 +84,11 @@ def _note_init(paths: SlotPaths, record: SlotRecord) -> None:
 
 
 def new_record(ctx: Context, *, kind: str, template_id: str, layers: Sequence[Path],
-               envd_bundle: str, limits: Limits) -> SlotRecord:
+               envd_bundle: str, limits: Limits, disk_mb: int = DEFAULT_DISK_MB
+               ) -> SlotRecord:
     """A new slot's record (CREATING) with an address leased for it. ``kind`` starts its
     name: "s" for a sandbox's slot, "b" for a build step's; ``layers``: topmost first, the
-    template's rootfs last."""
+    template's rootfs last; ``disk_mb``: the size of its disk (sandbox slots)."""
     slot = kind + secrets.token_hex(8)
     lease = ctx.addresses.lease(LeaseOwner(str(ctx.paths(slot).root), ctx.owner))
     return SlotRecord(
@@ -87,7 +97,7 @@ def new_record(ctx: Context, *, kind: str, template_id: str, layers: Sequence[Pa
         envd_bundle=envd_bundle, lease_index=lease.index, host_address=lease.host_address,
         sandbox_address=lease.sandbox_address, veth=lease.veth,
         cgroup_path=f"/{PARENT_CGROUP}/{slot}", owner=ctx.owner, vcpus=limits.vcpus,
-        memory_mb=limits.memory_mb, pids_max=limits.pids_max)
+        memory_mb=limits.memory_mb, pids_max=limits.pids_max, disk_mb=disk_mb)
 
 
 async def lay_out_with_netns(ctx: Context, record: SlotRecord,
@@ -107,8 +117,9 @@ async def lay_out_with_netns(ctx: Context, record: SlotRecord,
 
 
 async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, limits: Limits,
-                     pooled: bool, preload: bool) -> SlotRecord:
-    """Create and start a slot with envd listening; raises SandboxSetupError (fail closed).
+                     disk_mb: int, pooled: bool, preload: bool) -> SlotRecord:
+    """Create and start a slot with envd listening and a disk of ``disk_mb``; raises
+    SandboxSetupError (fail closed).
 
     The slot ends up POOLED, or still CREATING for ``assign`` to finish."""
     ctx.check_template(template)
@@ -117,7 +128,8 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
     except EnvdBundleError as exc:
         raise SandboxSetupError(str(exc)) from exc
     record = new_record(ctx, kind="s", template_id=template.template_id,
-                        layers=template.layer_stack, envd_bundle=str(bundle), limits=limits)
+                        layers=template.layer_stack, envd_bundle=str(bundle), limits=limits,
+                        disk_mb=disk_mb)
     slot, paths = record.slot, ctx.paths(record.slot)
     started = time.perf_counter()
     try:
@@ -250,7 +262,10 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
     try:
         record.move(SlotPhase.ASSIGNING)
         record.sandbox_id = spec.sandbox_id
-        record.disk_mb = spec.disk_mb
+        if record.disk_mb != spec.disk_mb:
+            # The disk's size is its file system's: a slot serves only creates of its size.
+            raise SandboxSetupError(f"slot {record.slot} has a disk of {record.disk_mb} MiB, "
+                                    f"not {spec.disk_mb}")
         own = off_loop(lambda: _retarget(ctx, record, spec, limits)) if pooled else \
             off_loop(lambda: ctx.claim_path(spec.sandbox_id).write_text(record.slot))
         # return_exceptions: the teardown below must not start while one still runs.
@@ -269,7 +284,7 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
 async def boot(ctx: Context, spec: SandboxSpec, limits: Limits) -> SlotRecord:
     """A slot started for ``spec`` and handed to it (a cold start); fails closed."""
     record = await start_slot(ctx, spec.template, hostname=spec.sandbox_id, limits=limits,
-                              pooled=False, preload=False)
+                              disk_mb=spec.disk_mb, pooled=False, preload=False)
     await assign(ctx, record, spec, limits)
     return record
 
@@ -283,6 +298,8 @@ async def ensure_in_place(ctx: Context, record: SlotRecord) -> tuple[str, int | 
     """Mount and network of a slot whose processes are gone: the netns path, and an fd
     holding the namespace that the caller closes once the runtime has joined it."""
     paths = ctx.paths(record.slot)
+    if has_disk(paths) and not is_mount_point(paths.layer):
+        await off_loop(lambda: mount_disk(paths))  # a host reboot took the mounts
     if not is_mount_point(paths.rootfs):
         await off_loop(lambda: mount_rootfs(paths, record.layer_stack))
     if restorable(ctx.runtime) and netns_pinned(paths):

@@ -19,6 +19,8 @@ from typing import Any
 from bac_server.backends.base import PauseKind
 from bac_server.host import write_private
 
+DEFAULT_DISK_MB = 10240
+
 
 class SlotPhase(enum.Enum):
     CREATING = "creating"  # resources being made; not usable
@@ -62,7 +64,7 @@ class SlotRecord:
     vcpus: int
     memory_mb: int
     pids_max: int
-    disk_mb: int = 10240
+    disk_mb: int = DEFAULT_DISK_MB
     sandbox_id: str | None = None
     init_pid: int | None = None
     init_start: int | None = None
@@ -119,8 +121,12 @@ class SlotPaths:
         return self.root / "rootfs"
 
     @property
-    def layer(self) -> Path:  # 0700: upper + work of the overlay
+    def layer(self) -> Path:  # 0700: upper + work of the overlay, on the slot's disk
         return self.root / "layer"
+
+    @property
+    def disk(self) -> Path:  # 0600: the image of the slot's disk, mounted at ``layer``
+        return self.root / "disk.img"
 
     @property
     def binds(self) -> Path:  # build slots: host directories bound here before the runtime

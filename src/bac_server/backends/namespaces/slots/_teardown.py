@@ -25,6 +25,7 @@ from bac_server.host import remove_tree
 
 from ..network import LeaseOwner, delete_veth
 from ._context import Context
+from ._disk import unmount_disk
 from ._files import unmount_rootfs
 from ._process import is_alive, kill_pidfd, reap_if_child
 from ._record import SlotPhase, SlotRecord
@@ -125,6 +126,7 @@ def _end_runtime_calls(ctx: Context, record: SlotRecord) -> None:
 def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
+    unmount_disk(paths)  # its loop device detaches with it
     remove_slot_state(paths)
     for child in (paths.layer, paths.rootfs, paths.etc, paths.binds, paths.trace):
         remove_tree(child)
@@ -132,7 +134,7 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
         # SECURITY: a build slot's upper layer (the step's result) is never removed here;
         # only the overlay work directory made beside it.
         remove_tree(Path(record.work_dir))
-    for name in (paths.config, paths.envd_log, paths.runtime_log, paths.pid_file,
+    for name in (paths.disk, paths.config, paths.envd_log, paths.runtime_log, paths.pid_file,
                  paths.state.with_suffix(".tmp")):
         name.unlink(missing_ok=True)
 

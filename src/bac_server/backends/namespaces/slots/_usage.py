@@ -1,4 +1,6 @@
-"""Resource usage of a sandbox, from its cgroups and its overlay's upper layer.
+"""Resource usage of a sandbox, from its cgroups and its disk's own counters (``_disk``:
+one ``statvfs``, however many files it holds; slots of older servers, without a disk of
+their own, are measured by walking their upper layer).
 
 CPU use is a rate, so the sampler remembers the previous reading per sandbox; the first
 reading reports 0 %.
@@ -12,6 +14,7 @@ import time
 from bac_server.backends.base import ResourceUsage, SandboxNotFound
 
 from ._context import Context
+from ._disk import DiskUsage, disk_usage
 from ._files import disk_used
 from ._record import SlotRecord
 
@@ -34,9 +37,20 @@ class UsageSampler:
         pct = 0.0
         if last is not None and now > last[0]:
             pct = (stats.cpu_usage_ns - last[1]) / ((now - last[0]) * 1e9) / record.vcpus * 100
-        used = await asyncio.to_thread(disk_used, ctx.paths(record.slot).layer / "upper")
+        paths = ctx.paths(record.slot)
+        disk = disk_usage(paths)
+        if disk is None:
+            disk = DiskUsage(
+                used_bytes=await asyncio.to_thread(disk_used, paths.layer / "upper"),
+                total_bytes=record.disk_mb * 1024 * 1024, free_bytes=0, inodes_used=0,
+                inodes_total=0)
+            full = False
+        else:
+            full = disk.full
         return ResourceUsage(
             cpu_count=record.vcpus, cpu_used_pct=round(max(pct, 0.0), 2),
             mem_used_bytes=stats.mem_used, mem_total_bytes=record.memory_mb * 1024 * 1024,
-            mem_cache_bytes=stats.mem_cache, disk_used_bytes=used,
-            disk_total_bytes=record.disk_mb * 1024 * 1024, oom_kills=stats.oom_kills)
+            mem_cache_bytes=stats.mem_cache, disk_used_bytes=disk.used_bytes,
+            disk_total_bytes=disk.total_bytes, oom_kills=stats.oom_kills,
+            disk_inodes_used=disk.inodes_used, disk_inodes_total=disk.inodes_total,
+            disk_full=full)

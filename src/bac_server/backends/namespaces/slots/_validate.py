@@ -7,6 +7,7 @@ import re
 from bac_server.backends.base import ResourceLimitError, SandboxSetupError, SandboxSpec
 
 from .._config import NamespaceConfig
+from ._disk import MIN_DISK_MB
 from ._ocispec import Limits
 
 # A DNS label: it becomes the hostname.
@@ -42,6 +43,9 @@ def validate(config: NamespaceConfig, spec: SandboxSpec, limit_swap: bool) -> Li
     if not _SANDBOX_ID.match(spec.sandbox_id):
         raise SandboxSetupError(f"invalid sandbox id {spec.sandbox_id!r}")
     check_resources(config, spec.vcpus, spec.memory_mb)
+    if not MIN_DISK_MB <= spec.disk_mb <= config.max_disk_mb:
+        raise ResourceLimitError(f"disk_mb must be {MIN_DISK_MB}..{config.max_disk_mb}, "
+                                 f"got {spec.disk_mb}")
     if not MIN_PIDS <= spec.pids_max <= config.max_pids:
         raise ResourceLimitError(f"pids_max must be {MIN_PIDS}..{config.max_pids}, "
                                  f"got {spec.pids_max}")
