@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 
 from bac_server.api import views
 from bac_server.api.body import Name, Strict, read_model
-from bac_server.api.context import plane, sandbox_id, settings, team
+from bac_server.api.context import plane, public_domain, sandbox_id, settings, team
 from bac_server.api.errors import status_of
 from bac_server.api.query import int_param, page_after
 from bac_server.api.views import rfc3339
@@ -114,7 +114,8 @@ async def restore_checkpoint(request: Request) -> Response:
     sbx = await plane(request).checkpoints.restore(caller, sandbox_id(request),
                                                    _checkpoint_id(request))
     conf = settings(request)
-    return JSONResponse(views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain))
+    return JSONResponse(views.sandbox(sbx, envd_version=conf.envd_version,
+                                      domain=public_domain(request)))
 
 
 async def delete_checkpoint(request: Request) -> Response:
@@ -153,7 +154,7 @@ async def fork(request: Request) -> Response:
         caller, sandbox_id(request), count=1 if body.count is None else body.count,
         timeout_s=body.timeout)
     items = [
-        {"sandbox": views.sandbox(r, envd_version=conf.envd_version, domain=conf.domain)}
+        {"sandbox": views.sandbox(r, envd_version=conf.envd_version, domain=public_domain(request))}
         if isinstance(r, LiveSandbox) else
         {"error": {"code": status_of(r), "message": str(r)}}
         for r in results

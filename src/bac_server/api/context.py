@@ -32,6 +32,17 @@ def settings(request: Request) -> ApiSettings:
     return found
 
 
+def public_domain(request: Request) -> str:
+    """The domain of sandboxes' host names ``{port}-{id}.{domain}`` as this caller reaches
+    the server: the configured one, with the port the request came to (from its Host)
+    unless it is its scheme's default, so the SDKs' ``get_host(port)`` is an address that
+    works as it is (``8080-<id>.localhost:3000``)."""
+    domain = settings(request).domain
+    port = request.url.port
+    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(request.url.scheme)
+    return domain if port in (None, default) else f"{domain}:{port}"
+
+
 async def team(request: Request) -> Team:
     """The caller's team from ``X-API-KEY``; raises ``Unauthenticated`` (401)."""
     return await plane(request).keys.authenticate(request.headers.get("x-api-key"))

@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse, Response
 from bac_server.api import views
 from bac_server.api.body import Name, Open, Strict, read_model
 from bac_server.api.caps import CostCapBody, caps_of
-from bac_server.api.context import plane, sandbox_id, settings, team
+from bac_server.api.context import plane, public_domain, sandbox_id, settings, team
 from bac_server.api.errors import BadRequest
 from bac_server.api.list_query import parse_list_query
 from bac_server.api.network import NetworkConfig, refuse_unsupported_network
@@ -300,7 +300,7 @@ async def create_sandbox(request: Request) -> Response:
             await control.lifecycle.kill(caller, sbx.sandbox_id)
             raise
     return JSONResponse(
-        views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain), 201
+        views.sandbox(sbx, envd_version=conf.envd_version, domain=public_domain(request)), 201
     )
 
 
@@ -327,7 +327,7 @@ async def get_sandbox(request: Request) -> Response:
     caller = await team(request)
     conf = settings(request)
     sbx = plane(request).registry.owned(caller, sandbox_id(request))
-    return JSONResponse(_detail(sbx, envd_version=conf.envd_version, domain=conf.domain))
+    return JSONResponse(_detail(sbx, envd_version=conf.envd_version, domain=public_domain(request)))
 
 
 async def kill_sandbox(request: Request) -> Response:
@@ -358,7 +358,7 @@ async def _connect(request: Request, caller: Team, timeout_s: int | None,
     resumed = await control.lifecycle.connect(caller, sid, timeout_s, memory=memory is not False)
     sbx = control.registry.owned(caller, sid)
     return JSONResponse(
-        views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain),
+        views.sandbox(sbx, envd_version=conf.envd_version, domain=public_domain(request)),
         201 if resumed else 200,
     )
 
@@ -386,7 +386,7 @@ async def resume(request: Request) -> Response:
                                    on_timeout=on_timeout)
     sbx = control.registry.owned(caller, sid)
     return JSONResponse(
-        views.sandbox(sbx, envd_version=conf.envd_version, domain=conf.domain), 201
+        views.sandbox(sbx, envd_version=conf.envd_version, domain=public_domain(request)), 201
     )
 
 

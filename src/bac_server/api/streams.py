@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from bac_server.api.body import Strict, read_model
-from bac_server.api.context import plane, sandbox_id, settings, team
+from bac_server.api.context import plane, public_domain, sandbox_id, settings, team
 from bac_server.api.views import rfc3339_unix
 from bac_server.control import InvalidRequest
 from bac_server.control.streams import QUERY_PARAMETER
@@ -30,14 +30,11 @@ class StreamRequest(Strict):
     ttl: StrictInt | None = None
 
 
-def viewer_url(request: Request, domain: str, sid: str, port: int, token: str) -> str:
+def viewer_url(request: Request, sid: str, port: int, token: str) -> str:
     """The noVNC page through this server's gateway, by host name."""
-    scheme = request.url.scheme
-    default = {"http": 80, "https": 443}.get(scheme)
-    listening = request.url.port
-    suffix = "" if listening in (None, default) else f":{listening}"
     ws_path = quote(f"websockify?{QUERY_PARAMETER}={token}", safe="")
-    return (f"{scheme}://{port}-{sid}.{domain}{suffix}/vnc.html?{QUERY_PARAMETER}={token}"
+    return (f"{request.url.scheme}://{port}-{sid}.{public_domain(request)}/vnc.html?"
+            f"{QUERY_PARAMETER}={token}"
             f"&autoconnect=true&resize=scale&reconnect=true&path={ws_path}")
 
 
@@ -59,5 +56,5 @@ async def issue_stream(request: Request) -> Response:
         "port": issued.port,
         "token": issued.token,
         "expiresAt": rfc3339_unix(issued.expires_at),
-        "url": viewer_url(request, conf.domain, sbx.sandbox_id, issued.port, issued.token),
+        "url": viewer_url(request, sbx.sandbox_id, issued.port, issued.token),
     }, status_code=201)
