@@ -29,7 +29,7 @@ esac
 
 packages=(
     ca-certificates crun curl debian-archive-keyring docker-registry e2fsprogs iproute2 mmdebstrap
-    nftables python3 python3-venv runc skopeo uidmap umoci util-linux
+    lxcfs nftables python3 python3-venv runc skopeo uidmap umoci util-linux
 )
 
 missing=()

@@ -194,14 +194,16 @@ def test_root_inside_a_sandbox_finds_no_way_to_the_store(served: Served) -> None
 
 
 def _files_outside_sandboxes(data_dir: Path) -> Iterator[Path]:
-    """Every file Bac wrote itself: not the sandboxes' own files (rootfs, upper layers),
-    nor CRIU's memory images (they hold the processes' memory: closed, see the probes)."""
-    skip = {"rootfs", "upper", "layer", "images", "devfs", "envd", "etc"}
+    """Every file Bac wrote itself: not the sandboxes' own files (rootfs, upper layers,
+    their disks' images and the empty ones they are copied from), nor CRIU's memory
+    images (they hold the processes' memory: closed, see the probes)."""
+    skip = {"rootfs", "upper", "layer", "images", "devfs", "envd", "etc", "slot-disks"}
+    not_bacs = ("server.log", "netns", "disk.img")
     for dirpath, dirnames, filenames in os.walk(data_dir):
         dirnames[:] = [d for d in dirnames if d not in skip]
         for name in filenames:
             path = Path(dirpath, name)
-            if path.is_file() and not path.is_symlink() and name not in ("server.log", "netns"):
+            if path.is_file() and not path.is_symlink() and name not in not_bacs:
                 yield path
 
 

@@ -14,6 +14,7 @@ from ._checks import check_binaries, check_cgroup_controllers, check_kernel, che
 from ._devices import check_device_nodes
 from ._errors import HostChangeFailed
 from ._forwarding import ensure_firewall
+from ._lxcfs import ensure_lxcfs
 from ._sysctl import raise_sysctls, read_sysctl
 
 _log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ class HostSettings:
     sandbox_pid_share: float = 0.75
     # cgroup migrations (every resume, every runc start) without an RCU grace period.
     favor_dynamic_cgroups: bool = True
+    # Start LXCFS when it is not mounted (sandboxes' /proc shows their own limits).
+    lxcfs: bool = True
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ def prepare_host(settings: HostSettings | None = None) -> HostReport:
     changed = raise_sysctls()
     ensure_firewall(cfg.veth_prefix)
     _ensure_parent_cgroup(layout, cfg)
+    if cfg.lxcfs:
+        ensure_lxcfs()  # cosmetic: fails open with a warning
     Path("/run/bac").mkdir(mode=0o700, exist_ok=True)
     os.chmod("/run/bac", 0o700)
     _log.info("host ready: cgroups %s, nftables table inet bac, forwarding on", layout.value)

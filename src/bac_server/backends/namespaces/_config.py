@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bac_server.host import IdRange, default_data_dir
+from bac_server.host import LXCFS_DIR, IdRange, default_data_dir
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class NamespaceConfig:
     # The operator's CA certificates (PEM), added to every sandbox's trust store at its
     # start (``bac_envd._trust``); empty: the templates' own stores as they are.
     ca_certificates: bytes = b""
+    # Where LXCFS is mounted (``host.ensure_lxcfs``): its /proc files are bound into each
+    # sandbox started while it serves. None: never.
+    lxcfs_dir: Path | None = LXCFS_DIR
     # Another data dir whose envd bundles are linked here rather than rebuilt (the one a
     # shared templates dir belongs to); None: every bundle is built in data_dir.
     shared_dir: Path | None = None

@@ -27,7 +27,7 @@ from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateIma
 from bac_server.backends.egress import EgressPolicy
 from bac_server.backends.envd_http import init_payload, post_init, probe_health
 from bac_server.cancel_safe import off_loop, to_the_end
-from bac_server.host import PARENT_CGROUP, is_mount_point, write_private
+from bac_server.host import PARENT_CGROUP, is_mount_point, lxcfs_proc_files, write_private
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
 from ..envd import EnvdBundleError, wait_ready
@@ -75,6 +75,12 @@ def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool,
         adapt_config(config)
     write_private(paths.config, json.dumps(config))
     return config
+
+
+def proc_files_of(ctx: Context) -> tuple[tuple[str, Path], ...]:
+    """LXCFS's /proc files to bind, when it serves now (cosmetic: none without it)."""
+    directory = ctx.config.lxcfs_dir
+    return () if directory is None else tuple(lxcfs_proc_files(directory).items())
 
 
 def _note_init(paths: SlotPaths, record: SlotRecord) -> None:
@@ -143,7 +149,8 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
                             else f"/proc/{os.getpid()}/fd/{netns_fd}"),
                 cgroup_path=record.cgroup_path, id_range=ctx.config.id_range, limits=limits,
                 allow_setuid=template.allow_setuid, envd_bundle=bundle, etc_dir=paths.etc,
-                recursive_sys=ctx.runtime.name != "crun", trace_dir=paths.trace)
+                recursive_sys=ctx.runtime.name != "crun", trace_dir=paths.trace,
+                proc_files=proc_files_of(ctx))
             config = await off_loop(lambda: _write_config(paths, plan, preload, ctx.runtime))
             try:
                 await to_the_end(ctx.runtime.run_detached(
@@ -196,9 +203,12 @@ TRUST_ENV = {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
 
 def sandbox_env(spec: SandboxSpec, *, trust: bool = False) -> dict[str, str]:
     """What every process of the sandbox starts with: the template's ENV, overridden by
-    the create request's env vars; with ``trust`` (the operator named CA certificates),
-    ``TRUST_ENV`` under both."""
-    return (TRUST_ENV if trust else {}) | dict(spec.template.env) | spec.env_vars
+    the create request's env vars; under both, ``OMP_NUM_THREADS`` (its vCPUs: what
+    ``nproc`` prints and OpenMP and BLAS pools size themselves by, since the scheduler's
+    affinity still names every host CPU) and, with ``trust`` (the operator named CA
+    certificates), ``TRUST_ENV``."""
+    return (TRUST_ENV if trust else {}) | {"OMP_NUM_THREADS": str(spec.vcpus)} | \
+        dict(spec.template.env) | spec.env_vars
 
 
 def set_hostname_in(pid: int, hostname: str) -> None:
@@ -332,7 +342,7 @@ async def cold_start(ctx: Context, record: SlotRecord, spec: SandboxSpec) -> Non
         limits=limits_of(ctx, record), allow_setuid=spec.template.allow_setuid,
         envd_bundle=Path(record.envd_bundle), etc_dir=paths.etc,
         recursive_sys=ctx.runtime.name != "crun",
-        trace_dir=paths.trace if paths.trace.is_dir() else None)
+        trace_dir=paths.trace if paths.trace.is_dir() else None, proc_files=proc_files_of(ctx))
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     try:
         try:

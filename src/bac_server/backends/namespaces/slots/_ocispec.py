@@ -92,6 +92,9 @@ class SandboxPlan:
     recursive_sys: bool = False  # runc cannot bind /sys non-recursively in a user namespace
     # Bound read-only at /run/bac: the host's trace socket for envd (slots._trace).
     trace_dir: Path | None = None
+    # (/proc file, LXCFS's file) bound read-only over it: the sandbox's own memory, CPUs,
+    # load and uptime (``host.lxcfs_proc_files``); empty without LXCFS.
+    proc_files: tuple[tuple[str, Path], ...] = ()
 
 
 def _bind(source: Path | str, destination: str, *extra: str) -> dict[str, Any]:
@@ -126,6 +129,8 @@ def _mounts(plan: SandboxPlan) -> list[dict[str, Any]]:
         _bind(plan.etc_dir / "hosts", "/etc/hosts"),
         _bind(plan.etc_dir / "hostname", "/etc/hostname"),
         _bind(plan.etc_dir / "resolv.conf", "/etc/resolv.conf"),
+        # SECURITY: LXCFS's files, read-only; each answers from the reader's own cgroups.
+        *(_bind(source, target, "ro", "noexec") for target, source in plan.proc_files),
     ]
 
 
