@@ -147,6 +147,9 @@ def build_backend(config: ServerConfig) -> NamespaceBackend:
         dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt),
         favor_dynamic_cgroups=config.cgroup_favordynmods, criu=config.criu or None,
         ca_certificates=sandbox_ca_of(config),
+        # The pool warms slots with the disk creates ask for by default (a disk cannot
+        # grow at hand-out).
+        default_disk_mb=config.default_disk_mb,
         # Templates from another data dir: link the envd bundles built there, too.
         shared_dir=config.templates_dir))
 
