@@ -1,5 +1,5 @@
 """What one server's sandboxes hold on the host, found from the outside (the kernel's
-tables and the host-wide lease directory), to prove a server left nothing behind;
+tables, its loop devices and the host-wide lease directory), to prove a server left nothing behind;
 holds no tests."""
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ class Footprint:
     leases: tuple[str, ...]  # address leases naming the data dir
     veths: tuple[str, ...]  # host interfaces of the veths named
     processes: tuple[int, ...]  # live pids in the slots' cgroups
+    loops: tuple[str, ...] = ()  # loop devices backed by files under the data dir
 
     @property
     def empty(self) -> bool:
         return not (self.mounts or self.cgroups or self.leases or self.veths
-                    or self.processes)
+                    or self.processes or self.loops)
 
 
 def leased_veths(data_dir: Path, prefix: str = "bacs") -> set[str]:
@@ -65,5 +66,12 @@ def footprint(data_dir: Path, slots: set[str], veths: set[str]) -> Footprint:
         # for sandboxes a killed server left to it): not a leak.
         if state != "Z" and any(f"/{PARENT}/{slot}" in groups for slot in slots):
             processes.append(int(entry.name))
+    loops = []
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        try:
+            if backing.read_text().strip().startswith(root):
+                loops.append(backing.parts[3])
+        except OSError:
+            continue
     return Footprint(mounts, tuple(sorted(set(cgroups))), leases,
-                     tuple(sorted(veths & present)), tuple(processes))
+                     tuple(sorted(veths & present)), tuple(processes), tuple(sorted(loops)))

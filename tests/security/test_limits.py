@@ -217,7 +217,7 @@ async def test_cpu_spinner_gets_its_quota(backend: NamespaceBackend,
     assert used <= 1.15 * wall, (used, wall)
     # Whether it was also throttled depends on what else the host runs meanwhile: a busy
     # host may never give it a full CPU. The bound above is what the quota guarantees.
-    assert _cgroup_value(fp.cgroups, "cpu", "cpu.cfs_quota_us").strip() == "100000"
+    assert _cgroup_value(fp.cgroups, "cpu", "cpu.cfs_quota_us").strip() == "10000"
 
 
 async def test_neighbours_do_not_share_limits(make_sandbox: SandboxFactory) -> None:

@@ -62,8 +62,9 @@ async def test_limits_are_applied_to_the_cgroup(backend: NamespaceBackend,
     """vCPUs, memory and pids from the spec are the cgroup's quota, limit and pids.max."""
     sbx = await make_sandbox(vcpus=1, memory_mb=256, pids_max=300)
     slot = _slot_of(backend, sbx.id)
-    assert _cgroup("cpu", slot, "cpu.cfs_quota_us") == "100000"
-    assert _cgroup("cpu", slot, "cpu.cfs_period_us") == "100000"
+    # One vCPU: 10 ms of CPU time per 10 ms period.
+    assert _cgroup("cpu", slot, "cpu.cfs_quota_us") == "10000"
+    assert _cgroup("cpu", slot, "cpu.cfs_period_us") == "10000"
     assert _cgroup("memory", slot, "memory.limit_in_bytes") == str(256 * 1024 * 1024)
     assert _cgroup("pids", slot, "pids.max") == "300"
     usage = await backend.usage(sbx.id)
@@ -77,7 +78,7 @@ async def test_default_limits_are_two_vcpus_and_512_mib(backend: NamespaceBacken
     """Without explicit resources a sandbox gets E2B's defaults."""
     sbx = await make_sandbox()
     slot = _slot_of(backend, sbx.id)
-    assert _cgroup("cpu", slot, "cpu.cfs_quota_us") == "200000"
+    assert _cgroup("cpu", slot, "cpu.cfs_quota_us") == "20000"
     assert _cgroup("memory", slot, "memory.limit_in_bytes") == str(512 * 1024 * 1024)
 
 

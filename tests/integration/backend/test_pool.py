@@ -45,7 +45,7 @@ async def test_handout_applies_id_env_limits_and_token(
     try:
         slot = (backend.config.claims_dir / sid).read_text()
         assert slot in pool_slots, "the sandbox should have come from the pool"
-        assert _cgroup(slot, "cpu", "cpu.cfs_quota_us") == "100000"
+        assert _cgroup(slot, "cpu", "cpu.cfs_quota_us") == "10000"
         assert _cgroup(slot, "memory", "memory.limit_in_bytes") == str(256 << 20)
         assert _cgroup(slot, "pids", "pids.max") == "200"
         url = f"http://{endpoint.address}:{endpoint.envd_port}"

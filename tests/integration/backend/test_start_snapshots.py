@@ -154,7 +154,7 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
                                                      "yes", "3"]
             refused, _ = await _run(endpoint, SNAPSHOT_TOKEN, "true")
             assert refused == 401
-            assert _cgroup(slot, "cpu", "cpu.cfs_quota_us") == "100000"
+            assert _cgroup(slot, "cpu", "cpu.cfs_quota_us") == "10000"
             assert _cgroup(slot, "memory", "memory.limit_in_bytes") == str(256 << 20)
             # 256 MiB: 256 + 4 per MiB pids (below the spec's pids_max).
             assert _cgroup(slot, "pids", "pids.max") == str(256 + 4 * 256)

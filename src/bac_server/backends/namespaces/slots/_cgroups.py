@@ -15,9 +15,8 @@ from pathlib import Path
 
 from bac_server.host import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
 
+from ._ocispec import CPU_PERIOD_US as _PERIOD_US
 from ._ocispec import Limits
-
-_PERIOD_US = 100_000
 
 
 @dataclass(frozen=True)
