@@ -189,14 +189,20 @@ def mount_disk(paths: SlotPaths) -> None:
 def unmount_disk(paths: SlotPaths) -> None:
     """Unmount the slot's disk if mounted (its loop device detaches with it); detach
     lazily if something still holds it. Idempotent."""
-    if not is_mount_point(paths.layer):
+    unmount(paths.layer)
+
+
+def unmount(target: Path) -> None:
+    """Unmount one of the slot's mounts (its disk, its root) if mounted; detach lazily if
+    something still holds it. Idempotent."""
+    if not is_mount_point(target):
         return
     try:
-        # SECURITY: only the slot's own disk, under the slot's directory.
-        umount(str(paths.layer))
+        # SECURITY: only the slot's own mounts, under the slot's directory.
+        umount(str(target))
     except OSError as exc:
         if exc.errno == errno.EBUSY:
-            umount(str(paths.layer), MNT_DETACH)
+            umount(str(target), MNT_DETACH)
         elif exc.errno not in (errno.EINVAL, errno.ENOENT):
             raise
 

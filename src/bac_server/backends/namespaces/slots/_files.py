@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bac_server.cancel_safe import off_loop
-from bac_server.host import IdRange, is_mount_point, remove_tree, secure_data_dir
-from bac_server.host._syscalls import MNT_DETACH, umount
+from bac_server.host import IdRange, remove_tree, secure_data_dir
 
 from .._config import NamespaceConfig
 from ..layers import copy_tree, mount_overlay
-from ._disk import make_disk
+from ._disk import make_disk, unmount
 from ._record import SlotPaths
 
 CA_FILE = "ca.pem"  # in the slot's /run/bac
@@ -161,15 +160,7 @@ def mount_rootfs(paths: SlotPaths, layers: Sequence[Path]) -> None:
 
 def unmount_rootfs(paths: SlotPaths) -> None:
     """Unmount the overlay if mounted; detach lazily if something still holds it."""
-    if not is_mount_point(paths.rootfs):
-        return
-    try:
-        umount(str(paths.rootfs))
-    except OSError as exc:
-        if exc.errno == errno.EBUSY:
-            umount(str(paths.rootfs), MNT_DETACH)
-        elif exc.errno not in (errno.EINVAL, errno.ENOENT):
-            raise
+    unmount(paths.rootfs)
 
 
 async def replace_upper(paths: SlotPaths, layers: Sequence[Path], source: Path) -> None:

@@ -134,8 +134,11 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
         # SECURITY: a build slot's upper layer (the step's result) is never removed here;
         # only the overlay work directory made beside it.
         remove_tree(Path(record.work_dir))
+    # The runtime writes its pid file as ".init.pid" first, then renames it: a runtime
+    # killed in between (a crashed server's) leaves that one.
+    runtime_partial = paths.pid_file.with_name(f".{paths.pid_file.name}")
     for name in (paths.disk, paths.config, paths.envd_log, paths.runtime_log, paths.pid_file,
-                 paths.state.with_suffix(".tmp")):
+                 runtime_partial, paths.state.with_suffix(".tmp")):
         name.unlink(missing_ok=True)
 
 
