@@ -34,7 +34,7 @@ from ._nftables import (
 )
 from ._paths import DEFAULT_DATA_DIR, IdRange, default_data_dir
 from ._prepare import PARENT_CGROUP, HostReport, HostSettings, prepare_host
-from ._private_files import write_private
+from ._private_files import remove_partial_writes, write_private
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -74,6 +74,7 @@ __all__ = [
     "nft",
     "nft_json",
     "prepare_host",
+    "remove_partial_writes",
     "remove_tree",
     "render_ruleset",
     "resolve",

@@ -27,3 +27,18 @@ def write_private(path: Path, data: str | bytes) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+
+
+def remove_partial_writes(directory: Path) -> None:
+    """Remove the temporary files ``write_private`` left in ``directory`` when the server
+    died between writing one and renaming it (``.<name>.<hex>.tmp``); links and
+    directories are left alone."""
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") and entry.name.endswith(".tmp") \
+                and entry.is_file(follow_symlinks=False):
+            # SECURITY: only a regular file the server wrote, in a directory of its own.
+            Path(entry.path).unlink(missing_ok=True)

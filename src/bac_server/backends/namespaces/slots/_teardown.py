@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed
 from bac_server.cancel_safe import to_the_end
-from bac_server.host import remove_tree
+from bac_server.host import remove_partial_writes, remove_tree
 
 from ..network import LeaseOwner, delete_veth
 from ._context import Context
@@ -190,6 +190,9 @@ async def teardown(ctx: Context, record: SlotRecord) -> None:
     _release_names(ctx, record)
     paths = ctx.paths(record.slot)
     paths.state.unlink(missing_ok=True)
+    # A record being written when a server died (repaired at the next start) left its
+    # temporary file.
+    await asyncio.to_thread(remove_partial_writes, paths.root)
     with contextlib.suppress(FileNotFoundError):
         paths.root.rmdir()
     _log.debug("slot %s (sandbox %s) torn down", record.slot, record.sandbox_id)
