@@ -108,7 +108,8 @@ def test_kill9_mid_load_reattaches_everything_and_leaves_nothing() -> None:
     try:
         sandboxes = [Sandbox.create(timeout=900, **opts) for _ in range(THROUGH_CRASH)]
         for sbx in sandboxes:
-            sbx.commands.run("while :; do date +%s%N >> /tmp/ticks; sleep 0.05; done",
+            # A tick a second: 100 such loops must not be the load themselves.
+            sbx.commands.run("while :; do date +%s%N >> /tmp/ticks; sleep 1; done",
                              background=True)
         in_flight = [s.commands.run("echo go; sleep 120", background=True) for s in sandboxes]
         slots |= set(server.slots())
@@ -124,8 +125,8 @@ def test_kill9_mid_load_reattaches_everything_and_leaves_nothing() -> None:
         for sbx in sandboxes:
             again = Sandbox.connect(sbx.sandbox_id, **opts)
             # The loop started before the crash still writes: a new line comes.
-            tick = again.commands.run("timeout 20 tail -n0 -f /tmp/ticks | head -n1",
-                                      timeout=30)
+            tick = again.commands.run("timeout 30 tail -n0 -f /tmp/ticks | head -n1",
+                                      timeout=40)
             assert tick.exit_code == 0 and tick.stdout.strip().isdigit(), tick
             assert any("sleep 120" in " ".join([p.cmd, *p.args])
                        for p in again.commands.list())
