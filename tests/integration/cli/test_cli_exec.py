@@ -5,7 +5,6 @@ line saying so."""
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import select
@@ -13,28 +12,13 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
-from click.testing import CliRunner, Result
+from cli_runs import bac_cli
 from sdk_server import BAC
-
-from bac.cli import cli
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-
-def bac_cli(env: dict[str, str], *args: str, stdin: str | None = None) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env, input=stdin)
-
-
-@pytest.fixture
-def sandbox_id(cli_env: dict[str, str]) -> Iterator[str]:
-    created = bac_cli(cli_env, "sandbox", "create", "--timeout", "180", "--json")
-    assert created.exit_code == 0, created.output
-    sid = json.loads(created.stdout)["sandboxId"]
-    yield sid
-    bac_cli(cli_env, "sandbox", "kill", sid)
 
 
 def _read_until(fd: int, marker: bytes, seen: bytearray, timeout: float = 30.0) -> None:

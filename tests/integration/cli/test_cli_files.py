@@ -6,28 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-
-from bac.cli import cli
+from cli_runs import bac_cli
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-
-def bac_cli(env: dict[str, str], *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env)
-
-
-@pytest.fixture
-def sandbox_id(cli_env: dict[str, str]) -> Iterator[str]:
-    created = bac_cli(cli_env, "sandbox", "create", "--timeout", "180", "--json")
-    assert created.exit_code == 0, created.output
-    sid = json.loads(created.stdout)["sandboxId"]
-    yield sid
-    bac_cli(cli_env, "sandbox", "kill", sid)
 
 
 def test_download_into_a_new_directory(cli_env: dict[str, str], sandbox_id: str,

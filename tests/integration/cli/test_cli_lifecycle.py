@@ -4,28 +4,11 @@ a checkpoint's name."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-
 import pytest
-from click.testing import CliRunner, Result
-
-from bac.cli import cli
+from cli_runs import bac_cli
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-
-def bac_cli(env: dict[str, str], *args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=env)
-
-
-@pytest.fixture
-def sandbox_id(cli_env: dict[str, str]) -> Iterator[str]:
-    created = bac_cli(cli_env, "sandbox", "create", "--timeout", "180", "--json")
-    assert created.exit_code == 0, created.output
-    sid = json.loads(created.stdout)["sandboxId"]
-    yield sid
-    bac_cli(cli_env, "sandbox", "kill", sid)
 
 
 def test_pause_and_resume_wording(cli_env: dict[str, str], sandbox_id: str) -> None:
