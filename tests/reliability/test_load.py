@@ -109,9 +109,12 @@ def test_kill9_mid_load_reattaches_everything_and_leaves_nothing() -> None:
         sandboxes = [Sandbox.create(timeout=900, **opts) for _ in range(THROUGH_CRASH)]
         for sbx in sandboxes:
             # A tick a second: 100 such loops must not be the load themselves.
+            # timeout=0: a command's timeout is its lifetime (the SDK's default is 60 s, and
+            # the long form takes longer than that to get round 100 sandboxes).
             sbx.commands.run("while :; do date +%s%N >> /tmp/ticks; sleep 1; done",
-                             background=True)
-        in_flight = [s.commands.run("echo go; sleep 120", background=True) for s in sandboxes]
+                             background=True, timeout=0)
+        in_flight = [s.commands.run("echo go; sleep 600", background=True, timeout=0)
+                     for s in sandboxes]
         slots |= set(server.slots())
         veths |= leased_veths(server.data_dir)
 
@@ -127,8 +130,11 @@ def test_kill9_mid_load_reattaches_everything_and_leaves_nothing() -> None:
             # The loop started before the crash still writes: a new line comes.
             tick = again.commands.run("timeout 30 tail -n0 -f /tmp/ticks | head -n1",
                                       timeout=40)
-            assert tick.exit_code == 0 and tick.stdout.strip().isdigit(), tick
-            assert any("sleep 120" in " ".join([p.cmd, *p.args])
+            if not (tick.exit_code == 0 and tick.stdout.strip().isdigit()):
+                seen = again.commands.run("ps -eo pid,stat,args; tail -n3 /tmp/ticks; date +%s%N",
+                                          timeout=20)
+                pytest.fail(f"{sbx.sandbox_id}: no tick in 30 s ({tick}); inside:\n{seen.stdout}")
+            assert any("sleep 600" in " ".join([p.cmd, *p.args])
                        for p in again.commands.list())
         slots |= set(server.slots())
         veths |= leased_veths(server.data_dir)
