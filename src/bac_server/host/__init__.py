@@ -20,7 +20,7 @@ from ._destinations import (
 from ._devices import SANDBOX_DEVICES, DeviceNode, HostDeviceTaken, check_device_nodes
 from ._errors import HostChangeFailed, HostSetupError, MissingDependency, UnsafeDataDir
 from ._forwarding import ensure_firewall
-from ._lxcfs import LXCFS_DIR, ensure_lxcfs, lxcfs_proc_files
+from ._lxcfs import LXCFS_DIR, ensure_lxcfs, lxcfs_files
 from ._mounts import is_mount_point, mount_table, mounts_under
 from ._nft import NftError, nft, nft_json
 from ._nftables import (
@@ -68,7 +68,7 @@ __all__ = [
     "ensure_lxcfs",
     "host_addresses",
     "is_mount_point",
-    "lxcfs_proc_files",
+    "lxcfs_files",
     "mount_table",
     "mounts_under",
     "nft",

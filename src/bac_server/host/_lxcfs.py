@@ -3,8 +3,10 @@
 LXCFS (Debian's ``lxcfs``) is a FUSE file system whose ``proc/meminfo``, ``cpuinfo``,
 ``stat``, ``uptime``, ``loadavg``, ``diskstats`` and ``swaps`` answer each reader from its
 own cgroups: the memory limit as ``MemTotal`` (so ``free`` shows it), as many CPUs as its
-CPU quota allows (``--enable-cfs``), its own load and uptime. Slots bind them over
-``/proc`` (``backends.namespaces.slots._ocispec``) when they are there.
+CPU quota allows (``--enable-cfs``), its own load and uptime; its
+``sys/devices/system/cpu/online`` lists as many CPUs, which is what ``os.cpu_count()``
+reads. Slots bind them over ``/proc`` and ``/sys`` (``backends.namespaces.slots._ocispec``)
+when they are there.
 
 It is cosmetic, not isolation: a sandbox without it sees the host's totals (as before),
 so everything here fails open. ``ensure_lxcfs`` (part of ``prepare_host``) starts the
@@ -35,6 +37,9 @@ _log = logging.getLogger(__name__)
 LXCFS_DIR = Path("/var/lib/lxcfs")
 # What slots bind over /proc: the files runc and crun allow a mount over.
 PROC_FILES = ("cpuinfo", "diskstats", "loadavg", "meminfo", "stat", "swaps", "uptime")
+# glibc's get_nprocs (``os.cpu_count()``, ``getconf _NPROCESSORS_ONLN``, thread pools
+# sized by it) reads this, not /proc: LXCFS answers it from the CPU quota too.
+SYS_FILES = ("/sys/devices/system/cpu/online",)
 _FUSE_SUPER_MAGIC = 0x65735546
 _START_BOUND_S = 5.0
 
@@ -55,19 +60,20 @@ def _fuse_mounted(directory: Path) -> bool:
     return int(buf.f_type) & 0xFFFFFFFF == _FUSE_SUPER_MAGIC
 
 
-def lxcfs_proc_files(directory: Path = LXCFS_DIR) -> dict[str, Path]:
-    """``/proc/<name>`` → LXCFS's file, for each one LXCFS serves now; {} without it."""
-    proc = directory / "proc"
+def lxcfs_files(directory: Path = LXCFS_DIR) -> dict[str, Path]:
+    """The file in the sandbox → LXCFS's file, for each one LXCFS serves now (its /proc
+    files and ``SYS_FILES``); {} without it."""
     if not _fuse_mounted(directory):
         return {}
+    wanted = [f"/proc/{name}" for name in PROC_FILES] + list(SYS_FILES)
     found = {}
-    for name in PROC_FILES:
-        path = proc / name
+    for target in wanted:
+        path = directory / target.lstrip("/")
         try:
             os.stat(path)
         except OSError:
             continue
-        found[f"/proc/{name}"] = path
+        found[target] = path
     return found
 
 
@@ -104,7 +110,7 @@ def ensure_lxcfs(directory: Path = LXCFS_DIR, log: Path = Path("/run/bac/lxcfs.l
                  ) -> bool:
     """Mount LXCFS at ``directory`` unless it is; True once it serves (fails open: a
     warning and False when it cannot)."""
-    if lxcfs_proc_files(directory):
+    if lxcfs_files(directory):
         return True
     binary = shutil.which("lxcfs")
     if binary is None or not Path("/dev/fuse").exists():
@@ -125,7 +131,7 @@ def ensure_lxcfs(directory: Path = LXCFS_DIR, log: Path = Path("/run/bac/lxcfs.l
         return False
     deadline = time.monotonic() + _START_BOUND_S
     while time.monotonic() < deadline:
-        if lxcfs_proc_files(directory):
+        if lxcfs_files(directory):
             _log.info("lxcfs serving at %s", directory)
             return True
         # Not a synchronisation between our own parts: the daemon mounts when it is ready

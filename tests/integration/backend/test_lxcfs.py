@@ -11,7 +11,7 @@ from backend_harness import Sandbox, SandboxFactory, backend_and_factory
 
 from bac_server.backends.base import TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
-from bac_server.host import lxcfs_proc_files
+from bac_server.host import lxcfs_files
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -20,7 +20,7 @@ _MIB = 1024 * 1024
 
 @pytest.fixture(autouse=True)
 def _lxcfs_serves() -> None:
-    if not lxcfs_proc_files():
+    if not lxcfs_files():
         pytest.skip("LXCFS is not serving here (apt-get install lxcfs; prepare_host)")
 
 
@@ -28,6 +28,7 @@ async def _view(sbx: Sandbox) -> dict[str, str]:
     probes = {
         "free": "free -b | awk '/^Mem:/ {print $2}'",
         "nproc": "nproc",
+        "cpu_count": "python3 -c 'import os; print(os.cpu_count())'",
         "cpuinfo": "grep -c ^processor /proc/cpuinfo",
         "stat": "grep -c '^cpu[0-9]' /proc/stat",
         "uptime": "cut -d' ' -f1 /proc/uptime",
@@ -42,7 +43,7 @@ async def test_free_nproc_proc_and_df_show_the_sandboxs_limits(
     sbx = await make_sandbox(vcpus=1, memory_mb=256, disk_mb=64)
     seen = await _view(sbx)
     assert int(seen["free"]) == 256 * _MIB
-    assert seen["nproc"] == "1" and seen["cpuinfo"] == "1" and seen["stat"] == "1"
+    assert seen["nproc"] == seen["cpu_count"] == seen["cpuinfo"] == seen["stat"] == "1"
     host_uptime = time.clock_gettime(time.CLOCK_BOOTTIME)
     assert float(seen["uptime"]) < min(60.0, host_uptime)
     assert 48 * _MIB < int(seen["df"]) <= 64 * _MIB

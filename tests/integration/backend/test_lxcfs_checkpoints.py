@@ -11,7 +11,7 @@ from runc_fixtures import runc_fixtures
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
-from bac_server.host import lxcfs_proc_files, remove_tree
+from bac_server.host import lxcfs_files, remove_tree
 
 pytestmark = [pytest.mark.root, pytest.mark.asyncio(loop_scope="session")]
 
@@ -37,7 +37,7 @@ runc_pair, runc, make = runc_fixtures("lxcfs")
 
 @pytest.fixture(autouse=True)
 def _lxcfs_serves() -> None:
-    if not lxcfs_proc_files():
+    if not lxcfs_files():
         pytest.skip("LXCFS is not serving here (apt-get install lxcfs; prepare_host)")
 
 

@@ -27,7 +27,7 @@ from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateIma
 from bac_server.backends.egress import EgressPolicy
 from bac_server.backends.envd_http import init_payload, post_init, probe_health
 from bac_server.cancel_safe import off_loop, to_the_end
-from bac_server.host import PARENT_CGROUP, is_mount_point, lxcfs_proc_files, write_private
+from bac_server.host import PARENT_CGROUP, is_mount_point, lxcfs_files, write_private
 from bac_server.host._syscalls import CLONE_NEWUTS, sethostname, setns
 
 from ..envd import EnvdBundleError, wait_ready
@@ -78,9 +78,10 @@ def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool,
 
 
 def proc_files_of(ctx: Context) -> tuple[tuple[str, Path], ...]:
-    """LXCFS's /proc files to bind, when it serves now (cosmetic: none without it)."""
+    """LXCFS's /proc and /sys files to bind, when it serves now (cosmetic: none
+    without it)."""
     directory = ctx.config.lxcfs_dir
-    return () if directory is None else tuple(lxcfs_proc_files(directory).items())
+    return () if directory is None else tuple(lxcfs_files(directory).items())
 
 
 def _note_init(paths: SlotPaths, record: SlotRecord) -> None:

@@ -97,8 +97,8 @@ class SandboxPlan:
     recursive_sys: bool = False  # runc cannot bind /sys non-recursively in a user namespace
     # Bound read-only at /run/bac: the host's trace socket for envd (slots._trace).
     trace_dir: Path | None = None
-    # (/proc file, LXCFS's file) bound read-only over it: the sandbox's own memory, CPUs,
-    # load and uptime (``host.lxcfs_proc_files``); empty without LXCFS.
+    # (/proc or /sys file, LXCFS's file) bound read-only over it: the sandbox's own
+    # memory, CPUs, load and uptime (``host.lxcfs_files``); empty without LXCFS.
     proc_files: tuple[tuple[str, Path], ...] = ()
 
 
