@@ -70,6 +70,7 @@ from bac._errors import (
     ServerError,
     ServerUnreachableError,
     TimeoutError,
+    UnknownUserError,
 )
 from bac._events import (
     HEALTH_TYPES,
@@ -220,6 +221,7 @@ __all__ = [
     "TraceEvent",
     "TracePage",
     "TraceStream",
+    "UnknownUserError",
     "Usage",
     "UsageReport",
     "WatchHandle",

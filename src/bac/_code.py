@@ -35,7 +35,7 @@ from bac._code_results import (
     OutputMessage,
     Result,
 )
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, seconds
 from bac._envd import PORT_CLOSED, SANDBOX_GONE
 from bac._version import USER_AGENT
 
@@ -153,8 +153,7 @@ class CodeClient:
         arrives; see :meth:`bac.AsyncSandbox.run_code`."""
         if language is not None and context is not None:
             raise e.InvalidArgumentError("give either language or context, not both")
-        if timeout is not None and timeout < 0:
-            raise e.InvalidArgumentError(f"timeout must be >= 0 seconds, got {timeout}")
+        timeout = seconds(timeout)
         body: dict[str, Any] = {
             "code": code,
             "context_id": context.id if isinstance(context, Context) else context,

@@ -9,6 +9,7 @@ URL is given: the server's gateway routes it by the ``E2b-Sandbox-Id`` and
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,20 @@ from bac._errors import AuthenticationError, InvalidArgumentError
 DEFAULT_API_URL = "http://localhost:3000"
 DEFAULT_REQUEST_TIMEOUT = 60.0
 ENVD_PORT = 49983
+
+
+def seconds(value: object, name: str = "timeout") -> float | None:
+    """A duration argument checked before anything is sent: a number of seconds >= 0, 0
+    for no limit, None for the default. Anything else is the caller's mistake, said as
+    such (not a timeout or a TypeError from deep inside)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgumentError(
+            f"{name} must be a number of seconds (0: no limit), got {value!r}")
+    if math.isnan(value) or value < 0:
+        raise InvalidArgumentError(f"{name} must be >= 0 seconds (0: no limit), got {value!r}")
+    return float(value)
 
 
 def _first(env: Mapping[str, str], *names: str) -> str | None:
@@ -114,6 +129,7 @@ class ConnectionConfig:
 
     def timeout(self, override: float | None) -> float | None:
         """A per-call timeout in seconds; 0 disables it, None takes the default."""
-        if override is None:
+        checked = seconds(override, "request_timeout")
+        if checked is None:
             return self.request_timeout
-        return override or None
+        return None if checked == 0 or math.isinf(checked) else checked

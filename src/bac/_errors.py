@@ -10,7 +10,9 @@ client, the envd HTTP client); nothing above those boundaries inspects status co
     ├── PermissionDeniedError         403
     │   └── CapReachedError           403 naming a reached cost cap: a create it would
     │                                 cover, or a sandbox it holds paused, is refused
-    ├── InvalidArgumentError          400/413/422, envd ``invalid_argument``
+    ├── InvalidArgumentError          400/413/422, envd ``invalid_argument``, an
+    │   │                             argument the SDK refuses before sending
+    │   └── UnknownUserError          the ``user`` named has no account in the sandbox
     ├── NotFoundError                 404, envd ``not_found``
     │   ├── SandboxNotFoundError      the sandbox does not exist (or is not yours)
     │   └── PathNotFoundError         a file or directory in the sandbox (also a
@@ -79,6 +81,28 @@ def permission_denied(message: str, *,
 
 class InvalidArgumentError(SandboxError):
     """The request was rejected as malformed or out of range."""
+
+
+class UnknownUserError(InvalidArgumentError):
+    """The ``user`` a call named has no account in the sandbox's passwd database."""
+
+
+# envd's messages for a user it cannot resolve (E2B's wire answers them as
+# ``unauthenticated``/401, which the official SDK relies on; the caller's credentials are
+# fine, so the SDK says what is wrong).
+_UNKNOWN_USER = re.compile(r"invalid username: '([^']*)'")
+
+
+def authentication_failed(message: str, *,
+                          status_code: int | None = None) -> SandboxError:
+    """The error for a 401 (or envd ``unauthenticated``) answer: an unknown sandbox user
+    is an argument error, anything else is the credentials'."""
+    found = _UNKNOWN_USER.search(message)
+    if found is not None:
+        return UnknownUserError(f"no user '{found.group(1)}' in the sandbox "
+                                "(its /etc/passwd has no such account)",
+                                status_code=status_code)
+    return AuthenticationError(message, status_code=status_code)
 
 
 class NotFoundError(SandboxError):

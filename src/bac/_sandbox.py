@@ -28,7 +28,7 @@ from bac import _trace as trace_api
 from bac._api import ApiClient
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
-from bac._config import ConnectionConfig, ConnectionOpts
+from bac._config import ConnectionConfig, ConnectionOpts, seconds
 from bac._costs import CapAction, SandboxUsage
 from bac._dual import dual_method
 from bac._envd import (
@@ -122,12 +122,13 @@ class AsyncSandbox:
         whether its ports are public; ``lifecycle`` whether the timeout pauses instead of
         killing; ``cost_cap`` caps its cost over its life (in the server's currency), at
         which ``cost_cap_action`` (``pause`` by default, or ``kill``) is taken."""
-        if timeout < 0:
+        lifetime = seconds(timeout)
+        if lifetime is None or lifetime != int(lifetime):
             raise e.InvalidArgumentError(
-                f"timeout must be >= 0 seconds (0: no end), got {timeout}")
+                f"timeout must be a whole number of seconds (0: no end), got {timeout!r}")
         body: dict[str, Any] = {
             "templateID": template,
-            "timeout": timeout,
+            "timeout": int(lifetime),
             "metadata": metadata or {},
             "envVars": envs or {},
         }

@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     # whatever umask the launcher had.
     os.umask(0o022)
 
+    from bac_envd._users import remember_users
+
+    remember_users()
     state = EnvdState()
     if os.getpid() == 1:
         from bac_envd._keeper import Keeper

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import os
 import pwd
 from dataclasses import dataclass
@@ -27,25 +28,46 @@ class User:
     groups: tuple[int, ...]  # supplementary groups, primary gid included
 
 
+# Every account envd has resolved, kept so that a sandbox whose /etc/passwd was
+# overwritten or truncated (``files.write("/etc/passwd", ...)`` succeeds: file calls act
+# as root, as E2B's do) still answers as the users it had: the live database is asked
+# first, this only when it no longer knows the name.
+_known: dict[str, User] = {}
+
+
 def lookup_user(name: str) -> User:
-    """Resolve a user name from the sandbox's own passwd database."""
+    """Resolve a user name from the sandbox's own passwd database (or, when that has lost
+    an account envd resolved before, from what it resolved then)."""
     if not name or "\0" in name:
         raise UnknownUser(f"invalid username: '{name}'")
     try:
         entry = pwd.getpwnam(name)
     except KeyError as exc:
+        known = _known.get(name)
+        if known is not None:
+            return known
         raise UnknownUser(f"invalid username: '{name}'") from exc
     try:
         groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
     except OSError:
         groups = (entry.pw_gid,)
-    return User(
+    user = User(
         name=entry.pw_name,
         uid=entry.pw_uid,
         gid=entry.pw_gid,
         home=entry.pw_dir or "/",
         groups=groups,
     )
+    _known[name] = user
+    return user
+
+
+def remember_users() -> None:
+    """Resolve root and the default user now, at start (a restarted envd inherits them
+    from the keeper), so no later change to /etc/passwd can lock envd out of them."""
+    for name in ("root", FALLBACK_USER):
+        with contextlib.suppress(UnknownUser):
+            lookup_user(name)
 
 
 def basic_auth_username(header: str | None) -> str | None:
@@ -70,7 +92,7 @@ def default_username(configured: str | None) -> str:
     try:
         pwd.getpwnam(FALLBACK_USER)
     except KeyError:
-        return "root"
+        return FALLBACK_USER if FALLBACK_USER in _known else "root"
     return FALLBACK_USER
 
 

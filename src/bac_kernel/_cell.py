@@ -137,7 +137,9 @@ class _Collected:
                 return
             self.error_sent = True
             event = _outputs.error(
-                str(content.get("ename", "")),
+                # bash_kernel names no error (a failed command's exit status is its
+                # value): a caller branching on the name still gets one.
+                str(content.get("ename") or "Error"),
                 str(content.get("evalue", "")),
                 content.get("traceback") or [],
             )

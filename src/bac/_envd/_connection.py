@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import math
 from typing import Any, TypeVar
 
 import httpx
@@ -18,7 +19,7 @@ from connectrpc.errors import ConnectError
 from pyqwest import Client, Request, Response, Transport, WriteError, get_default_transport
 
 from bac import _errors as e
-from bac._config import ENVD_PORT, ConnectionConfig
+from bac._config import ENVD_PORT, ConnectionConfig, seconds
 from bac._envd._errors import SANDBOX_GONE, http_error, plain_http_error
 from bac._version import USER_AGENT
 from bac_protocol.envd import filesystem_connect, process_connect
@@ -90,9 +91,11 @@ def user_header(user: str | None) -> dict[str, str]:
     return {"Authorization": f"Basic {token}"}
 
 
-def timeout_ms(seconds: float | None) -> int | None:
-    """Connect's deadline header value; 0 or None means no deadline."""
-    return int(seconds * 1000) if seconds else None
+def timeout_ms(value: float | None, name: str = "timeout") -> int | None:
+    """Connect's deadline header value; 0, infinity or None means no deadline. A value
+    that is not a duration raises ``InvalidArgumentError`` naming ``name``."""
+    checked = seconds(value, name)
+    return int(checked * 1000) if checked and not math.isinf(checked) else None
 
 
 class EnvdConnection:

@@ -117,6 +117,8 @@ def rpc_error(
         return e.ServerError(f"{exc.code.value}: {exc.message}")
     if cls is e.PermissionDeniedError:
         return e.permission_denied(exc.message)
+    if cls is e.AuthenticationError:
+        return e.authentication_failed(exc.message)
     return cls(exc.message)
 
 
@@ -175,6 +177,8 @@ def http_error(status: int, content_type: str, body: bytes, what: str) -> e.Sand
     }.get(status, e.ServerError)
     if cls is e.PermissionDeniedError:
         return e.permission_denied(f"{what}: {status} {message}", status_code=status)
+    if cls is e.AuthenticationError:
+        return e.authentication_failed(f"{what}: {status} {message}", status_code=status)
     return cls(f"{what}: {status} {message}", status_code=status)
 
 

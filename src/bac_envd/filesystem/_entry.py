@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass, field
 
 from bac_envd import _xattrs
+from bac_envd._errors import os_error_text
 from bac_envd.filesystem._errors import FsNotFound, from_os
 
 
@@ -130,5 +131,5 @@ def entry_info(path: str, names: NameCache | None = None) -> Entry:
     except NotADirectoryError as exc:
         raise FsNotFound(f"file not found: {path}") from exc
     except OSError as exc:
-        raise from_os(f"error getting file info: {exc}", exc) from exc
+        raise from_os(f"error getting file info: {os_error_text(exc)}", exc) from exc
     return entry_from_stat(path, st, names or NameCache())

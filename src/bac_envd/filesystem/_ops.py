@@ -10,6 +10,7 @@ import errno
 import os
 import stat
 
+from bac_envd._errors import os_error_text
 from bac_envd._users import User
 from bac_envd.filesystem._entry import Entry, NameCache, entry_from_stat, entry_info
 from bac_envd.filesystem._errors import FsAlreadyExists, FsInvalid, FsNotFound, from_os
@@ -30,7 +31,7 @@ def ensure_dirs(path: str, user: User) -> None:
             probe = parent
             continue
         except OSError as exc:
-            raise from_os(f"failed to stat directory: {exc}", exc) from exc
+            raise from_os(f"failed to stat directory: {os_error_text(exc)}", exc) from exc
         if not stat.S_ISDIR(st.st_mode):
             raise FsInvalid(f"path is a file: {probe}")
         break
@@ -43,7 +44,7 @@ def ensure_dirs(path: str, user: User) -> None:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise from_os(f"failed to create directory: {exc}", exc) from exc
+            raise from_os(f"failed to create directory: {os_error_text(exc)}", exc) from exc
 
 
 def make_dir(path: str, user: User) -> Entry:
@@ -52,7 +53,7 @@ def make_dir(path: str, user: User) -> Entry:
     except FileNotFoundError:
         pass
     except OSError as exc:
-        raise from_os(f"error getting file info: {exc}", exc) from exc
+        raise from_os(f"error getting file info: {os_error_text(exc)}", exc) from exc
     else:
         if stat.S_ISDIR(st.st_mode):
             raise FsAlreadyExists(f"directory already exists: {path}")
@@ -67,13 +68,13 @@ def move(source: str, destination: str, user: User) -> Entry:
     except FileNotFoundError as exc:
         raise FsNotFound(f"source file not found: {source}") from exc
     except OSError as exc:
-        raise from_os(f"error getting source file info: {exc}", exc) from exc
+        raise from_os(f"error getting source file info: {os_error_text(exc)}", exc) from exc
     ensure_dirs(os.path.dirname(destination), user)
     try:
         os.rename(source, destination)
     except OSError as exc:
         if exc.errno != errno.EXDEV:
-            raise from_os(f"error renaming: {exc}", exc) from exc
+            raise from_os(f"error renaming: {os_error_text(exc)}", exc) from exc
         import shutil
 
         try:
@@ -90,7 +91,7 @@ def remove(path: str) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise from_os(f"error removing file or directory: {exc}", exc) from exc
+        raise from_os(f"error removing file or directory: {os_error_text(exc)}", exc) from exc
     try:
         if stat.S_ISDIR(st.st_mode):
             import shutil
@@ -101,7 +102,7 @@ def remove(path: str) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise from_os(f"error removing file or directory: {exc}", exc) from exc
+        raise from_os(f"error removing file or directory: {os_error_text(exc)}", exc) from exc
 
 
 def list_dir(path: str, depth: int) -> list[Entry]:
@@ -117,7 +118,7 @@ def list_dir(path: str, depth: int) -> list[Entry]:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise FsInvalid(f"cyclic symlink or chain >255 links at {path!r}") from exc
-        raise from_os(f"error resolving symlink: {exc}", exc) from exc
+        raise from_os(f"error resolving symlink: {os_error_text(exc)}", exc) from exc
     if not os.path.isdir(root):
         raise FsInvalid(f"path is not a directory: {path}")
     names = NameCache()
@@ -131,14 +132,15 @@ def _walk(directory: str, depth: int, names: NameCache, out: list[Entry]) -> Non
         with os.scandir(directory) as it:
             children = sorted(it, key=lambda e: os.fsencode(e.name))
     except OSError as exc:
-        raise from_os(f"error reading directory {directory}: {exc}", exc) from exc
+        raise from_os(f"error reading directory {directory}: {os_error_text(exc)}", exc) from exc
     for child in children:
         try:
             st = child.stat(follow_symlinks=False)
         except FileNotFoundError:
             continue  # removed while we listed
         except OSError as exc:
-            raise from_os(f"error reading directory {directory}: {exc}", exc) from exc
+            text = os_error_text(exc)
+            raise from_os(f"error reading directory {directory}: {text}", exc) from exc
         out.append(entry_from_stat(child.path, st, names))
         if depth > 1 and child.is_dir(follow_symlinks=False):
             _walk(child.path, depth - 1, names, out)

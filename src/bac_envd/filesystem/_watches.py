@@ -20,6 +20,7 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from protobuf import Oneof
 
+from bac_envd._errors import os_error_text
 from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
 from bac_envd._state import EnvdState
 from bac_envd.filesystem._convert import to_entry_info
@@ -76,7 +77,8 @@ class Watches:
         except FileNotFoundError as exc:
             raise ConnectError(Code.NOT_FOUND, f"path {path} not found") from exc
         except OSError as exc:
-            raise ConnectError(Code.INTERNAL, f"error statting path {path}: {exc}") from exc
+            text = os_error_text(exc)
+            raise ConnectError(Code.INTERNAL, f"error statting path {path}: {text}") from exc
         if not os.path.isdir(path):
             raise ConnectError(Code.INVALID_ARGUMENT, f"path {path} not a directory")
         if not request.allow_network_mounts and is_network_mount(path):
@@ -86,7 +88,7 @@ class Watches:
         try:
             return DirWatcher(path, request.recursive, sink)
         except OSError as exc:
-            message = f"error adding path {path} to watcher: {exc}"
+            message = f"error adding path {path} to watcher: {os_error_text(exc)}"
             raise ConnectError(Code.INTERNAL, message) from exc
 
     async def stream(

@@ -20,6 +20,7 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from protobuf import Oneof
 
+from bac_envd._errors import os_error_text
 from bac_envd._http import client_gone
 from bac_envd._rpcctx import deadline_seconds, keepalive_seconds, rpc_path, rpc_user
 from bac_envd._state import EnvdState
@@ -144,7 +145,8 @@ class ProcessService(Process):
             try:
                 proc.resize(size.cols, size.rows)
             except (InputError, OSError) as exc:
-                raise ConnectError(Code.INTERNAL, f"error resizing tty: {exc}") from exc
+                text = os_error_text(exc)
+                raise ConnectError(Code.INTERNAL, f"error resizing tty: {text}") from exc
         return pb.UpdateResponse()
 
     async def send_input(

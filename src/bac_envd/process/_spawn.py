@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bac_envd import CHILD_OOM_SCORE_ADJ
+from bac_envd._errors import os_error_text
 from bac_envd._users import User
 
 
@@ -121,7 +122,8 @@ def _popen(request: SpawnRequest, **kwargs: object) -> subprocess.Popen[bytes]:
             **kwargs,
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        raise SpawnError(f"error starting process '{' '.join(request.argv)}': {exc}") from exc
+        command = " ".join(request.argv)
+        raise SpawnError(f"error starting process '{command}': {os_error_text(exc)}") from exc
 
 
 def _spawn_pipes(request: SpawnRequest) -> Spawned:
@@ -160,7 +162,7 @@ def _spawn_pty(request: SpawnRequest, size: tuple[int, int]) -> Spawned:
         raise
     except OSError as exc:
         os.close(master)
-        raise SpawnError(f"error starting pty: {exc}") from exc
+        raise SpawnError(f"error starting pty: {os_error_text(exc)}") from exc
     finally:
         os.close(slave)
     os.set_blocking(master, False)

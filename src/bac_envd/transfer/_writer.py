@@ -12,6 +12,7 @@ import os
 import stat
 
 from bac_envd import _xattrs
+from bac_envd._errors import os_error_text
 from bac_envd._users import User
 from bac_envd.filesystem._errors import FsError
 from bac_envd.filesystem._ops import ensure_dirs
@@ -28,7 +29,7 @@ def _os_error(action: str, exc: OSError) -> UploadError:
     status = os_status(exc)
     if status == NO_SPACE:
         return UploadError(status, f"not enough disk space available: {action}: {exc.strerror}")
-    return UploadError(status, f"error {action}: {exc}")
+    return UploadError(status, f"error {action}: {os_error_text(exc)}")
 
 
 class UploadTarget:

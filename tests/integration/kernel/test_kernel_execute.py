@@ -72,6 +72,15 @@ def test_error_has_name_value_and_traceback(sandbox: Sandbox) -> None:
     assert sandbox.run_code("1").text == "1"  # the context still works afterwards
 
 
+def test_a_failed_bash_cell_names_its_error(sandbox: Sandbox) -> None:
+    """bash's kernel names no error, only the exit status: the error still has a name
+    (a caller branching on it is not handed an empty string) and the status as value."""
+    execution = sandbox.run_code("ls /no/such/dir", language="bash")
+    assert execution.error is not None
+    assert execution.error.name == "Error"
+    assert execution.error.value == "2"
+
+
 def test_output_before_an_error_is_kept(sandbox: Sandbox) -> None:
     """What a cell printed before it raised still arrives, with the error after it."""
     execution = sandbox.run_code("print('before')\n1/0")

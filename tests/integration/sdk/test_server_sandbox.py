@@ -154,6 +154,54 @@ async def test_unknown_template_and_bad_timeout(bac_server: BacServer) -> None:
         await AsyncSandbox.create("no-such-template-xyz", **bac_server.opts())
     with pytest.raises(bac.InvalidArgumentError):
         await AsyncSandbox.create(timeout=-5, **bac_server.opts())
+    with pytest.raises(bac.InvalidArgumentError, match="number of seconds"):
+        await AsyncSandbox.create(timeout="10", **bac_server.opts())  # type: ignore[arg-type]
+
+
+async def test_argument_mistakes_are_argument_errors(box: AsyncSandbox) -> None:
+    """A mistake in a call's arguments is an InvalidArgumentError saying which, raised
+    before anything is sent: not a timeout, a TypeError from inside, or an
+    authentication error."""
+    with pytest.raises(bac.InvalidArgumentError, match="timeout must be >= 0"):
+        await box.commands.run("true", timeout=-1)
+    with pytest.raises(bac.InvalidArgumentError, match="number of seconds"):
+        await box.commands.run("true", timeout="10")  # type: ignore[arg-type]
+    with pytest.raises(bac.InvalidArgumentError, match="request_timeout"):
+        await box.files.read("/etc/hostname", request_timeout=-3)
+    with pytest.raises(bac.InvalidArgumentError, match="timeout"):
+        await box.set_timeout(-1)
+    with pytest.raises(bac.UnknownUserError, match="no user 'nosuchuser'"):
+        await box.commands.run("id", user="nosuchuser")
+    with pytest.raises(bac.UnknownUserError):
+        await box.files.read("/etc/hostname", user="nosuchuser")
+    # The sandbox's credentials were never the problem.
+    assert (await box.commands.run("echo ok")).stdout == "ok\n"
+
+
+async def test_file_errors_read_as_text_not_python(box: AsyncSandbox) -> None:
+    """A failed file call says what failed in words (``/proc/version: permission
+    denied``), without Python's ``[Errno 13]`` and quoting."""
+    failures: list[BaseException] = []
+    for call in (box.files.write("/proc/version", "x"), box.files.remove("/proc/version"),
+                 box.files.make_dir("/etc/passwd/x")):
+        with pytest.raises(bac.SandboxError) as caught:
+            await call
+        failures.append(caught.value)
+    for failure in failures:
+        assert "[Errno" not in str(failure) and "'/" not in str(failure), str(failure)
+    assert "/proc/version: " in str(failures[0])
+
+
+async def test_an_overwritten_passwd_does_not_lock_out_the_sandbox(box: AsyncSandbox) -> None:
+    """File calls act as root (as E2B's do), so a caller can overwrite /etc/passwd; the
+    default user and root still run commands and move files afterwards."""
+    await box.files.write("/etc/passwd", "garbage\n")
+    ran = await box.commands.run("id -u; echo ran")
+    assert ran.stdout == "1000\nran\n"
+    assert (await box.commands.run("id -u", user="root")).stdout == "0\n"
+    await box.files.write("/tmp/after.txt", "still here")
+    assert await box.files.read("/tmp/after.txt") == "still here"
+    assert (await box.files.get_info("/tmp/after.txt")).owner in ("user", "1000")
 
 
 async def test_files_and_signed_urls_through_gateway(box: AsyncSandbox) -> None:
