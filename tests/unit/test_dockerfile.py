@@ -331,7 +331,23 @@ def test_ignored_refused_and_unknown_instructions() -> None:
     assert error('FROM base\nSHELL ["/bin/bash", "-c"]\n').startswith(
         "Dockerfile:2: SHELL is not supported")
     assert error("FROM base\nONBUILD RUN x\n").startswith("Dockerfile:2: ONBUILD is not supported")
-    assert error("FROM base\nCOPYY a b\n") == "Dockerfile:2: unknown instruction COPYY"
+    assert error("FROM base\nCOPYY a b\n") == (
+        "Dockerfile:2: unknown instruction 'COPYY' (did you mean COPY?)")
+    assert error("FROM base\nFROBNICATE x\n") == "Dockerfile:2: unknown instruction 'FROBNICATE'"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("FRM base\n", "Dockerfile:1: unknown instruction 'FRM' (did you mean FROM?)"),
+    ("frm base\nRUN true\n", "Dockerfile:1: unknown instruction 'FRM' (did you mean FROM?)"),
+    ("FROM base\nWORKDR /srv\n", "Dockerfile:2: unknown instruction 'WORKDR' (did you mean "
+                                 "WORKDIR?)"),
+    ("ARG V=1\nRUNN true\nFROM base\n", "Dockerfile:2: unknown instruction 'RUNN' (did you "
+                                        "mean RUN?)"),
+])
+def test_misspelt_instruction_is_named_with_the_nearest_one(text: str, message: str) -> None:
+    """A misspelt instruction is reported as unknown with the nearest valid one, also
+    before FROM (not as an instruction out of place)."""
+    assert error(text) == message
 
 
 def test_escape_directive() -> None:

@@ -31,6 +31,7 @@ def build(context: Path, *args: str) -> tuple[int, str]:
     ("FROM base\nFROM base\n", "Dockerfile:2: a second FROM: multi-stage builds"),
     ("FROM base\nADD https://x.test/a.tgz /a\n", "Dockerfile:2: ADD from a URL is not"),
     ("FROM base\nCOPY nothere /x\n", "Dockerfile:2: COPY source 'nothere' not found"),
+    ("FRM base\n", "Dockerfile:1: unknown instruction 'FRM' (did you mean FROM?)"),
 ])
 def test_recipe_errors_exit_2(tmp_path: Path, dockerfile: str, message: str) -> None:
     """A recipe error exits 2 with one `error: file:line: ...` line, offline."""

@@ -5,7 +5,8 @@ Supported: ``FROM`` (one stage), ``RUN``, ``COPY``, ``ADD`` (local files and arc
 ``FROM`` only, and after it when declared again), ``WORKDIR``, ``USER``, ``CMD`` and
 ``ENTRYPOINT`` (the start command, combined as Docker combines them), ``HEALTHCHECK CMD``
 (the ready command). ``EXPOSE``, ``LABEL``, ``VOLUME``, ``STOPSIGNAL`` and ``MAINTAINER``
-are ignored with a warning; anything else is an error naming the file and line.
+are ignored with a warning; anything else is an error naming the file and line (a word
+that is no instruction at all also names the nearest one: ``FRM`` → ``did you mean FROM?``).
 
 As in Docker, steps run as ``root`` in ``/`` until ``USER``/``WORKDIR`` say otherwise; like
 E2B's conversion, the template's sandboxes then default to ``user`` in ``/home/user``
@@ -18,6 +19,7 @@ a :class:`~bac.Template` of it, so the converter depends on the step model only.
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 from collections.abc import Callable, Mapping
@@ -151,9 +153,19 @@ _HANDLERS: dict[str, Callable[[Conversion, RawInstruction], None]] = {
 }
 
 
+def _unknown(name: str) -> str:
+    """The error for a word that is no instruction, with the nearest one (a typo's fix)."""
+    close = difflib.get_close_matches(name, [*_HANDLERS, *_IGNORED, *_REFUSED], n=1,
+                                      cutoff=0.6)
+    return f"unknown instruction {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+
+
 def _handle(conv: Conversion, ins: RawInstruction) -> None:
     conv.ins = ins
     name = ins.name
+    if name not in _HANDLERS and name not in _IGNORED and name not in _REFUSED:
+        # Before the FROM check: `FRM base` is a typo, not an instruction out of place.
+        raise conv.fail(_unknown(name))
     if conv.base is None and name not in ("ARG", "FROM"):
         raise conv.fail(f"{name} before FROM: only ARG may come before the first FROM")
     handler = _HANDLERS.get(name)
@@ -161,10 +173,8 @@ def _handle(conv: Conversion, ins: RawInstruction) -> None:
         handler(conv, ins)
     elif name in _IGNORED:
         conv.warn(f"{name} is ignored: {_IGNORED[name]}")
-    elif name in _REFUSED:
-        raise conv.fail(f"{name} is not supported: {_REFUSED[name]}")
     else:
-        raise conv.fail(f"unknown instruction {name}")
+        raise conv.fail(f"{name} is not supported: {_REFUSED[name]}")
 
 
 def _finish(conv: Conversion, file: str) -> DockerfileRecipe:
