@@ -28,7 +28,8 @@ def _admin() -> Any:
     try:
         from bac_server import admin
     except ImportError as exc:  # the SDK can be installed without the server's extras
-        raise CliError(f"the Bac server is not available here: {exc}") from exc
+        raise CliError("the Bac server is not installed here (pip install 'bac[server]'): "
+                       f"{exc}") from exc
     return admin
 
 

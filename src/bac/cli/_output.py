@@ -35,6 +35,7 @@ from typing import IO, Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import bac
@@ -83,7 +84,9 @@ class CliError(click.ClickException):
         self.exit_code = exit_code  # type: ignore[misc]
 
     def show(self, file: IO[Any] | None = None) -> None:
-        stderr.print(f"[bold red]error:[/] {self.message}", highlight=False, markup=True)
+        # The message is text, never markup: "bac[server]" or a path "a[1]" stay whole.
+        stderr.print(f"[bold red]error:[/] {escape(self.message)}", highlight=False,
+                     markup=True)
 
 
 def exit_code_for(error: bac.SandboxError) -> int:
