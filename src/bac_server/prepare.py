@@ -3,7 +3,8 @@
 Idempotent, and the second run only checks: prepares the host (cgroups, firewall table,
 sysctls), builds the base template (about a minute the first time, then instant), the
 envd bundle the sandboxes mount, and the templates derived from base: code-interpreter
-(about two minutes the first time) and desktop (about one); ``--base-only`` skips them.
+(about two minutes the first time) and desktop (about one); ``--base-only`` skips them,
+``--template NAME`` (repeatable) builds one more built-in on request (``base-full``).
 ``scripts/setup`` calls it; ``bac serve`` calls the same host preparation at start-up, so
 a server never runs on a half-prepared host.
 """
@@ -26,7 +27,11 @@ def _say(line: str) -> None:
     print(f"    {line}", flush=True)
 
 
-async def _prepare(config: ServerConfig, skip_layers: bool = False) -> None:
+DEFAULT_LAYERS = ("code-interpreter", "desktop")
+
+
+async def _prepare(config: ServerConfig, skip_layers: bool = False,
+                   extra: tuple[str, ...] = ()) -> None:
     started = time.monotonic()
     _say("host: cgroups, nftables table, sysctls; data dir private")
     await asyncio.to_thread(prepare_host)
@@ -37,7 +42,8 @@ async def _prepare(config: ServerConfig, skip_layers: bool = False) -> None:
     bundles = NamespaceConfig(data_dir=config.data_dir).bundles_dir
     bundle = await ensure_envd_bundle(bundles, image.rootfs, progress=_say)
     _say(f"envd bundle: {bundle}")
-    for name in () if skip_layers else ("code-interpreter", "desktop"):
+    layers = () if skip_layers else DEFAULT_LAYERS
+    for name in dict.fromkeys((*layers, *extra)):
         layer_started = time.monotonic()
         image = await templates.ensure(name, progress=_say)
         _say(f"template {name}: {image.rootfs} ({time.monotonic() - layer_started:.1f} s)")
@@ -49,10 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="Bac's data directory (default $BAC_DATA_DIR)")
     parser.add_argument("--base-only", action="store_true",
                         help="build only the base template, not code-interpreter or desktop")
+    parser.add_argument("--template", action="append", default=[], metavar="NAME",
+                        help="also build this built-in template (base-full); repeatable")
     args = parser.parse_args(argv)
     config = ServerConfig.from_env().with_overrides(data_dir=args.data_dir)
     try:
-        asyncio.run(_prepare(config, skip_layers=args.base_only))
+        asyncio.run(_prepare(config, skip_layers=args.base_only, extra=tuple(args.template)))
     except (HostSetupError, TemplateError) as exc:
         print(f"bac setup: {exc}", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ from ._steps import (
 )
 from ._store import TemplateStore
 from .build import BuildEngine, FilesLookup, LogCallback, ResolveTemplate
-from .builtin import BASE_PACKAGES, ProgressCallback, Recipe, base_recipe
+from .builtin import BASE_PACKAGES, LAYERS, ProgressCallback, Recipe, base_recipe
 from .gc import CollectionRefused, Freed, LiveRefs, StorageCollector, StorageReport
 from .images import (
     ImageConfig,
@@ -51,6 +51,7 @@ from .layers import BuiltTemplate
 
 __all__ = [
     "BASE_PACKAGES",
+    "LAYERS",
     "BuildEngine",
     "BuildRecipe",
     "BuiltTemplate",

@@ -100,8 +100,9 @@ class TemplateStore:
             digest = layer_digest(layer, self.base_recipe.digest(), self.id_range.base)
             found = self._build_of(layer.name, digest)
             if found is None:
-                raise TemplateNotFound(f"template '{layer.name}' is not built yet; run "
-                                       "scripts/setup (python -m bac_server.prepare)")
+                raise TemplateNotFound(
+                    f"template '{layer.name}' is not built yet; build it with "
+                    f"python -m bac_server.prepare --template {layer.name}")
             return found
         if template_id_or_alias not in BASE_ALIASES:
             raise TemplateNotFound(f"template '{template_id_or_alias}' not found")

@@ -24,6 +24,7 @@ from bac_server.store import (
     TagRecord,
     TemplateRecord,
 )
+from bac_server.templates import LAYERS
 
 from ..errors import Conflict, InvalidRequest, NotFound, TemplateNotFoundError
 from ..keys import Team
@@ -38,12 +39,10 @@ from ._refs import (
     split_ref,
 )
 
-# Built-in templates: name → aliases (what bac_server.templates builds at set-up).
+# Built-in templates: name → aliases (what bac_server.templates builds: base and the
+# layers derived from it).
 BUILTINS: dict[str, tuple[str, ...]] = {
-    "base": (),
-    "code-interpreter": ("code-interpreter-v1",),
-    "desktop": (),
-}
+    "base": (), **{layer.name: layer.aliases for layer in LAYERS}}
 
 
 def builtin_name(ref: str) -> str | None:

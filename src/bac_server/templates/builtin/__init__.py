@@ -8,6 +8,8 @@
   each built on a copy of its parent's rootfs in a chroot.
 * ``_code_interpreter``: the ``code-interpreter`` template's contents and start command.
 * ``_desktop``: the ``desktop`` template's (Xvfb, XFCE, x11vnc, noVNC; the SDK's shims).
+* ``_base_full``: ``base-full``, base plus a C tool chain, Node.js and npm, jq and vim
+  (built on request).
 """
 
 from ._code_interpreter import LayerRecipe

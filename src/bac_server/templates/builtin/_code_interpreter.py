@@ -48,7 +48,8 @@ class LayerRecipe:
     #: Bac's own packages that must be importable by the template's python3 (in envd's
     #: bundle under /opt/bac/guest, on the start command's PYTHONPATH).
     guest_packages: tuple[str, ...]
-    start: StartCommand
+    #: The service it starts (envd's supervisor), or None for a plain sandbox.
+    start: StartCommand | None
     #: Commands run as root after the packages are installed and ``files`` written (each
     #: one argv).
     post_install: tuple[tuple[str, ...], ...] = field(default=())

@@ -33,11 +33,12 @@ from bac_server.host import remove_tree
 
 from .._errors import TemplateBuildError
 from .._idshift import shift_ownership
+from ._base_full import BASE_FULL
 from ._code_interpreter import CODE_INTERPRETER, LayerRecipe
 from ._desktop import DESKTOP
 from ._rootfs import METADATA_FILE, ProgressCallback, run_step
 
-LAYERS: tuple[LayerRecipe, ...] = (CODE_INTERPRETER, DESKTOP)
+LAYERS: tuple[LayerRecipe, ...] = (CODE_INTERPRETER, DESKTOP, BASE_FULL)
 # Bump when the layer builder changes what it produces from the same recipe.
 LAYER_BUILDER_VERSION = 1
 START_FILE = "etc/bac/start.json"
@@ -61,8 +62,10 @@ def layer_digest(recipe: LayerRecipe, parent_digest: str, id_base: int) -> str:
 
 
 def start_config(recipe: LayerRecipe) -> dict[str, object]:
-    """What envd's supervisor reads from ``/etc/bac/start.json``."""
+    """What envd's supervisor reads from ``/etc/bac/start.json`` (a recipe with a
+    service only)."""
     start = recipe.start
+    assert start is not None
     return {"argv": list(start.argv), "user": start.user, "cwd": start.cwd,
             "env": dict(start.env), "ready_line": start.ready_line.decode(),
             "restart": start.restart_on_exit}
@@ -146,6 +149,8 @@ def _write_files(rootfs: Path, recipe: LayerRecipe) -> None:
 
 
 def _write_start(rootfs: Path, recipe: LayerRecipe) -> None:
+    if recipe.start is None:
+        return
     path = rootfs / START_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(start_config(recipe), indent=2) + "\n")
