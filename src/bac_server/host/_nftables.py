@@ -1,12 +1,19 @@
 """Bac's own nftables table: what sandboxes may send, NAT for what may leave, counters.
 
-Every sandbox's host-side veth is named ``<prefix><n>``. The static part below is
-applied in one transaction and is idempotent: objects are added if missing and the fixed
-chains are flushed and refilled, while each sandbox's own objects (its policy chain,
-the entries in the maps) survive a re-run, so preparing the host again never cuts off
-running sandboxes. If the existing table is of an incompatible older shape it is
-replaced as a whole. Rules in other tables cannot undo a drop here: in nftables a packet
-must pass every base chain on a hook, so an ``accept`` elsewhere does not override ours.
+Every sandbox's host-side veth is named ``<prefix><n>``. The table is static: its chains
+and sets are the same whatever sandboxes run, and a sandbox's policy is elements of
+host-wide sets keyed by the name of its veth (``SANDBOX_SETS``), plus a few objects of its
+own for bounded reads (byte counters, two destination logs and the chains filling them,
+reached through maps keyed by the veth). Those are added and removed one sandbox at a time
+over raw netlink (``backends/namespaces/network/nft``), never by this module.
+
+The static part below is applied in one transaction and is idempotent: objects are added
+if missing and the fixed chains are flushed and refilled, while the sets' elements and the
+sandboxes' own objects survive a re-run, so preparing the host again never cuts off
+running sandboxes. A table of an older shape (one without ``SHAPE_MARK``) is replaced as a
+whole; re-attaching then installs each live sandbox's policy again. Rules in other tables
+cannot undo a drop here: in nftables a packet must pass every base chain on a hook, so an
+``accept`` elsewhere does not override ours.
 
 What the table enforces for every sandbox veth, whatever the sandbox's policy:
 
@@ -18,14 +25,25 @@ What the table enforces for every sandbox veth, whatever the sandbox's policy:
 * prerouting: a sandbox may only send from its own address (reverse-path check);
 * input (the host's own addresses): only answers to host-opened connections, DNS to the
   resolver listening for that very sandbox (set ``dns_listeners``), and connections the
-  sandbox's nat chain redirected to the egress relay (host-name checks);
-* forward: IPv6 never; new connections go to the sandbox's policy chain through the
-  verdict map ``egress``; a veth without an entry (a pooled slot, or a sandbox whose
-  policy is not installed) is rejected; into a sandbox only answers pass;
+  nat chain ``relay`` redirected to the egress relay (host-name checks);
+* forward: IPv6 never; a new connection from a veth in the set ``egress`` (its policy is
+  installed) goes through the chain ``decide``, which accepts what the veth's elements
+  allow and returns the rest; what is not accepted is refused, so a veth without a
+  policy (a pooled slot, or a sandbox whose policy is not installed yet) reaches nothing;
+  into a sandbox only answers pass;
 * postrouting: what leaves through a non-sandbox interface is masqueraded.
+
+The logs: a refused connection is logged by ``from_sandbox`` and an accepted one by the
+later base chain ``forward_log`` (an ``accept`` ends only its own base chain), each
+through the sandbox's entry in ``log_no``/``log_ok``. Each map is reached from one rule
+only: adding a sandbox's jump entry makes the kernel check every chain reachable from the
+base chains, once per path to the map.
 """
 
 from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
 
 from ._errors import HostChangeFailed
 from ._nft import NftError, nft
@@ -35,14 +53,61 @@ TABLE_NAME = "bac"
 T = f"{TABLE_FAMILY} {TABLE_NAME}"
 HELD_SET = "held"
 
-# Always denied destinations (unless a server's configuration exempts a range for its
-# sandboxes): "this" network, private ranges, carrier NAT, loopback, link-local (cloud
-# metadata), IETF protocol assignments, multicast, reserved and broadcast.
 # Where the egress relay for host-name checks listens, on each sandbox veth's host end.
 EGRESS_PROXY_PORT = 15001
 
+# Always denied destinations (unless a server's configuration exempts a range for its
+# sandboxes): "this" network, private ranges, carrier NAT, loopback, link-local (cloud
+# metadata), IETF protocol assignments, multicast, reserved and broadcast.
 INFRA_DENY = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
               "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/3")
+
+# Pairs of sets for the port ranges of a policy's domain rules (``MAX_DOMAIN_PORT_RANGES``
+# of backends/egress, checked there): addresses pinned for a name, and the ports they are
+# allowed on.
+PORT_SLOTS = 16
+
+
+class KeyShape(enum.Enum):
+    """What a sandbox's element in a host-wide set is made of; the veth's name first."""
+
+    IFNAME = "type ifname;"
+    NET = "type ifname . ipv4_addr; flags interval;"
+    NET_PORT = "type ifname . ipv4_addr . inet_proto . inet_service; flags interval;"
+    PIN = "type ifname . ipv4_addr; flags timeout;"
+    PORT = "type ifname . inet_proto . inet_service; flags interval;"
+
+    @property
+    def interval(self) -> bool:
+        return "interval" in self.value
+
+
+@dataclass(frozen=True)
+class SandboxSet:
+    name: str
+    shape: KeyShape
+
+
+EGRESS = SandboxSet("egress", KeyShape.IFNAME)  # the veth's policy is installed
+OPEN = SandboxSet("open", KeyShape.IFNAME)  # what no rule decides is allowed
+EXEMPT = SandboxSet("infra_exempt", KeyShape.NET)  # infrastructure its server exempts
+ALLOW_NET = SandboxSet("allow_net", KeyShape.NET)
+DENY_NET = SandboxSet("deny_net", KeyShape.NET)
+ALLOW_PORT = SandboxSet("allow_port", KeyShape.NET_PORT)  # tcp and udp, and dnsServers
+DENY_PORT = SandboxSet("deny_port", KeyShape.NET_PORT)
+PIN_ANY = SandboxSet("pin_any", KeyShape.PIN)  # pinned for domain rules without ports
+PINS = tuple(SandboxSet(f"pin_{i}", KeyShape.PIN) for i in range(PORT_SLOTS))
+PORTS = tuple(SandboxSet(f"ports_{i}", KeyShape.PORT) for i in range(PORT_SLOTS))
+SANDBOX_SETS = (EGRESS, OPEN, EXEMPT, ALLOW_NET, DENY_NET, ALLOW_PORT, DENY_PORT, PIN_ANY,
+                *PINS, *PORTS)
+SHAPE_MARK = PIN_ANY.name
+
+# Maps from a veth's name to its own objects.
+LOG_OK_MAP = "log_ok"  # : jump <its chain updating its log of accepted destinations>
+LOG_NO_MAP = "log_no"  # : jump <... of refused destinations>
+TX_MAP = "tx_bytes"  # : <its counter of bytes sent to the internet>
+RX_MAP = "rx_bytes"
+DNS_LISTENERS = "dns_listeners"  # ipv4_addr . ifname: the resolver listening for a veth
 
 _OBJECTS = """\
 add table {t}
@@ -51,15 +116,19 @@ add chain {t} held_in {{ type filter hook prerouting priority raw - 1; policy ac
 add chain {t} held_out {{ type filter hook output priority raw - 1; policy accept; }}
 add chain {t} input {{ type filter hook input priority filter - 10; policy accept; }}
 add chain {t} forward {{ type filter hook forward priority filter - 10; policy accept; }}
+add chain {t} forward_log {{ type filter hook forward priority filter - 5; policy accept; }}
 add chain {t} postrouting {{ type nat hook postrouting priority srcnat; policy accept; }}
 add chain {t} prerouting_nat {{ type nat hook prerouting priority dstnat; policy accept; }}
 add chain {t} from_sandbox
 add chain {t} to_sandbox
+add chain {t} decide
+add chain {t} relay
 add set {t} infra_deny {{ type ipv4_addr; flags interval; auto-merge; }}
 add set {t} dns_listeners {{ type ipv4_addr . ifname; }}
 add set {t} {held} {{ type ipv4_addr; }}
-add map {t} egress {{ type ifname : verdict; }}
-add map {t} proxied {{ type ifname : verdict; }}
+{sandbox_sets}\
+add map {t} log_ok {{ type ifname : verdict; }}
+add map {t} log_no {{ type ifname : verdict; }}
 add map {t} tx_bytes {{ type ifname : counter; }}
 add map {t} rx_bytes {{ type ifname : counter; }}
 add element {t} infra_deny {{ {infra} }}
@@ -72,10 +141,13 @@ flush chain {t} held_out
 flush chain {t} prerouting
 flush chain {t} input
 flush chain {t} forward
+flush chain {t} forward_log
 flush chain {t} postrouting
 flush chain {t} prerouting_nat
 flush chain {t} from_sandbox
 flush chain {t} to_sandbox
+flush chain {t} decide
+flush chain {t} relay
 add rule {t} held_in ip saddr @{held} drop
 add rule {t} held_in ip daddr @{held} drop
 add rule {t} held_out ip daddr @{held} drop
@@ -90,18 +162,36 @@ add rule {t} forward oifname "{p}*" jump to_sandbox
 {guard}add rule {t} from_sandbox meta nfproto != ipv4 reject with icmpx type admin-prohibited
 add rule {t} from_sandbox counter name iifname map @tx_bytes
 add rule {t} from_sandbox ct state established,related accept
-add rule {t} from_sandbox ct state new iifname vmap @egress
+add rule {t} from_sandbox ct state new iifname @egress jump decide
+add rule {t} from_sandbox ct state new meta l4proto {{ tcp, udp }} iifname vmap @log_no
 add rule {t} from_sandbox reject with icmpx type admin-prohibited
+add rule {t} decide ip daddr @infra_deny iifname . ip daddr != @infra_exempt return
+add rule {t} decide iifname . ip daddr @pin_any accept
+{pins}\
+add rule {t} decide iifname . ip daddr @allow_net accept
+add rule {t} decide iifname . ip daddr . meta l4proto . th dport @allow_port accept
+add rule {t} decide iifname . ip daddr @deny_net return
+add rule {t} decide iifname . ip daddr . meta l4proto . th dport @deny_port return
+add rule {t} decide iifname @open accept
+add rule {t} forward_log iifname "{p}*" ct state new meta l4proto {{ tcp, udp }} \
+iifname vmap @log_ok
 add rule {t} to_sandbox counter name oifname map @rx_bytes
 add rule {t} to_sandbox ct state established,related accept
 add rule {t} to_sandbox drop
 add rule {t} postrouting iifname "{p}*" oifname != "{p}*" masquerade
-add rule {t} prerouting_nat iifname "{p}*" iifname vmap @proxied
+add rule {t} prerouting_nat iifname "{p}*" meta l4proto tcp jump relay
+add rule {t} relay iifname . ip daddr @allow_net return
+add rule {t} relay meta l4proto tcp iifname . ip daddr @pin_any redirect to :{proxy}
+{relays}\
 """
 
 # Only when the host forwarded nothing before Bac turned forwarding on: it still forwards
 # nothing that neither comes from nor goes to a sandbox.
 _GUARD = 'add rule {t} forward iifname != "{p}*" oifname != "{p}*" drop\n'
+# An address pinned for a name is allowed on the ports of the rules naming it; with TCP it
+# goes through the relay, which checks the host name it opens with (TLS SNI / HTTP Host),
+# unless a CIDR rule allows the address on every port anyway.
+_PIN = "iifname . ip daddr @{pin} iifname . meta l4proto . th dport @{ports}"
 
 
 def _check_prefix(veth_prefix: str) -> None:
@@ -115,14 +205,23 @@ def render_ruleset(veth_prefix: str, guard_forwarding: bool = False,
     _check_prefix(veth_prefix)
     t = f"{TABLE_FAMILY} {table}"
     guard = _GUARD.format(t=t, p=veth_prefix) if guard_forwarding else ""
-    return (_OBJECTS.format(t=t, infra=", ".join(INFRA_DENY), held=HELD_SET)
+    sandbox_sets = "".join(f"add set {t} {s.name} {{ {s.shape.value} }}\n"
+                           for s in SANDBOX_SETS)
+    pins = [_PIN.format(pin=pin.name, ports=ports.name) for pin, ports in zip(PINS, PORTS,
+                                                                               strict=True)]
+    return (_OBJECTS.format(t=t, infra=", ".join(INFRA_DENY), held=HELD_SET,
+                            sandbox_sets=sandbox_sets)
             + _RULES.format(t=t, p=veth_prefix, guard=guard, proxy=EGRESS_PROXY_PORT,
-                            held=HELD_SET))
+                            held=HELD_SET,
+                            pins="".join(f"add rule {t} decide {pin} accept\n"
+                                         for pin in pins),
+                            relays="".join(f"add rule {t} relay meta l4proto tcp {pin} redirect to "
+                                           f":{EGRESS_PROXY_PORT}\n" for pin in pins)))
 
 
-def _has_current_shape(t: str) -> bool:
+def _exists(what: str) -> bool:
     try:
-        nft(f"list map {t} egress")
+        nft(f"list {what}")
     except NftError:
         return False
     return True
@@ -130,23 +229,27 @@ def _has_current_shape(t: str) -> bool:
 
 def ensure_table(veth_prefix: str, guard_forwarding: bool = False,
                  table: str = TABLE_NAME) -> None:
-    """Install or refresh the ``inet bac`` table, keeping every sandbox's own objects.
+    """Install or refresh the ``inet bac`` table, keeping every sandbox's elements and
+    objects.
 
-    A table made by an older version gains what is new here (the ``held`` set and the
-    chains dropping its packets) the same way: ``add`` keeps what exists."""
+    A table of this shape made by an older version gains what is new here (the ``held``
+    set and the chains dropping its packets) the same way: ``add`` keeps what exists. A
+    table of an older shape (per-sandbox policy chains) is replaced whole: until each
+    live sandbox's policy is installed again (re-attaching does that) its veth has no
+    element in ``egress`` and reaches nothing."""
     script = render_ruleset(veth_prefix, guard_forwarding, table)
     t = f"{TABLE_FAMILY} {table}"
+    older = _exists(f"table {t}") and not _exists(f"set {t} {SHAPE_MARK}")
     # SECURITY: the only host firewall change Bac makes; it lives in its own table and
     # only matches interfaces named with Bac's veth prefix (and held sandbox addresses).
+    if not older:
+        try:
+            nft(script)
+            return
+        except NftError as exc:
+            if _exists(f"set {t} {SHAPE_MARK}"):
+                raise HostChangeFailed(f"nft could not refresh table {t}: {exc}") from exc
     try:
-        nft(script)
-        return
-    except NftError as exc:
-        if _has_current_shape(t):
-            raise HostChangeFailed(f"nft could not refresh table {t}: {exc}") from exc
-    try:
-        # An older table without the egress objects: replace it whole (sandboxes of an
-        # older server had no egress anyway; their veths stay rejected).
         nft(f"add table {t}\ndelete table {t}\n" + script)
     except NftError as exc:
         raise HostChangeFailed(f"nft could not install table {t}: {exc}") from exc

@@ -138,7 +138,7 @@ class BuildWatch:
             found.append(f"veth {self.veth}")
         found += [f"process {pid}" for pid, start in self.processes
                   if start_time(pid) == start]
-        if f'"{self.veth}"' in nft("list map inet bac egress"):
+        if f'"{self.veth}"' in nft("list set inet bac egress"):
             found.append(f"egress rules of {self.veth}")
         return found
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from pyroute2.netlink.exceptions import NetlinkError
 
-from bac_server.backends.namespaces.network._set_elements import LoopSetElements, SetElements
+from bac_server.backends.namespaces.network.nft import LoopSetElements, SetElements
 from bac_server.host import nft, nft_json
 from bac_server.host._nftables import ensure_table, render_ruleset
 
@@ -49,14 +49,17 @@ def _rules(table: str, chain: str) -> list[str]:
 
 def test_an_older_table_gains_the_hold_and_keeps_its_sandboxes(table: str) -> None:
     """Preparing the host over a table made before the hold adds the set and its drop
-    rules (first, at raw priority, both ways) and leaves a sandbox's policy chain, map
-    entry and DNS listener as they were; held addresses survive the next refresh."""
+    rules (first, at raw priority, both ways) and leaves a sandbox's log chain, elements
+    and DNS listener as they were; held addresses survive the next refresh."""
     nft(_older_script(table))
     t = f"inet {table}"
-    nft(f"add chain {t} p_{_PREFIX}0\nadd rule {t} p_{_PREFIX}0 accept\n"
-        f'add element {t} egress {{ "{_PREFIX}0" : jump p_{_PREFIX}0 }}\n'
+    nft(f"add chain {t} ok_{_PREFIX}0\n"
+        f"add rule {t} ok_{_PREFIX}0 counter\n"
+        f'add element {t} log_ok {{ "{_PREFIX}0" : jump ok_{_PREFIX}0 }}\n'
+        f'add element {t} egress {{ "{_PREFIX}0" }}\n'
+        f'add element {t} allow_net {{ "{_PREFIX}0" . 198.51.100.0/24 }}\n'
         f'add element {t} dns_listeners {{ 192.0.2.10 . "{_PREFIX}0" }}\n')
-    before = json.dumps(nft_json(f"list chain {t} p_{_PREFIX}0"))
+    before = json.dumps(nft_json(f"list chain {t} ok_{_PREFIX}0"))
 
     ensure_table(_PREFIX, table=table)
 
@@ -65,14 +68,33 @@ def test_an_older_table_gains_the_hold_and_keeps_its_sandboxes(table: str) -> No
     chains = {c["chain"]["name"]: c["chain"] for c in _listing(table) if "chain" in c}
     assert chains["held_in"]["hook"] == "prerouting" and chains["held_out"]["hook"] == "output"
     assert chains["held_in"]["prio"] < chains["prerouting"]["prio"]
-    assert json.dumps(nft_json(f"list chain {t} p_{_PREFIX}0")) == before
-    assert f'"{_PREFIX}0" : jump p_{_PREFIX}0' in nft(f"list map {t} egress")
+    assert json.dumps(nft_json(f"list chain {t} ok_{_PREFIX}0")) == before
+    assert f'"{_PREFIX}0" : jump ok_{_PREFIX}0' in nft(f"list map {t} log_ok")
+    assert f'"{_PREFIX}0"' in nft(f"list set {t} egress")
+    assert f'"{_PREFIX}0" . 198.51.100.0/24' in nft(f"list set {t} allow_net")
     assert "192.0.2.10" in nft(f"list set {t} dns_listeners")
 
     nft(f"add element {t} held {{ 192.0.2.11 }}")
     ensure_table(_PREFIX, table=table)
     assert "192.0.2.11" in nft(f"list set {t} held")
     assert len(_rules(table, "held_in")) == 2
+
+
+def test_a_table_of_the_older_shape_is_replaced(table: str) -> None:
+    """A table with per-sandbox policy chains (the shape before the host-wide sets) is
+    replaced whole: its sandbox objects go, and the static part is the current one."""
+    t = f"inet {table}"
+    nft(f"add table {t}\nadd map {t} egress {{ type ifname : verdict; }}\n"
+        f"add chain {t} p_{_PREFIX}0\nadd rule {t} p_{_PREFIX}0 accept\n"
+        f'add element {t} egress {{ "{_PREFIX}0" : jump p_{_PREFIX}0 }}\n')
+
+    ensure_table(_PREFIX, table=table)
+
+    listing = nft(f"list table {t}")
+    assert f"p_{_PREFIX}0" not in listing
+    assert "ct state new iifname @egress jump decide" in listing
+    ensure_table(_PREFIX, table=table)  # and refreshing the current shape keeps it
+    assert nft(f"list table {t}") == listing
 
 
 async def test_set_elements_change_from_the_event_loop(table: str) -> None:

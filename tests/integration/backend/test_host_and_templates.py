@@ -37,7 +37,7 @@ def test_prepare_host_is_idempotent(template: TemplateImage) -> None:
     rules = subprocess.run(["nft", "list", "table", "inet", "bac"], capture_output=True,
                            text=True, check=True).stdout
     assert "fib saddr . iif oif missing drop" in rules
-    assert "ct state new iifname vmap @egress" in rules and "masquerade" in rules
+    assert "ct state new iifname @egress jump decide" in rules and "masquerade" in rules
 
 
 def _cgroup2_options() -> tuple[str, list[str]] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import struct
 
-from bac_server.backends.namespaces.network._set_elements import answer_to, encode_change
+from bac_server.backends.namespaces.network.nft._set_elements import answer_to, encode_change
 
 _HEADER = struct.Struct("=IHHII")
 _NLMSG_ERROR = 2

@@ -2,13 +2,13 @@
 
 * ``_addresses``: /32 address pairs and veth names, leased host-wide through files.
 * ``_netns``: a sandbox's network namespace and veth pair, made over netlink.
-* ``_egress``: ``Egress``, each sandbox's policy in ``table inet bac`` (``_rules``), its
+* ``_egress``: ``Egress``, each sandbox's policy in ``table inet bac`` (``nft``), its
   resolver (``_dns``, ``_dns_answers``), the relay that checks the host name a connection
   opens with and each HTTP request names (``_proxy``, ``_opening``, ``_http_relay``),
-  what both decide (``_name_checks``), the answered
-  addresses pinned in constant time (``_pins``) and the counters read back (``_usage``).
+  what both decide and the answered addresses they pin (``_name_checks``), and the
+  counters read back (``_usage``).
+* ``nft``: the table changed one sandbox at a time, each change one raw netlink batch.
 * ``_tcp_hold``: a suspended sandbox's TCP connections held on the host (``tcp_hold``).
-* ``_set_elements``: nftables set elements over raw netlink (pins and holds).
 """
 
 from . import _tcp_hold as tcp_hold

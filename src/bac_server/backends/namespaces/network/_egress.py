@@ -6,24 +6,32 @@ One ``Egress`` per backend. ``attach`` runs when a slot becomes a sandbox (befor
 The policy is kept in ``network.json`` in the slot directory so a restarted server puts
 the same policy back (``restore``). Answers for allowed names are pinned into the
 sandbox's sets before the answer is sent, so a connect right after resolving works.
+
+Every per-sandbox change of the table is one raw netlink batch (``nft.SandboxRules``), so
+none of them grows with the number of sandboxes on the host; libnftables is used only at
+start: for the static table (``ensure_firewall``), the always-denied ranges, and a listing
+of what the table holds (``nft.read_installed``: sandboxes re-attached or torn down after
+a restart, and orphans for ``sweep``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import ipaddress
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
 
 from bac_server.backends.egress import EgressPolicy, NetworkUsage, WirePolicy, parse_policy
 from bac_server.host import (
     TABLE_FAMILY,
     TABLE_NAME,
-    NftError,
     ensure_firewall,
     nft,
     write_private,
@@ -32,21 +40,13 @@ from bac_server.host import (
 from ._addresses import AddressPool
 from ._dns import DnsListeners, Upstream, host_nameservers
 from ._name_checks import NameChecks, SandboxEgress
-from ._pins import Pins
 from ._proxy import EgressProxy
-from ._rules import (
-    SandboxNames,
-    dns_listener_script,
-    install_script,
-    port_specs,
-    remove_script,
-)
 from ._tcp_hold import close_hold_sockets
 from ._usage import read_usage
+from .nft import Installed, NftSocket, SandboxNames, SandboxRules, read_installed
 
 _log = logging.getLogger(__name__)
 STATE_FILE = "network.json"
-_SWEEP_SPECS = 16  # the most port ranges a policy's domain rules may use
 
 
 def _save(path: Path, policy: EgressPolicy) -> None:
@@ -78,32 +78,26 @@ def _connected_subnets(veth_prefix: str) -> list[str]:
     return subnets
 
 
-def _apply(script: str, veth_prefix: str) -> None:
-    """Run a sandbox's script; if the table was replaced under us (another version of
-    Bac preparing the host), put Bac's table back once and retry."""
-    try:
-        nft(script)
-    except NftError:
-        ensure_firewall(veth_prefix)
-        nft(script)
-
-
 class Egress:
     def __init__(self, pool: AddressPool, exempt: tuple[str, ...],
                  upstreams: tuple[str, ...]) -> None:
         self._pool = pool
         self._exempt = [str(ipaddress.IPv4Network(c, strict=False)) for c in exempt]
-        self._pins = Pins()
-        self._checks = NameChecks(Upstream(list(upstreams) or host_nameservers()), self._pins,
+        self._checks = NameChecks(Upstream(list(upstreams) or host_nameservers()),
                                   [ipaddress.IPv4Network(c) for c in self._exempt])
         self._listeners = DnsListeners(self._checks.answer)
         self._proxy = EgressProxy(self._checks.decide, self._checks.account)
         self._by_veth: dict[str, SandboxEgress] = {}
+        self._socket = NftSocket()
+        self._installed = Installed()
+        # Each veth's rules from the first change on until they are removed (a failed
+        # batch changed nothing: what the rules know the veth holds stays true).
+        self._rules_of: dict[str, SandboxRules] = {}
 
     async def start(self) -> None:
         """Make sure the firewall table is Bac's current one (idempotent, keeps other
-        servers' sandboxes), then deny the pool and the host's own networks to every
-        sandbox."""
+        servers' sandboxes), deny the pool and the host's own networks to every sandbox,
+        and list what the table holds for sandboxes already."""
         await asyncio.to_thread(ensure_firewall, self._pool.veth_prefix)
         deny = [str(self._pool.network)]
         deny += await asyncio.to_thread(_connected_subnets, self._pool.veth_prefix)
@@ -111,21 +105,36 @@ class Egress:
         # SECURITY: only ever adds to the always-denied set.
         await asyncio.to_thread(
             nft, f"add element {TABLE_FAMILY} {TABLE_NAME} infra_deny {{ {', '.join(deny)} }}")
+        self._installed = await asyncio.to_thread(read_installed, self._socket, TABLE_NAME,
+                                                  self._pool.veth_prefix)
+
+    def _rules(self, veth: str, host_address: str) -> SandboxRules:
+        """The veth's rules, made on first use from what the table held at start (the
+        veth's contents, taken over once)."""
+        rules = self._rules_of.get(veth)
+        if rules is None:
+            rules = SandboxRules(self._socket, TABLE_NAME, SandboxNames(veth, host_address),
+                                 self._exempt, self._installed.take(veth))
+            self._rules_of[veth] = rules
+        return rules
+
+    async def _remove(self, rules: SandboxRules) -> None:
+        await asyncio.to_thread(self._apply, rules.remove)
+        if self._rules_of.get(rules.names.veth) is rules:
+            del self._rules_of[rules.names.veth]
 
     # -- per sandbox --------------------------------------------------------------------
 
     async def attach(self, slot_dir: Path, veth: str, host_address: str,
-                     sandbox_address: str, policy: EgressPolicy, old_specs: int = 0) -> None:
-        names = SandboxNames(veth, host_address)
-        entry = SandboxEgress(names, slot_dir / STATE_FILE, policy)
+                     sandbox_address: str, policy: EgressPolicy) -> None:
+        rules = self._rules(veth, host_address)
+        entry = SandboxEgress(rules, slot_dir / STATE_FILE, policy)
         await self._listeners.listen(host_address)
         await self._proxy.listen(host_address)
-        script = (install_script(names, policy, self._exempt, old_specs)
-                  + dns_listener_script(names, add=True))
         try:
-            # SECURITY: installs the sandbox's policy; until this commits its veth has no
-            # entry in the egress map and everything it sends is rejected.
-            await asyncio.to_thread(self._commit, entry.state, policy, script)
+            # SECURITY: installs the sandbox's policy; until this commits its veth is not
+            # in the set egress and everything it sends is rejected.
+            await asyncio.to_thread(self._commit, entry.state, policy, rules.install)
         except BaseException:
             self._listeners.close(host_address)
             self._proxy.close(host_address)
@@ -133,26 +142,35 @@ class Egress:
         self._checks.by_address[sandbox_address] = entry
         self._by_veth[veth] = entry
 
-    def _commit(self, state: Path, policy: EgressPolicy, script: str) -> None:
+    def _commit(self, state: Path, policy: EgressPolicy,
+                change: Callable[[EgressPolicy], None]) -> None:
         _save(state, policy)
-        _apply(script, self._pool.veth_prefix)
+        self._apply(lambda: change(policy))
+
+    def _apply(self, change: Callable[[], None]) -> None:
+        """Make a change; if the table (or one of its sets) is gone (another version of
+        Bac prepared the host), put Bac's table back once and retry."""
+        try:
+            change()
+        except NetlinkError as exc:
+            if exc.code != errno.ENOENT:
+                raise
+            ensure_firewall(self._pool.veth_prefix)
+            change()
 
     async def update(self, veth: str, policy: EgressPolicy) -> None:
         entry = self._by_veth[veth]
-        old = len(port_specs(entry.policy))
-        await asyncio.to_thread(self._commit, entry.state, policy,
-                                install_script(entry.names, policy, self._exempt, old))
+        await asyncio.to_thread(self._commit, entry.state, policy, entry.rules.update)
         entry.policy = policy
 
     async def detach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str) -> None:
-        entry = self._by_veth.pop(veth, None)
+        rules = self._rules(veth, host_address)
+        self._by_veth.pop(veth, None)
         self._checks.by_address.pop(sandbox_address, None)
         self._listeners.close(host_address)
         self._proxy.close(host_address)
-        specs = _SWEEP_SPECS if entry is None else len(port_specs(entry.policy))
-        await asyncio.to_thread(_apply, remove_script(SandboxNames(veth, host_address), specs),
-                                self._pool.veth_prefix)
+        await self._remove(rules)
         self.forget(slot_dir)
 
     def forget(self, slot_dir: Path) -> None:
@@ -164,38 +182,35 @@ class Egress:
                       sandbox_address: str) -> None:
         """Put a re-attached sandbox's saved policy back (its objects may be gone)."""
         policy = await asyncio.to_thread(load_policy, slot_dir / STATE_FILE)
-        await self.attach(slot_dir, veth, host_address, sandbox_address, policy,
-                          old_specs=_SWEEP_SPECS)
+        await self.attach(slot_dir, veth, host_address, sandbox_address, policy)
 
     async def usage(self, veth: str) -> NetworkUsage:
         entry = self._by_veth[veth]
-        usage = await asyncio.to_thread(read_usage, entry.names, list(entry.dns_log))
+        usage = await asyncio.to_thread(read_usage, self._socket, TABLE_NAME,
+                                        entry.rules.names, list(entry.dns_log))
         return dataclasses.replace(
             usage, internet_bytes_out=usage.internet_bytes_out + entry.relayed_out,
             internet_bytes_in=usage.internet_bytes_in + entry.relayed_in)
 
     async def sweep(self) -> None:
-        """Remove nft objects of veths whose address lease is gone (a crashed server)."""
-        try:
-            out = await asyncio.to_thread(
-                nft, f"list map {TABLE_FAMILY} {TABLE_NAME} egress")
-        except NftError:
-            return
-        for token in out.replace(",", " ").split():
-            veth = token.strip('"')
+        """Remove the elements and objects of veths whose address lease is gone (a
+        crashed server), as listed at start."""
+        for veth in sorted(self._installed.veths()):
             index = self._pool.index_of(veth)
             if index is None or self._pool.owner(index) is not None:
                 continue
             lease = self._pool.describe(index)
             _log.info("removing orphaned egress rules of %s", veth)
-            await asyncio.to_thread(
-                nft, remove_script(SandboxNames(veth, lease.host_address), _SWEEP_SPECS))
+            try:
+                await self._remove(self._rules(veth, lease.host_address))
+            except (NetlinkError, OSError):
+                _log.exception("could not remove the egress rules of %s", veth)
 
     async def close(self) -> None:
         """Close the DNS and proxy listeners of every sandbox (their rules stay: the
-        sandboxes keep running and a next server attaches them again) and the pins'
+        sandboxes keep running and a next server attaches them again), the table's
         socket and the holds', and wait until every socket is closed."""
         await self._listeners.close_all()
         self._proxy.close_all()
-        await asyncio.to_thread(self._pins.close)
+        await asyncio.to_thread(self._socket.close)
         await close_hold_sockets()

@@ -2,8 +2,9 @@
 
 Both decide with the sandbox's policy (``Egress`` keeps one ``SandboxEgress`` per
 sandbox here, by address): the resolver answers only names the policy allows and pins
-their addresses into the sandbox's sets before answering; the relay checks the host name
-a connection opens with where a domain rule applies. Both keep a bounded log of their
+their addresses (``SandboxRules.pin``: one netlink batch, constant whatever the host
+holds) before answering, so a connect right after resolving works; the relay checks the
+host name a connection opens with where a domain rule applies. Both keep a bounded log of their
 decisions, read back as destinations.
 """
 
@@ -22,8 +23,7 @@ from bac_server.host import INFRA_DENY
 
 from . import _dns_answers as answers
 from ._dns import Upstream
-from ._pins import PinError, Pins
-from ._rules import SandboxNames, port_specs
+from .nft import PinError, SandboxRules
 
 _log = logging.getLogger(__name__)
 _DNS_LOG = 256
@@ -31,7 +31,7 @@ _DNS_LOG = 256
 
 @dataclass
 class SandboxEgress:
-    names: SandboxNames
+    rules: SandboxRules
     state: Path
     policy: EgressPolicy
     dns_log: collections.deque[Destination] = field(
@@ -52,12 +52,10 @@ class NameChecks:
     """The resolver's and the relay's decisions; ``Egress`` hands them ``answer`` and
     ``decide``/``account``."""
 
-    def __init__(self, upstream: Upstream, pins: Pins,
-                 exempt: list[ipaddress.IPv4Network]) -> None:
+    def __init__(self, upstream: Upstream, exempt: list[ipaddress.IPv4Network]) -> None:
         # The sandboxes by address (``Egress`` adds and removes them).
         self.by_address: dict[str, SandboxEgress] = {}
         self._upstream = upstream
-        self._pins = pins
         self._infra = [ipaddress.IPv4Network(c) for c in INFRA_DENY]
         self._exempt_nets = exempt
 
@@ -116,14 +114,11 @@ class NameChecks:
         addresses = sorted({a for a, _t in found if not self._is_infra(a)})
         if not addresses:
             return
-        for index, spec in enumerate(port_specs(entry.policy)):
-            if any(r.ports == spec and domain_matches(r.value, name)
-                   for r in entry.policy.allow_domains()):
-                try:
-                    await asyncio.to_thread(self._pins.add, entry.names.dyn(index), addresses,
-                                            ttl)
-                except PinError:
-                    _log.debug("pinning %s for %s failed (policy changed)", addresses, name)
+        try:
+            await asyncio.to_thread(entry.rules.pin, name, addresses, ttl)
+        except PinError:
+            _log.debug("pinning %s for %s failed (policy changed)", addresses, name,
+                       exc_info=True)
 
     async def answer(self, client: str, wire: bytes) -> bytes | None:
         entry = self.by_address.get(client)

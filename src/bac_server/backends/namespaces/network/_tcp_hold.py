@@ -36,7 +36,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from bac_server.host import HELD_SET, TABLE_FAMILY, TABLE_NAME, NftError, nft_json
 
 from ._addresses import AddressPool
-from ._set_elements import LoopSetElements, SetElements
+from .nft import LoopSetElements, SetElements
 
 _log = logging.getLogger(__name__)
 HOLD_MARKER = "tcp-held"

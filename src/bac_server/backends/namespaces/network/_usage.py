@@ -4,32 +4,43 @@ The kernel keeps the log itself: every new connection a sandbox opens updates an
 (address, protocol, port) of its ``seen_`` or ``blk_`` set, with a packet counter and an
 expiry, and each set holds at most ``LOG_SIZE`` entries, so the log is bounded without
 anything in user space per packet. Names come from the resolver's own bounded log.
+
+Each read asks for the sandbox's own objects over netlink (its two counters, a dump of its
+two sets), so it costs the same whatever else the table holds (libnftables would read the
+whole table first).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from pathlib import Path
-from typing import Any
+
+from pyroute2.netlink import nla
+from pyroute2.netlink.exceptions import NetlinkError
 
 from bac_server.backends.egress import Destination, NetworkUsage
-from bac_server.host import TABLE_FAMILY, TABLE_NAME, NftError, nft_json
 
-from ._rules import SandboxNames
+from .nft import (
+    LOG_TIMEOUT_MS,
+    NftSocket,
+    SandboxNames,
+    counter_bytes,
+    decoded_elements,
+    get_counter,
+    list_elements,
+)
 
-_T = f"{TABLE_FAMILY} {TABLE_NAME}"
 MAX_DESTINATIONS = 512
+_PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp"}
 
 
-def _counter_bytes(name: str) -> int:
+def _counter(socket: NftSocket, table: str, name: str) -> int:
     try:
-        items = nft_json(f"list counter {_T} {name}")
-    except NftError:
+        answer = socket.request(get_counter(table, name))
+    except (NetlinkError, OSError):
         return 0
-    for item in items:
-        if "counter" in item:
-            return int(item["counter"].get("bytes", 0))
-    return 0
+    return counter_bytes(answer) if answer is not None else 0
 
 
 def _link_bytes(veth: str, which: str) -> int:
@@ -39,46 +50,46 @@ def _link_bytes(veth: str, which: str) -> int:
         return 0
 
 
-def _set_elements(name: str) -> list[dict[str, Any]]:
+def _packets(element: nla) -> int:
+    expr = element.get_attr("NFTA_SET_ELEM_EXPR")
+    if expr is None or expr.get_attr("NFTA_EXPR_NAME") != "counter":
+        return 0
+    return int(expr.get_attr("NFTA_EXPR_DATA").get_attr("NFTA_COUNTER_PACKETS") or 0)
+
+
+def _destinations(socket: NftSocket, table: str, set_name: str, allowed: bool,
+                  names: dict[str, str], now: float) -> list[Destination]:
     try:
-        items = nft_json(f"list set {_T} {name}")
-    except NftError:
+        elements = decoded_elements(socket.dump(list_elements(table, set_name)))
+    except (NetlinkError, OSError):
         return []
-    for item in items:
-        if "set" in item:
-            timeout = int(item["set"].get("timeout", 0))
-            elements = item["set"].get("elem", [])
-            return [dict(e["elem"], set_timeout=timeout) for e in elements
-                    if isinstance(e, dict) and "elem" in e]
-    return []
-
-
-def _destinations(set_name: str, allowed: bool, names: dict[str, str],
-                  now: float) -> list[Destination]:
     found = []
-    for element in _set_elements(set_name):
-        value = element.get("val", {}).get("concat", [])
-        if len(value) != 3:
+    for element in elements:
+        key = element.get_attr("NFTA_SET_ELEM_KEY").get_attr("NFTA_DATA_VALUE")
+        if len(key) != 12:
             continue
-        address, protocol, port = value
-        age = max(0, element["set_timeout"] - int(element.get("expires", 0)))
-        counter = element.get("counter") or {}
-        found.append(Destination(address=str(address), port=int(port), protocol=str(protocol),
-                                 allowed=allowed, count=int(counter.get("packets", 0)) or 1,
-                                 name=names.get(str(address)), last_seen=now - age))
+        address = str(ipaddress.IPv4Address(key[:4]))
+        left_ms = int(element.get_attr("NFTA_SET_ELEM_EXPIRATION") or 0)
+        age = max(0, LOG_TIMEOUT_MS - left_ms) / 1000
+        found.append(Destination(address=address, port=int.from_bytes(key[8:10], "big"),
+                                 protocol=_PROTOCOLS.get(key[4], str(key[4])),
+                                 allowed=allowed, count=_packets(element) or 1,
+                                 name=names.get(address), last_seen=now - age))
     return found
 
 
-def read_usage(names: SandboxNames, dns_log: list[Destination]) -> NetworkUsage:
-    """Counters and destinations, newest first (DNS lookups included)."""
+def read_usage(socket: NftSocket, table: str, names: SandboxNames,
+               dns_log: list[Destination]) -> NetworkUsage:
+    """Counters and destinations, newest first (DNS lookups included); blocking."""
     now = time.time()
     by_address = {d.address: d.name for d in reversed(dns_log) if d.address and d.name}
-    destinations = (_destinations(names.set("seen"), True, by_address, now)
-                    + _destinations(names.set("blk"), False, by_address, now) + dns_log)
+    destinations = (_destinations(socket, table, names.own("seen"), True, by_address, now)
+                    + _destinations(socket, table, names.own("blk"), False, by_address, now)
+                    + dns_log)
     destinations.sort(key=lambda d: d.last_seen, reverse=True)
     return NetworkUsage(
-        internet_bytes_out=_counter_bytes(names.set("tx")),
-        internet_bytes_in=_counter_bytes(names.set("rx")),
+        internet_bytes_out=_counter(socket, table, names.own("tx")),
+        internet_bytes_in=_counter(socket, table, names.own("rx")),
         # The host end's receive counter is what the sandbox sent, and the reverse.
         total_bytes_out=_link_bytes(names.veth, "rx_bytes"),
         total_bytes_in=_link_bytes(names.veth, "tx_bytes"),

@@ -2,11 +2,11 @@
 
 libnftables reads the whole ruleset into its cache before each command, which grows with
 the number of sandboxes; one NFT_MSG_NEWSETELEM or DELSETELEM message (pyroute2) costs
-the same whatever else the table holds. One socket per user (DNS pins, TCP holds), opened
-on first use and again after an I/O error. ``SetElements`` is pyroute2's blocking API,
-which runs an event loop of its own in each thread that calls it and closes only the
-closing thread's: so every call runs on one thread of its own, one call at a time, and
-``close`` closes the socket and its loop there (from the executor's worker threads each
+the same whatever else the table holds. Used by the TCP holds (set ``held``), one socket
+per user, opened on first use and again after an I/O error. ``SetElements`` is pyroute2's
+blocking API, which runs an event loop of its own in each thread that calls it and closes
+only the closing thread's: so every call runs on one thread of its own, one call at a
+time, and ``close`` closes the socket and its loop there (from the executor's worker threads each
 call left a loop and a socket behind).
 ``LoopSetElements`` changes one address from the caller's event loop, for a change on a
 latency path (a pause, a resume): the batch is encoded by pyroute2's message classes and
@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import os
 import socket
-import struct
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ from typing import Any
 
 from pyroute2.netlink import NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_REQUEST
 from pyroute2.netlink.exceptions import NetlinkError
-from pyroute2.netlink.nfnetlink import NFNL_SUBSYS_NFTABLES, nfgen_msg
+from pyroute2.netlink.nfnetlink import NFNL_SUBSYS_NFTABLES
 from pyroute2.netlink.nfnetlink.nftsocket import (
     NFT_MSG_DELSETELEM,
     NFT_MSG_NEWSETELEM,
@@ -39,13 +38,10 @@ from pyroute2.nftables.main import DATA_TYPE_NAME_TO_INFO, NFTables, NFTSet, NFT
 
 from bac_server.host import TABLE_NAME
 
+from ._socket import NETLINK_NETFILTER, answer_to, batch_begin, batch_end
+
 _NFPROTO_INET = 1
-_NETLINK_NETFILTER = 12
-_NLMSG_ERROR = 2
-_NFNL_MSG_BATCH_BEGIN, _NFNL_MSG_BATCH_END = 0x10, 0x11
 _COMMANDS = {"add": NFT_MSG_NEWSETELEM, "del": NFT_MSG_DELSETELEM}
-_HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port
-_ERROR = struct.Struct("=i")  # nlmsgerr: a negative errno, 0 for an acknowledgement
 _ANSWER_TIMEOUT_S = 5.0
 
 
@@ -113,35 +109,10 @@ def encode_change(command: str, set_name: str, address: str, sequence: int, *,
     change["header"]["sequence_number"] = sequence
     change["nfgen_family"] = _NFPROTO_INET
     batch = b""
-    for message in (_batch_mark(_NFNL_MSG_BATCH_BEGIN, sequence - 1), change,
-                    _batch_mark(_NFNL_MSG_BATCH_END, sequence + 1)):
+    for message in (batch_begin(sequence - 1), change, batch_end(sequence + 1)):
         message.encode()
         batch += message.data
     return batch
-
-
-def _batch_mark(kind: int, sequence: int) -> nfgen_msg:
-    mark = nfgen_msg()
-    mark["res_id"] = NFNL_SUBSYS_NFTABLES
-    mark["header"]["type"] = kind
-    mark["header"]["flags"] = NLM_F_REQUEST
-    mark["header"]["sequence_number"] = sequence
-    return mark
-
-
-def answer_to(data: bytes, sequence: int) -> int | None:
-    """The errno the kernel answered ``sequence`` with in ``data`` (0: done), or None if
-    ``data`` holds no answer to it."""
-    offset = 0
-    while offset + _HEADER.size <= len(data):
-        length, kind, _flags, seq, _port = _HEADER.unpack_from(data, offset)
-        if length < _HEADER.size:
-            break
-        if kind == _NLMSG_ERROR and seq == sequence:
-            error: int = _ERROR.unpack_from(data, offset + _HEADER.size)[0]
-            return -error
-        offset += (length + 3) & ~3
-    return None
 
 
 class LoopSetElements:
@@ -170,7 +141,7 @@ class LoopSetElements:
             try:
                 if self._socket is None:
                     opened = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC
-                                           | socket.SOCK_NONBLOCK, _NETLINK_NETFILTER)
+                                           | socket.SOCK_NONBLOCK, NETLINK_NETFILTER)
                     opened.bind((0, 0))
                     self._socket = opened
                 code = await asyncio.wait_for(self._exchange(loop, self._socket, batch),
