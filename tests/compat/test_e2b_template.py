@@ -139,8 +139,8 @@ def test_exists_tags_and_names_with_tags(server: ServerProcess) -> None:
 
 
 def test_failed_build_names_the_step_and_keeps_the_previous_build(tmp_path: Path) -> None:
-    """A failing RUN raises BuildException with its exit code and output; the template keeps
-    serving its previous ready build."""
+    """A failing RUN raises BuildException with its exit code; its step's log line and
+    output come once before it; the template keeps serving its previous ready build."""
     name = _name("fail")
     Template.build(Template().from_template("base").run_cmd("echo good > /tmp/state"), name)
     broken = (Template().from_template("base")
@@ -149,8 +149,10 @@ def test_failed_build_names_the_step_and_keeps_the_previous_build(tmp_path: Path
     logs: list[LogEntry] = []
     with pytest.raises(BuildException) as failure:
         Template.build(broken, name, on_build_logs=logs.append)
-    assert "3" in str(failure.value) and "Step 2" in str(failure.value)
-    assert any("out-marker-42" in m for m in _messages(logs))
+    assert str(failure.value) == "RUN failed with exit code 3"
+    messages = _messages(logs)
+    assert "Step 2/2: RUN echo out-marker-42; exit 3" in messages
+    assert messages.count("out-marker-42") == 1 and messages.count(str(failure.value)) == 1
     sbx = Sandbox.create(name)
     try:
         assert sbx.commands.run("cat /tmp/state").stdout == "good\n"

@@ -14,7 +14,7 @@ from bac import (
     Template,
     TemplateBuildError,
 )
-from bac._template._build import _failure
+from bac._template._build import failure
 from bac._template._models import BuildLogEntry
 
 
@@ -114,27 +114,29 @@ def test_from_dockerfile_reads_file_and_defaults_context(tmp_path: Path) -> None
         Template.from_dockerfile(dockerfile)
 
 
-def entry(step: str, message: str) -> BuildLogEntry:
+def entry(step: str, message: str, level: str = "info") -> BuildLogEntry:
     from datetime import UTC, datetime
 
-    return BuildLogEntry(datetime.now(UTC), "info", message, step)
+    return BuildLogEntry(datetime.now(UTC), level, message, step)
 
 
 def test_failure_points_at_the_dockerfile_line(tmp_path: Path) -> None:
-    """A failed step number maps back to its Dockerfile line and instruction, with the
-    step's own log lines as the tail."""
+    """A failed step maps back to its Dockerfile line and instruction, with its output as
+    the tail (from the server's reason when no line was seen); a base failure is base's."""
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text("FROM base\nRUN true\nRUN pip install nope\n")
     template = Template.from_dockerfile(dockerfile)
-    state = BuildState("tpl", "b1", BuildStatus.ERROR, [], "exit code 1", "4")
-    seen = [entry("3", "ok"), entry("4", "ERROR: no matching distribution"),
-            entry("4", "exit code 1")]
-    error = _failure(template, state, seen)
+    reason_logs = [entry("3", "Step 3/6: RUN true CACHED"),
+                   entry("4", "Step 4/6: RUN pip install nope"),
+                   entry("4", "ERROR: no matching distribution"),
+                   entry("4", "RUN failed with exit code 1", "error")]
+    state = BuildState("tpl", "b1", BuildStatus.ERROR, [], "RUN failed with exit code 1", "4",
+                       reason_logs)
+    error = failure(template.user_steps, state, [])
     assert isinstance(error, TemplateBuildError)
-    assert str(error) == (f"build b1 of tpl failed: step 4 ({dockerfile}:3: RUN pip install "
-                          "nope): exit code 1")
-    assert [e.message for e in error.logs] == ["ERROR: no matching distribution",
-                                               "exit code 1"]
-    base = _failure(template, BuildState("tpl", "b1", BuildStatus.ERROR, [], "no such image",
-                                         "base"), seen)
+    assert str(error) == (f"build b1 of tpl failed: step 2 ({dockerfile}:3: RUN pip install "
+                          "nope): RUN failed with exit code 1")
+    assert [e.message for e in error.logs] == ["ERROR: no matching distribution"]
+    base = failure(template.user_steps, BuildState("tpl", "b1", BuildStatus.ERROR, [],
+                                                   "no such image", "base"), [])
     assert str(base) == "build b1 of tpl failed: step base: no such image"

@@ -11,8 +11,10 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from bac import BuildLogEntry, Template
+from bac import BuildLogEntry, Template, TemplateBuildError
+from bac._template._errors import Origin
 from bac.cli import cli
+from bac.cli._template import _failure_line
 from bac.cli._template_progress import BuildView
 
 # Nothing listens there: these commands must fail before talking to a server.
@@ -90,3 +92,59 @@ def test_step_states_follow_the_log() -> None:
     recorded.print(view.render())
     text = recorded.export_text()
     assert "Building demo" in text and "1/3 RUN one" in text and "cached" in text
+
+
+def test_plain_view_leaves_the_builds_error_to_the_commands_last_line() -> None:
+    """The plain view prints a step's output as it comes but not the error line the
+    command ends on; an error line the failure does not repeat is still printed."""
+    out = io.StringIO()
+    error = TemplateBuildError("RUN failed with exit code 3", template_id="t", build_id="b",
+                               step="1")
+    view = BuildView(Template().run("make"), "demo", Console(file=out, width=200), live=False)
+    with pytest.raises(TemplateBuildError), view:
+        view.on_log(entry("1", "Step 1/1: RUN make"))
+        view.on_log(entry("1", "make: *** [all] Error 3"))
+        view.on_log(entry("1", "RUN failed with exit code 3", "error"))
+        raise error
+    assert out.getvalue().splitlines() == ["[1] Step 1/1: RUN make",
+                                           "[1] make: *** [all] Error 3"]
+    out = io.StringIO()
+    view = BuildView(Template().run("make"), "demo", Console(file=out, width=200), live=False)
+    with pytest.raises(RuntimeError), view:
+        view.on_log(entry(None, "the server stopped", "error"))
+        raise RuntimeError("lost the server")
+    assert out.getvalue().splitlines() == ["the server stopped"]
+
+
+def test_failure_line_names_the_step_as_written() -> None:
+    """The command's last line: the step, its Dockerfile line and instruction, and the
+    reason (on one line, never cut); base and finalize errors say what they are about."""
+    def line(step: str, reason: str, origin: Origin | None = None,
+             instruction: str | None = None) -> str:
+        return _failure_line(TemplateBuildError(reason, template_id="t", build_id="b",
+                                                step=step, origin=origin,
+                                                instruction=instruction))
+
+    assert line("2", "RUN failed with exit code 3", Origin("Dockerfile", 3), "RUN make") == (
+        "step 2 (Dockerfile:3: RUN make): RUN failed with exit code 3")
+    assert line("1", "COPY x /d/: files missing", None, "COPY x /d/") == (
+        "step 1 (COPY x /d/): COPY x /d/: files missing")
+    assert line("base", "no template or image named 'nosuchbase'") == (
+        "no template or image named 'nosuchbase'")
+    assert line("finalize", "finalize failed:\n  no python3") == (
+        "finalize failed: no python3")
+
+
+def test_a_step_cached_in_part_is_running_again() -> None:
+    """A step with several parts (a COPY of several sources) is cached only while every
+    part said so: a part that runs makes it run."""
+    view = BuildView(Template(context="/ctx").copy(["a", "b"], "/d/"), "demo",
+                     Console(file=io.StringIO()), live=False)
+    with view:
+        view.on_log(entry("1", "Step 1/1: COPY a b /d/"))
+        view.on_log(entry("1", "COPY a /d/ CACHED"))
+        assert view.steps[1].state == "cached"
+        view.on_log(entry("1", "COPY b /d/"))
+        assert view.steps[1].state == "running"
+        view.on_log(entry("finalize", "finalize"))
+    assert [step.state for step in view.steps] == ["waiting", "done", "done"]

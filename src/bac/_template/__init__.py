@@ -1,7 +1,8 @@
 """Templates: recipes (``Template``, written in Python or read from a Dockerfile), the
 build of a recipe on a server, and the team's templates (``AsyncTemplates``/``Templates``).
 
-Layers, lowest first: the step model and its errors (``_steps``, ``_errors``); the
+Layers, lowest first: the step model and its errors (``_steps``, ``_errors``) and the
+steps as written over the steps sent, which is how builds are shown (``_user_steps``); the
 Dockerfile converter, which makes steps (``_dockerfile/``); the recipe (``_recipe``,
 whose ``from_dockerfile`` calls the converter); the build context a COPY sends
 (``_dockerignore``, ``_files``); one build over E2B's template API and its logs

@@ -7,9 +7,11 @@
    server has it; if not, a tar.gz of the files is ``PUT`` to the URL it answers (with the
    headers it gives, and nothing else: the URL may be another host's).
 4. ``POST /v2/templates/{id}/builds/{build}`` starts the build with the steps.
-5. Its log lines go to ``on_log`` as the server writes them (:mod:`bac._template._logs`);
-   once it ends, a failure raises :class:`TemplateBuildError` with the failing step, the
-   Dockerfile line it came from, and its last log lines. Interrupted while waiting, the
+5. Its log lines go to ``on_log`` as the server writes them (:mod:`bac._template._logs`),
+   in terms of the steps as written (:mod:`bac._template._user_steps`: a COPY of several
+   sources is one step, the Dockerfile's bookkeeping none); once it ends, a failure
+   raises :class:`TemplateBuildError` with the failing step, the Dockerfile line it came
+   from, and its last :data:`TAIL_LINES` output lines. Interrupted while waiting, the
    build is cancelled on the server (``DELETE .../builds/{build}``, a Bac extension).
 """
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
@@ -35,11 +36,11 @@ from bac._template._logs import build_path, cancel, entries, path_part, poll, st
 from bac._template._models import BuildInfo, BuildLogEntry, BuildState
 from bac._template._recipe import Template
 from bac._template._steps import BaseRef
+from bac._template._user_steps import UserSteps
 
 LogCallback = Callable[[BuildLogEntry], object]
 UPLOAD_TIMEOUT = 3600.0
-_CACHED = re.compile(r"\bcached\b", re.IGNORECASE)
-_TAIL = 40
+TAIL_LINES = 40  # output lines of the failing step a TemplateBuildError keeps
 
 
 def _note(on_log: LogCallback | None, message: str, step: str | None = None) -> None:
@@ -85,17 +86,20 @@ async def upload(url: str, headers: dict[str, str], selected: list[files.Selecte
         spool.close()
 
 
-def _failure(template: Template, state: BuildState,
-             seen: Sequence[BuildLogEntry]) -> TemplateBuildError:
-    step = state.reason_step
-    origin = instruction = None
-    if step is not None and step.isdigit() and 1 <= int(step) <= len(template.steps):
-        source = template.steps[int(step) - 1]
-        origin, instruction = source.origin, source.describe()
-    logs = state.reason_logs or [entry for entry in seen if step is None or entry.step == step]
+def failure(steps: UserSteps, state: BuildState,
+            seen: Sequence[BuildLogEntry]) -> TemplateBuildError:
+    """The error of a failed build: its step as written, and that step's output (``seen``:
+    the lines as shown; the server's reason lines when none were seen)."""
+    step = steps.name_of(state.reason_step)
+    written = steps.get(step)
+    shown = list(seen) or [line for entry in state.reason_logs for line in steps.show(entry)]
+    output = [entry for entry in shown if entry.step == step and entry.level != "error"
+              and not steps.is_header(entry)]
     return TemplateBuildError(state.reason or "the build failed", template_id=state.template_id,
-                              build_id=state.build_id, step=step, origin=origin,
-                              instruction=instruction, logs=logs[-_TAIL:])
+                              build_id=state.build_id, step=step,
+                              origin=written.origin if written is not None else None,
+                              instruction=written.label if written is not None else None,
+                              logs=output[-TAIL_LINES:])
 
 
 async def resolve_base(api: ApiClient, base: BaseRef) -> BaseRef:
@@ -123,6 +127,7 @@ async def build(api: ApiClient, template: Template, name: str, *, tags: Sequence
     if not name or not name.strip():
         raise e.InvalidArgumentError("a template build needs a name")
     copies = await asyncio.to_thread(prepare_copies, template)
+    steps = template.user_steps
     base = await resolve_base(api, template.base)
     request: dict[str, Any] = {"name": name}
     if tags:
@@ -139,7 +144,7 @@ async def build(api: ApiClient, template: Template, name: str, *, tags: Sequence
     _note(on_log, f"build {build_id} of template {template_id} ({name})")
     done: set[str] = set()
     for index, (digest, selected) in copies.items():
-        step = str(index + 1)
+        step = steps.name_of(str(index + 1))
         source = template.steps[index].args[0]
         if digest in done:
             continue
@@ -156,34 +161,32 @@ async def build(api: ApiClient, template: Template, name: str, *, tags: Sequence
     await api.request("POST", "/v2" + build_path(template_id, build_id), json=body,
                       ok=(200, 201, 202, 204))
     try:
-        state, cached, seen = await _watch(api, template_id, build_id, on_log)
+        state, seen = await _watch(api, template_id, build_id, steps, on_log)
     except BaseException:
         # Interrupted (Ctrl-C, a cancelled task): the build must not run on unwatched.
         with contextlib.suppress(Exception):
             await asyncio.shield(asyncio.wait_for(cancel(api, template_id, build_id), 10))
         raise
     if state.status.value != "ready":
-        raise _failure(template, state, seen)
+        raise failure(steps, state, seen)
     return BuildInfo(template_id, build_id, name, [str(t) for t in created.get("tags") or []],
-                     time.monotonic() - started, len(template.steps), cached)
+                     time.monotonic() - started, len(steps.steps), steps.cached)
 
 
-async def _watch(api: ApiClient, template_id: str, build_id: str, on_log: LogCallback | None
-                 ) -> tuple[BuildState, int, list[BuildLogEntry]]:
-    """Hand every log line to ``on_log`` until the build ends; its final state, how many
-    steps came from the cache, and the last lines."""
+async def _watch(api: ApiClient, template_id: str, build_id: str, steps: UserSteps,
+                 on_log: LogCallback | None) -> tuple[BuildState, list[BuildLogEntry]]:
+    """Hand every log line, as ``steps`` show it, to ``on_log`` until the build ends; its
+    final state and the last lines shown."""
     seen: list[BuildLogEntry] = []
-    cached: set[str] = set()
     count = 0
 
     def take(entry: BuildLogEntry) -> None:
         nonlocal count
-        count += 1
-        seen.append(entry)
-        if entry.step and entry.step.isdigit() and _CACHED.search(entry.message):
-            cached.add(entry.step)
-        if on_log is not None:
-            on_log(entry)
+        count += 1  # the server's lines, where polling resumes
+        for shown in steps.show(entry):
+            seen.append(shown)
+            if on_log is not None:
+                on_log(shown)
         del seen[:-1000]
 
     async for entry in entries(api, template_id, build_id, follow=True):
@@ -194,4 +197,4 @@ async def _watch(api: ApiClient, template_id: str, build_id: str, on_log: LogCal
         async for state in poll(api, template_id, build_id, until_done=True, offset=count):
             for entry in state.logs:
                 take(entry)
-    return state, len(cached), seen
+    return state, seen

@@ -64,10 +64,10 @@ class DockerfileWarning:
 class TemplateBuildError(SandboxError):
     """A template build failed on the server.
 
-    ``step`` is the server's name for the failing step (``"base"``, ``"1"``... or
-    ``"finalize"``), ``origin`` the Dockerfile line it came from when known, and
-    ``logs`` the step's last log lines (its output, ending with the exit code for a
-    failed ``RUN``).
+    ``step`` names the failing step as written (``"base"``, ``"1"``... or
+    ``"finalize"``; see ``Template.user_steps``), ``origin`` the Dockerfile line it came
+    from when known, ``reason`` the server's one line (``RUN failed with exit code 3``),
+    and ``logs`` the step's output (its last lines).
     """
 
     def __init__(self, message: str, *, template_id: str, build_id: str,

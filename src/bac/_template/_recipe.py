@@ -25,7 +25,7 @@ from typing import Any, Self
 
 from bac._errors import InvalidArgumentError
 from bac._template._dockerfile import parse_dockerfile
-from bac._template._errors import DockerfileWarning, Origin
+from bac._template._errors import DockerfileWarning
 from bac._template._steps import (
     DEFAULT_BASE,
     BaseRef,
@@ -34,6 +34,7 @@ from bac._template._steps import (
     TemplateStep,
     check_source,
 )
+from bac._template._user_steps import UserSteps
 
 StrPath = str | os.PathLike[str]
 
@@ -127,8 +128,14 @@ class Template:
             if os.path.isabs(source):
                 raise InvalidArgumentError(
                     f"copy source {source!s} must be relative to the context {self._context}")
+        # One call, one step as written, however many steps (one per source) are sent.
+        written = (f"COPY {' '.join(str(s) for s in sources)} {dest}" if len(sources) > 1
+                   else None)
+        call = self._next_user_step()
+        for source in sources:
             self._add("COPY", (check_source(str(source)), _nonempty(str(dest), "dest"),
-                               user or "", f"{mode:04o}" if mode is not None else ""))
+                               user or "", f"{mode:04o}" if mode is not None else ""),
+                      instruction=written, user_step=call)
         return self
 
     def env(self, values: Mapping[str, str] | None = None, /, **more: str) -> Self:
@@ -204,9 +211,21 @@ class Template:
     def force(self) -> bool:
         return self._force
 
-    def _add(self, kind: StepType, args: tuple[str, ...], origin: Origin | None = None,
-             instruction: str | None = None) -> Self:
-        self._steps.append(TemplateStep(kind, args, self._force_next, origin, instruction))
+    @property
+    def user_steps(self) -> UserSteps:
+        """The steps as written (a COPY of several sources is one; the Dockerfile's
+        bookkeeping is none), as builds show them."""
+        return UserSteps(self._steps)
+
+    def _next_user_step(self) -> int:
+        return 1 + max((s.user_step or 0 for s in self._steps), default=0)
+
+    def _add(self, kind: StepType, args: tuple[str, ...], *, instruction: str | None = None,
+             user_step: int | None = None) -> Self:
+        """One step sent; a call of its own unless ``user_step`` says whose part it is."""
+        self._steps.append(TemplateStep(
+            kind, args, self._force_next, None, instruction,
+            user_step if user_step is not None else self._next_user_step()))
         return self
 
     def to_wire(self, files_hashes: Mapping[int, str], base: BaseRef | None = None,

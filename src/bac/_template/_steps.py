@@ -47,13 +47,19 @@ class BaseRef:
 
 @dataclass(frozen=True)
 class TemplateStep:
-    """One step of the E2B build API, and where it was written."""
+    """One step of the E2B build API, and where it was written.
+
+    ``user_step`` groups the steps sent for one step as written (the sources of one
+    ``COPY``, an ``ADD`` of an archive); ``None`` marks bookkeeping nobody wrote (the
+    Dockerfile's ``USER root``/``WORKDIR /`` and default user and directory), which a
+    build does not show as steps (``_user_steps``)."""
 
     type: StepType
     args: tuple[str, ...]
     force: bool = False
     origin: Origin | None = None
     instruction: str | None = None  # the Dockerfile instruction it came from
+    user_step: int | None = None
 
     def describe(self) -> str:
         return self.instruction or f"{self.type} {' '.join(a for a in self.args if a)}"

@@ -1,8 +1,9 @@
 """``bac template``: build templates from Dockerfiles, list, inspect, delete, read logs.
 
 ``bac template build`` exits 2 on a Dockerfile error (``Dockerfile:7: ...``) before
-anything reaches the server, and 1 when a step fails, after printing the step's last
-output lines.
+anything reaches the server, and 1 when a step fails: the failing step's output is shown
+once (streamed by the plain view; its last lines, ``TemplateBuildError.logs``, after the
+live view), then one line saying which step failed and why (its exit code).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from bac import (
     AsyncTemplates,
@@ -67,13 +69,20 @@ def _build_args(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _show_failure(error: TemplateBuildError) -> None:
-    stderr.print(f"[bold red]build failed[/] at {error.step or 'an unknown step'}"
-                 + (f" ({error.origin}: {error.instruction})" if error.origin else ""),
-                 highlight=False)
+def _failure_line(error: TemplateBuildError) -> str:
+    """``step 2 (Dockerfile:3: RUN make): RUN failed with exit code 2``, on one line."""
+    reason = " ".join((error.reason or str(error)).split())
+    if error.step is None or not error.step.isdigit():
+        return reason  # base and finalize errors name what they are about
+    where = ": ".join(str(part) for part in (error.origin, error.instruction) if part)
+    return f"step {error.step} ({where}): {reason}" if where else f"step {error.step}: {reason}"
+
+
+def _show_output(error: TemplateBuildError) -> None:
+    """The failing step's last lines, whole (the live view showed only a few, briefly)."""
     for entry in error.logs:
         for line in entry.message.splitlines() or [""]:
-            stderr.print(f"  [dim]│[/] {line}", highlight=False, markup=True)
+            stderr.print(Text.assemble(("  │ ", "dim"), line), highlight=False)
 
 
 @template.command()
@@ -132,8 +141,9 @@ def build(ctx: click.Context, context: str, dockerfile: str | None, name: str,
         with view:
             info = run(body())
     except TemplateBuildError as exc:
-        _show_failure(exc)
-        raise CliError(exc.reason.splitlines()[0] if exc.reason else str(exc)) from exc
+        if view.live:
+            _show_output(exc)  # the plain view printed it as it came
+        raise CliError(_failure_line(exc)) from exc
     if as_json:
         print_json(info.to_json())
         return

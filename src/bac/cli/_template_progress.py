@@ -1,11 +1,13 @@
 """How ``bac template build`` shows a build: a live step list on a terminal, lines elsewhere.
 
-Both views are fed the build's log lines (``on_log``). The live view lists every step
-(from the recipe, so steps not reached yet show too) with its state (waiting, running,
-cached, done, failed) and time, the total time, and the last lines of the running step.
-The plain view (not a terminal, or ``--plain``) prints each line as ``[step] message``
-(every line of a multi-line message carries the step).
-Both write to stderr; stdout is kept for the result.
+Both views are fed the build's log lines (``on_log``), in terms of the steps as written
+(one per Dockerfile instruction or builder call: ``Template.user_steps``). The live view
+lists every step (from the recipe, so steps not reached yet show too) with its state
+(waiting, running, cached, done, failed) and time, the total time, and the last lines of
+the running step. The plain view (not a terminal, or ``--plain``) prints each line as
+``[step] message`` (every line of a multi-line message carries the step), except the
+build's error, which the command prints once, as its last line. Both write to stderr;
+stdout is kept for the result.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from bac import BuildLogEntry, Template
+from bac import BuildLogEntry, Template, TemplateBuildError
 
 _CACHED = re.compile(r"\bcached\b", re.IGNORECASE)
 _TAIL_LINES = 6
@@ -48,13 +50,15 @@ class BuildView:
     def __init__(self, template: Template, name: str, console: Console, live: bool) -> None:
         self.name = name
         self.console = console
+        self.live = live
         self.started = time.monotonic()
-        total = len(template.steps)
+        written = template.user_steps.steps
         self.steps = [_Step("base", f"FROM {template.base.ref}")]
-        self.steps += [_Step(str(i), f"{i}/{total} {step.describe()}")
-                       for i, step in enumerate(template.steps, 1)]
+        self.steps += [_Step(step.number, f"{step.number}/{len(written)} {step.label}")
+                       for step in written]
         self.steps.append(_Step("finalize", "finalize"))
         self._by_name = {step.name: step for step in self.steps}
+        self._errors: list[BuildLogEntry] = []  # plain view: printed at the end, if at all
         self._live = Live(console=console, refresh_per_second=8, transient=False,
                           get_renderable=self.render) if live else None
 
@@ -72,14 +76,25 @@ class BuildView:
                 step.ended = now
         if self._live is not None:
             self._live.stop()
+        # The command ends on the build's error: an error line saying the same goes.
+        reason = exc.reason if isinstance(exc, TemplateBuildError) else None
+        for entry in self._errors:
+            if entry.message != reason:
+                self._print(entry)
+
+    def _print(self, entry: BuildLogEntry) -> None:
+        where = f"[{entry.step}] " if entry.step else ""
+        style = "red" if entry.level == "error" else "yellow" if entry.level == "warn" else ""
+        for line in entry.message.splitlines() or [""]:
+            self.console.print(Text(f"{where}{line}", style=style), highlight=False)
 
     def on_log(self, entry: BuildLogEntry) -> None:
         """Feed one log line (called by the SDK as lines arrive)."""
         if self._live is None:
-            where = f"[{entry.step}] " if entry.step else ""
-            style = "red" if entry.level == "error" else "yellow" if entry.level == "warn" else ""
-            for line in entry.message.splitlines() or [""]:
-                self.console.print(Text(f"{where}{line}", style=style), highlight=False)
+            if entry.level == "error":
+                self._errors.append(entry)
+            else:
+                self._print(entry)
         step = self._by_name.get(entry.step or "")
         if step is None:
             return
@@ -92,6 +107,8 @@ class BuildView:
             step.state, step.started = "running", now
         if _CACHED.search(entry.message):
             step.state, step.ended = "cached", now
+        elif step.state == "cached":  # a part of it that was not (a COPY of several sources)
+            step.state, step.ended = "running", None
         if entry.level == "error":
             step.state, step.ended = "failed", now
         step.lines = (step.lines + entry.message.splitlines())[-_TAIL_LINES:]

@@ -38,7 +38,7 @@ EXPOSE 8000
 CMD ["python3", "-m", "http.server", "8000"]
 HEALTHCHECK --interval=1s CMD curl -sf http://127.0.0.1:8000/ -o /dev/null
 """
-LAYER_STEPS = 5  # 2 RUN, 2 COPY and USER user make layers; ENV, WORKDIR, USER root don't
+LAYER_STEPS = 5  # steps as written making layers: 2 RUN, 2 COPY, USER user; ENV, WORKDIR don't
 
 
 def bac_cli(env: dict[str, str], *args: str) -> Result:
@@ -72,15 +72,18 @@ def built(bac_server: BacServer, tmp_path_factory: pytest.TempPathFactory
 
 
 def test_build_output_and_warnings(built: Built) -> None:
-    """The build prints its steps as they run (ARGs exported to RUN), warns about EXPOSE
-    and HEALTHCHECK options, and prints the template's name on stdout."""
+    """The build prints its steps as they run, numbered as written (ARG and the
+    Dockerfile's bookkeeping are no steps; ARGs exported to RUN), warns about EXPOSE and
+    HEALTHCHECK options, and prints the template's name on stdout."""
     assert built.first.stdout == f"{built.name}\n"
     err = built.first.stderr
     assert f"warning: {built.context}/Dockerfile:13: EXPOSE is ignored" in err
     assert "HEALTHCHECK options are ignored" in err
     # Layers are shared machine-wide, so the installs may come from an earlier run's cache.
-    assert "[3] Step 3/9: RUN export PYPKG=six; apt-get update -qq" in err
-    assert "[4] Step 4/9: RUN export PYPKG=six; pip install" in err
+    assert "[1] Step 1/7: RUN apt-get update -qq && " in err
+    assert "[2] Step 2/7: RUN pip install --no-cache-dir --break-system-packages" in err
+    assert "[3] Step 3/7: COPY --chown=user:user app/ /srv/app/" in err
+    assert "[7] Step 7/7: USER user" in err and "Step 8/" not in err
     assert f"built {built.name} in" in err
 
 
@@ -112,7 +115,7 @@ def test_unchanged_rebuild_is_all_cached(built: Built, cli_env: dict[str, str]) 
                     str(built.context))
     assert again.exit_code == 0, again.output
     info = json.loads(again.stdout)
-    assert info["cachedSteps"] == LAYER_STEPS
+    assert (info["cachedSteps"], info["steps"]) == (LAYER_STEPS, 7)
     print(f"cached rebuild: {info['durationS']} s")
     assert info["durationS"] < 15
 
@@ -128,7 +131,7 @@ def test_changed_file_rebuilds_from_its_copy_on(built: Built, cli_env: dict[str,
                      str(context))
     assert result.exit_code == 0, result.output
     cached = set(re.findall(r"^\[(\d+)\] Step \d+/\d+: .* CACHED$", result.stderr, re.M))
-    assert cached == {"3", "4", "5"}, result.stderr
+    assert cached == {"1", "2", "3"}, result.stderr
 
 
 def test_syntax_error_exits_2_with_file_and_line(cli_env: dict[str, str],
@@ -155,18 +158,22 @@ def test_missing_copy_source_is_named(cli_env: dict[str, str], tmp_path: Path) -
 
 def test_failing_run_shows_output_and_exit_code(cli_env: dict[str, str],
                                                 tmp_path: Path) -> None:
-    """A failing RUN fails the build (exit 1) with its Dockerfile line, its output and its
-    exit code; no template is left to start sandboxes from."""
+    """A failing RUN fails the build (exit 1): its output once, then one line naming the
+    step as written, its Dockerfile line and the exit code; no template is left to start
+    sandboxes from."""
     (tmp_path / "Dockerfile").write_text(
         "FROM base\nRUN echo preparing\nRUN echo about to fail >&2; exit 3\nRUN echo never\n")
     name = f"cli-fail-{uuid.uuid4().hex[:8]}"
     result = bac_cli(cli_env, "template", "build", "-n", name, "--plain", str(tmp_path))
     assert result.exit_code == 1, result.output
-    err = result.stderr
-    assert f"build failed at 4 ({tmp_path}/Dockerfile:3: RUN echo about to fail >&2; exit 3)" in err
-    assert "│ about to fail" in err
-    assert "3" in err.splitlines()[-1] and "error:" in err.splitlines()[-1]
-    assert "never" not in err.replace("RUN echo never", "")
+    err = result.stderr.splitlines()
+    assert err[-2:] == [
+        "[2] about to fail",
+        f"error: step 2 ({tmp_path}/Dockerfile:3: RUN echo about to fail >&2; exit 3): RUN "
+        "failed with exit code 3"]
+    assert sum("about to fail" in line for line in err) == 3  # its step line, output, error
+    assert not any("Last output" in line or "never" in line.replace("RUN echo never", "")
+                   for line in err)
     created = bac_cli(cli_env, "sandbox", "create", "-t", name)
     assert created.exit_code != 0
 

@@ -87,17 +87,18 @@ def test_dockerfile_cache_rebuilds_only_from_a_changed_copy(bac_server: BacServe
         logs: list[BuildLogEntry] = []
         again = templates.build(Template.from_dockerfile(tmp_path / "Dockerfile"), name,
                                 on_log=logs.append)
-        # 3-7 as written, 8 the implicit USER user (it makes the account: a layer).
-        assert _cached_steps(logs) == {"3", "4", "5", "6", "7", "8"}
-        assert again.cached_steps == 6
+        # The five instructions after FROM; the Dockerfile's bookkeeping (USER root first,
+        # USER user last, which makes a layer) is no step of the build's.
+        assert _cached_steps(logs) == {"1", "2", "3", "4", "5"}
+        assert again.cached_steps == again.steps == 5
         print(f"first build {first.duration_s:.2f} s, cached rebuild {again.duration_s:.2f} s")
         assert any("already on the server" in e.message for e in logs)
         (tmp_path / "b.txt").write_text("b2\n")
         logs.clear()
         templates.build(Template.from_dockerfile(tmp_path / "Dockerfile"), name,
                         on_log=logs.append)
-        assert _cached_steps(logs) == {"3", "4", "5"}
-        assert any(e.step == "6" and e.message.startswith("uploaded 'b.txt'") for e in logs)
+        assert _cached_steps(logs) == {"1", "2", "3"}
+        assert any(e.step == "4" and e.message.startswith("uploaded 'b.txt'") for e in logs)
         box = Sandbox.create(name, timeout=60, **bac_server.opts())
         try:
             assert box.commands.run("cat /one /two /three").stdout == f"{name}\na1\nb2\n"
@@ -117,18 +118,18 @@ def test_dockerfile_cache_rebuilds_only_from_a_changed_copy(bac_server: BacServe
 
 def test_failed_build_names_step_line_and_output(bac_server: BacServer,
                                                  tmp_path: Path) -> None:
-    """A failing RUN raises TemplateBuildError with its step, Dockerfile line, output and
-    exit code."""
+    """A failing RUN raises TemplateBuildError with its step as written (the first after
+    FROM), Dockerfile line, output (once) and exit code."""
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text("FROM base\nRUN echo going down; exit 7\n")
     with Templates(**bac_server.opts()) as templates, \
             pytest.raises(TemplateBuildError) as caught:
         templates.build(Template.from_dockerfile(dockerfile), _name("fail"))
     error = caught.value
-    assert (error.step, error.origin and error.origin.line) == ("3", 2)
+    assert (error.step, error.origin and error.origin.line) == ("1", 2)
     assert error.instruction == "RUN echo going down; exit 7"
-    assert "going down" in [e.message for e in error.logs]
-    assert "7" in error.reason
+    assert [e.message for e in error.logs] == ["going down"]
+    assert error.reason == "RUN failed with exit code 7"
 
 
 def test_missing_copy_source_fails_before_the_server(bac_server: BacServer,

@@ -178,7 +178,7 @@ def test_failing_run_reports_exit_code_output_and_step(api: httpx.Client) -> Non
         {"type": "RUN", "args": ["true"]},
         {"type": "RUN", "args": ["echo marker-$((40+2)); exit 7"]}])
     assert done["status"] == "error" and done["reason"]["step"] == "2"
-    assert "7" in done["reason"]["message"]
+    assert done["reason"]["message"] == "RUN failed with exit code 7"
     assert any("marker-42" in e["message"] for e in done["reason"]["logEntries"])
 
 

@@ -78,8 +78,9 @@ def _from(conv: Conversion, ins: RawInstruction) -> None:
     if not words or not (len(words) == 1 or (len(words) == 3 and words[1].lower() == "as")):
         raise conv.fail("FROM needs an image or a template, optionally followed by AS NAME")
     conv.base = BaseRef(words[0], conv.from_kind or classify_from(words[0]))
-    conv.add("USER", ["root"], "USER root (Docker's default)")
-    conv.add("WORKDIR", ["/"], "WORKDIR / (Docker's default)")
+    # Docker's steps start as root in /; a template's as its default user: say so.
+    conv.add_default("USER", ["root"])
+    conv.add_default("WORKDIR", ["/"])
 
 
 def _arg(conv: Conversion, ins: RawInstruction) -> None:

@@ -1,10 +1,11 @@
 """``RUN``, ``COPY`` and ``ADD`` of a Dockerfile into build steps (see :mod:`._convert`).
 
 ``COPY a b dir/`` becomes one COPY step per source, each with its own files hash, so a
-change to one source rebuilds from that step on. Destinations are made absolute against
-the current ``WORKDIR``, as Docker resolves them. ``ADD`` copies local files like ``COPY``
-and unpacks a local tar archive (plain, gzip, bzip2 or xz) into its destination, through a
-COPY to a staging directory and a ``tar -x`` step; ``ADD`` of a URL is refused.
+change to one source rebuilds from that step on (a build still shows it as one step).
+Destinations are made absolute against the current ``WORKDIR``, as Docker resolves them.
+``ADD`` copies local files like ``COPY`` and unpacks a local tar archive (plain, gzip,
+bzip2 or xz) into its destination, through a COPY to a staging directory and a ``tar -x``
+step; ``ADD`` of a URL is refused.
 Heredocs: ``RUN <<EOF`` runs the body as a script (with its ``#!`` interpreter, if any);
 ``COPY <<EOF /path`` writes the body to ``/path``.
 """

@@ -39,6 +39,8 @@ class Conversion:
         self.entrypoint: Command | None = None
         self.ready: str | None = None
         self.ins: RawInstruction | None = None
+        self._written = 0  # how many instructions made steps so far
+        self._last: RawInstruction | None = None  # the latest of them
 
     @property
     def origin(self) -> Origin | None:
@@ -86,12 +88,17 @@ class Conversion:
             out[name] = value
         return out, rest
 
-    def add(self, kind: StepType, args: Sequence[str], text: str | None = None) -> None:
-        """A step made by the current instruction (``text``: how messages name it)."""
-        text = text or (self.ins.text if self.ins is not None else "")
+    def add(self, kind: StepType, args: Sequence[str]) -> None:
+        """A step made by the current instruction (all of an instruction's steps are one
+        step as written: ``user_step``)."""
+        if self.ins is not self._last:
+            self._written += 1
+            self._last = self.ins
+        text = self.ins.text if self.ins is not None else ""
         self.steps.append(TemplateStep(kind, tuple(args), False, self.origin,
-                                       text if len(text) <= 100 else text[:97] + "..."))
+                                       text if len(text) <= 100 else text[:97] + "...",
+                                       self._written))
 
     def add_default(self, kind: StepType, args: Sequence[str]) -> None:
-        """A step no instruction wrote (the sandboxes' default user and workdir)."""
+        """A step no instruction wrote (Docker's and E2B's default user and workdir)."""
         self.steps.append(TemplateStep(kind, tuple(args)))

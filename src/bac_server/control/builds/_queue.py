@@ -186,7 +186,7 @@ class TemplateBuilds:
             path = await self._uploads.path(team_id, step.files_hash)
             if path is None:
                 raise _StepRefused(
-                    f"step {number} (COPY {step.src} {step.dest}): the files of {step.src!r} "
+                    f"COPY {step.src} {step.dest}: the files of {step.src!r} "
                     f"(hash {step.files_hash[:16]}...) were never uploaded", str(number))
             found[step.files_hash] = path
         return found

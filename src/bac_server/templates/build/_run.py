@@ -148,7 +148,7 @@ class BuildRun:
     def _run(self, number: str, step: RunStep) -> Make:
         async def make(work: LayerWork) -> dict[str, str]:
             return await self.runner.command(
-                number, f"Step {number} (RUN {step.command})", self.lowers, work.upper,
+                number, "RUN", self.lowers, work.upper,
                 ("/bin/sh", "-c", step.command), env=self.state.step_env(),
                 user=step.user or self.state.user, cwd=self.state.cwd, network=True)
         return make
@@ -158,8 +158,8 @@ class BuildRun:
             try:
                 archive = self.files(step.files_hash)
             except (KeyError, LookupError, OSError) as exc:
-                raise TemplateBuildError(f"Step {number} (COPY {step.src}): its files "
-                                         f"({step.files_hash}) were not uploaded") from exc
+                raise TemplateBuildError(f"{describe(step)}: its files ({step.files_hash}) "
+                                         "were not uploaded") from exc
             context = work.scratch / "context"
             await asyncio.to_thread(work.scratch.mkdir, 0o700)
             owner = self.store.id_range.root
@@ -168,16 +168,16 @@ class BuildRun:
             argv = copy_argv(destination(step.dest, self.state.cwd), step.user, step.mode,
                              sources)
             return await self.runner.command(
-                number, f"Step {number} (COPY {step.src} {step.dest})", self.lowers,
-                work.upper, argv, env=self.state.step_env(),
+                number, describe(step), self.lowers, work.upper, argv,
+                env=self.state.step_env(),
                 binds=((context, CONTEXT_MOUNT),))
         return make
 
     def _ensure_user(self, number: str, user: str) -> Make:
         async def make(work: LayerWork) -> dict[str, str]:
             return await self.runner.command(
-                number, f"Step {number} (USER {user})", self.lowers, work.upper,
-                ensure_user_argv(user), env=self.state.step_env())
+                number, f"USER {user}", self.lowers, work.upper,
+                ensure_user_argv(user), env=self.state.step_env(), says_why=True)
         return make
 
     async def _finalize(self, from_image: bool) -> tuple[TemplateConfig, bool]:
@@ -195,7 +195,7 @@ class BuildRun:
         async def make(work: LayerWork) -> dict[str, str]:
             return await self.runner.command(
                 "finalize", "finalize", self.lowers, work.upper, finalize_argv(config),
-                env=state.step_env())
+                env=state.step_env(), says_why=True)
 
         key = digest("finalize", self.key, FINALIZE_VERSION, config_json(config),
                      self.nonce if self.forcing else None)

@@ -4,8 +4,11 @@
 (another build may have made it meanwhile), runs the step into a private directory and
 publishes it. A failed or cancelled step leaves neither a layer nor its directory.
 ``StepRunner.command`` runs one ``BuildStep``: output lines go to the build log as they
-come (facts are kept apart), a non-zero exit raises ``StepFailed`` with the exit code and
-the last lines, and a full disk is named as such.
+come (facts are kept apart), a non-zero exit raises ``StepFailed`` with the exit code (one
+line: the output is in the log already, under the same step), and a full disk is named as
+such. Messages name what ran (``RUN``, ``COPY src dest``...), not the step's number: the
+log entry's ``step`` says which step it is, in the numbering of the steps as sent, which
+a client may show differently (the Bac SDK shows the instructions the user wrote).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..layers import LayerInfo, LayerStore, LayerWork
 from ._finalize import split_facts
 
 LogCallback = Callable[[LogEntry], None]
-TAIL_LINES = 20
+TAIL_LINES = 20  # the last output lines looked at to blame a failure on a full disk
 HOST_CA_MOUNT = "/.bac-host-ca"
 # Where common tools look for a CA bundle named by the environment (OpenSSL/Python,
 # requests, pip, curl, git, node).
@@ -85,9 +88,11 @@ class StepRunner:
                       argv: tuple[str, ...], *, env: tuple[tuple[str, str], ...] = (),
                       user: str = "root", cwd: str = "/",
                       binds: tuple[tuple[Path, str], ...] = (),
-                      network: bool = False) -> dict[str, str]:
-        """Run one command of step ``step_no`` (``what`` names it in errors); its facts.
-        ``network``: the command downloads (RUN), so it gets the host's CA store."""
+                      network: bool = False, says_why: bool = False) -> dict[str, str]:
+        """Run one command of step ``step_no`` (``what``, e.g. ``RUN``, names it in errors);
+        its facts. ``network``: the command downloads (RUN), so it gets the host's CA store.
+        ``says_why``: Bac's own script, whose last line (``bac: ...``) says why it failed:
+        that line is the error's reason."""
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         facts: dict[str, str] = {}
 
@@ -109,13 +114,13 @@ class StepRunner:
         except BackendError as exc:
             raise TemplateBuildError(f"{what}: could not run: {exc}") from exc
         if code != 0:
-            last = "\n".join(tail) or "(no output)"
             if _disk_full(self.layers.root, tail):
                 raise DiskFullError(f"{what}: no space left on the device holding "
                                     f"{self.layers.root} (exit code {code}); free some space "
-                                    f"and build again. Last output:\n{last}")
+                                    "and build again")
             how = f"was killed by signal {-code}" if code < 0 else f"failed with exit code {code}"
-            raise StepFailed(f"{what} {how}. Last output:\n{last}")
+            why = tail[-1].removeprefix("bac: ") if says_why and tail else ""
+            raise StepFailed(f"{what} {how}" + (f": {why}" if why else ""))
         return facts
 
 
