@@ -60,6 +60,7 @@ class Installed:
     with_objects: set[str] = field(default_factory=set)  # its counters, logs, chains
 
     def take(self, veth: str) -> Contents:
+        self.with_objects.discard(veth)
         return self.contents.pop(veth, None) or Contents()
 
     def veths(self) -> set[str]:
