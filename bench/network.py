@@ -6,22 +6,33 @@
    policy chain (and through the host-name relay, for an address allowed by a domain
    rule), versus the host sending to the same server over the raw veth;
 3. gateway: HTTP request latency to a sandbox port through Bac's gateway versus directly
-   to the sandbox's address (keep-alive clients, sequential requests).
+   to the sandbox's address (keep-alive clients, sequential requests);
+4. scale (``--scale``, alone): one sandbox's egress policy installed, updated and removed,
+   its usage read and a DNS answer pinned, with 10 and then with 1000 other sandboxes'
+   policies in the table, in one run; medians, p99s and the ratio 1000/10 (constant:
+   about 1). One libnftables command is timed alongside for reference (it reads the
+   whole ruleset first). Runs in a network namespace of its own: the host's table is
+   never touched.
 
-Needs root and a built base template; sends traffic only to namespaces it makes.
+Needs root and (but for ``--scale``) a built base template; sends traffic only to
+namespaces it makes.
 
     .venv/bin/python bench/network.py [-n 30] [--mbytes 256] [--requests 500]
+    .venv/bin/python bench/network.py --scale [--rounds 200] [--sandboxes 10,1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
+import ipaddress
 import os
 import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +51,15 @@ from bac_server.backends.namespaces.network import (  # noqa: E402
     create_netns,
     delete_veth,
 )
-from bac_server.host import remove_tree  # noqa: E402
+from bac_server.backends.namespaces.network._usage import read_usage  # noqa: E402
+from bac_server.backends.namespaces.network.nft import (  # noqa: E402
+    Contents,
+    NftSocket,
+    SandboxNames,
+    SandboxRules,
+)
+from bac_server.host import TABLE_NAME, nft, remove_tree  # noqa: E402
+from bac_server.host._nftables import ensure_table  # noqa: E402
 
 SINK_PORT = 9000
 _SEND = """
@@ -90,7 +109,7 @@ async def setup_cost(n: int) -> None:
             veth_del.append(t4 - t3)
         finally:
             pool.release(lease.index, str(leases_dir))
-    egress.close()
+    await egress.close()
     remove_tree(leases_dir)
     print(f"setup  netns+veth (netlink)      {_ms(netns)}")
     print(f"setup  egress policy + resolver  {_ms(attach)}")
@@ -177,12 +196,93 @@ def gateway_latency(requests: int, dns: str) -> None:
             sbx.kill()
 
 
+_SCALE_PREFIX = "bacs"
+_CLONE_NEWNET = 0x40000000
+_SCALE_POLICIES = (
+    parse_policy(WirePolicy(["allowed.test", "*.wild.test:443", "api.test:8000-8100",
+                             "203.0.113.0/24", "198.51.100.7:80"],
+                            ["0.0.0.0/0", "198.51.100.0/24:25"], ["192.0.2.53"], None)),
+    parse_policy(WirePolicy(None, ["198.51.100.0/24", "203.0.113.9:22"], None, None)),
+)
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def _scale_names(index: int) -> SandboxNames:
+    return SandboxNames(f"{_SCALE_PREFIX}{index}",
+                        str(ipaddress.IPv4Address("10.202.0.0") + 2 * index))
+
+
+def _timed(samples: dict[str, list[float]], what: str, call: Callable[[], object]) -> None:
+    started = time.perf_counter()
+    call()
+    samples.setdefault(what, []).append(time.perf_counter() - started)
+
+
+def _scale_round(socket: NftSocket, index: int, samples: dict[str, list[float]]) -> None:
+    """One sandbox's whole egress life, each step timed."""
+    names = _scale_names(index)
+    rules = SandboxRules(socket, TABLE_NAME, names, [], Contents())
+    _timed(samples, "install", lambda: rules.install(_SCALE_POLICIES[0]))
+    _timed(samples, "pin", lambda: rules.pin("a.wild.test", ["93.184.216.34"], 300))
+    _timed(samples, "update", lambda: rules.update(_SCALE_POLICIES[1]))
+    _timed(samples, "update back", lambda: rules.install(_SCALE_POLICIES[0]))
+    _timed(samples, "usage read", lambda: read_usage(socket, TABLE_NAME, names, []))
+    _timed(samples, "remove", rules.remove)
+    _timed(samples, "libnftables (ref)",
+           lambda: nft(f'add element inet {TABLE_NAME} open {{ "{names.veth}" }}\n'
+                       f'delete element inet {TABLE_NAME} open {{ "{names.veth}" }}\n'))
+
+
+def scale_cost(rounds: int, counts: list[int]) -> None:
+    """Per-sandbox egress changes with ``counts`` other sandboxes in the table."""
+    # A network namespace of its own (this thread's; everything below runs on it).
+    if ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) failed")
+    ensure_table(_SCALE_PREFIX)
+    socket = NftSocket()
+    results: dict[int, dict[str, list[float]]] = {}
+    present = 0
+    for count in sorted(counts):
+        while present < count:  # the others: half allow-lists with domain rules
+            SandboxRules(socket, TABLE_NAME, _scale_names(present), [],
+                         Contents()).install(_SCALE_POLICIES[present % 2])
+            present += 1
+        samples: dict[str, list[float]] = {}
+        for round_ in range(rounds + 10):
+            _scale_round(socket, 20_000 + round_, samples if round_ >= 10 else {})
+        results[count] = samples
+    socket.close()
+    low, high = min(counts), max(counts)
+    print(f"egress changes of one sandbox, {rounds} rounds (ms)")
+    print(f"{'':18} " + "".join(f"{f'{c} p50':>10} {f'{c} p99':>10} " for c in sorted(counts))
+          + f"{f'ratio {high}/{low}':>14}")
+    for what in results[low]:
+        cells = ""
+        for count in sorted(counts):
+            p50, p99 = _percentiles(results[count][what])
+            cells += f"{p50 * 1000:10.3f} {p99 * 1000:10.3f} "
+        ratio = _percentiles(results[high][what])[0] / _percentiles(results[low][what])[0]
+        print(f"{what:18} {cells}{ratio:14.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=30, help="sandbox network set-ups to time")
     parser.add_argument("--mbytes", type=int, default=256, help="MiB sent per direction")
     parser.add_argument("--requests", type=int, default=500, help="HTTP requests per path")
+    parser.add_argument("--scale", action="store_true",
+                        help="only time one sandbox's egress changes among many")
+    parser.add_argument("--rounds", type=int, default=200, help="--scale: rounds per size")
+    parser.add_argument("--sandboxes", default="10,1000",
+                        help="--scale: how many other sandboxes, comma-separated")
     args = parser.parse_args()
+    if args.scale:
+        scale_cost(args.rounds, [int(c) for c in args.sandboxes.split(",")])
+        return
     with fake_internet() as net:
         asyncio.run(setup_cost(args.n))
         template = base_template()
