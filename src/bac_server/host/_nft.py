@@ -1,9 +1,12 @@
 """nftables commands through libnftables (what the ``nft`` tool is built on), in-process.
 
-Spawning ``nft`` costs a few milliseconds per call; a sandbox's rules are changed on every
-create, destroy and policy update, so the library is called directly (ctypes, five
-functions of its stable C API). Each call is one atomic transaction: a script either
-applies whole or not at all. Without the library, the ``nft`` binary is used instead.
+Spawning ``nft`` costs a few milliseconds per call, so the library is called directly
+(ctypes, five functions of its stable C API). Each call is one atomic transaction: a
+script either applies whole or not at all. Without the library, the ``nft`` binary is
+used instead. libnftables reads the whole ruleset into its cache before each command,
+which grows with the sandboxes on the host: it is for the static table and start-up
+listings only; per-sandbox changes are raw netlink batches
+(``backends/namespaces/network/nft``).
 """
 
 from __future__ import annotations

@@ -215,9 +215,11 @@ def _gone(table: str, elements: set[Element]) -> list[nlmsg_base]:
 
 
 def _replace(table: str, held: Contents, new: frozenset[Element]) -> list[nlmsg_base]:
-    """The old elements that are not new and every pin go; the new ones come."""
+    """The old elements that are not new and every pin go; the new ones are all added
+    (a no-op for those there already, and right whatever went meanwhile: a table made
+    anew under a running server)."""
     return (_gone(table, (held.elements - new) | set(held.pins))
-            + m.elements(Op.ADD, table, sorted(new - held.elements)))
+            + m.elements(Op.ADD, table, sorted(new)))
 
 
 class SandboxRules:
@@ -242,6 +244,8 @@ class SandboxRules:
         whatever the veth held, in one batch."""
         new = policy_elements(self.names, policy, self._exempt)
         with self._lock:
+            # SECURITY: one batch: the veth enters the set egress (until then everything
+            # it sends is refused) together with all of its policy, never without.
             self._socket.commit(_objects(self._table, self.names)
                                 + _replace(self._table, self._held, new))
             self._installed(policy, new)
@@ -252,6 +256,8 @@ class SandboxRules:
         next lookup)."""
         new = policy_elements(self.names, policy, self._exempt)
         with self._lock:
+            # SECURITY: the old elements go and the new ones come in one batch: no
+            # connection is decided on a mix of both.
             self._socket.commit(_replace(self._table, self._held, new))
             self._installed(policy, new)
 
@@ -272,6 +278,9 @@ class SandboxRules:
                     self.names.dns_listener}
             changes = _removed_objects(self._table, self.names) if objects else []
             changes += _gone(self._table, self._held.elements | set(self._held.pins) | base)
+            # SECURITY: the veth's name goes to the next sandbox given this address lease,
+            # so nothing keyed by it may stay: what it holds is known from every batch
+            # that added to it (and from the listing at start), pins included.
             self._socket.commit(changes)
             self._held.elements.clear()
             self._held.pins.clear()
@@ -290,6 +299,8 @@ class SandboxRules:
             # Recorded first: a pin whose batch fails half-way is still deleted later.
             self._held.pinned(pins, ttl_s)
             try:
+                # SECURITY: only addresses the resolver answered for a name the installed
+                # policy allows (never infrastructure: the caller filters), on its ports.
                 self._socket.commit(m.elements(Op.ADD, self._table, pins,
                                                timeout_ms=ttl_s * 1000))
             except (NetlinkError, OSError) as exc:

@@ -37,6 +37,7 @@ _SOL_NETLINK, _NETLINK_CAP_ACK = 270, 10  # errors without a copy of the refused
 _SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 32, 33
 _BUFFER = 8 << 20  # a policy's batch is up to a few hundred KiB
 _ANSWER_TIMEOUT_S = 5.0
+_RECEIVE = 1 << 16  # netlink sends at most 32 KiB a datagram
 _SEQUENCES = 1 << 30
 
 
@@ -174,7 +175,7 @@ class NftSocket:
             sock.send(batch)
             error = 0
             while True:
-                for kind, seq, message in messages_in(sock.recv(1 << 20)):
+                for kind, seq, message in messages_in(sock.recv(_RECEIVE)):
                     if kind != NLMSG_ERROR or not begin <= seq <= last:
                         continue
                     code = _errno(message)
@@ -204,7 +205,7 @@ class NftSocket:
     def _answers(self, sock: socket.socket, sequence: int, dump: bool) -> list[bytes]:
         found: list[bytes] = []
         while True:
-            for kind, seq, message in messages_in(sock.recv(1 << 20)):
+            for kind, seq, message in messages_in(sock.recv(_RECEIVE)):
                 if seq != sequence:
                     continue
                 if kind == NLMSG_DONE:
