@@ -18,6 +18,15 @@ from urllib.parse import urlsplit
 ENVD_VERSION = "0.6.13"
 
 
+def sandbox_domain(domain: str, scheme: str, port: int | None) -> str:
+    """The domain of sandboxes' host names ``{port}-{id}.{domain}`` for a caller who
+    reached the server at ``scheme`` and ``port``: the configured one, with that port
+    unless it is the scheme's default, so the address works as it is
+    (``8080-<id>.localhost:3000``)."""
+    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(scheme)
+    return domain if port in (None, default) else f"{domain}:{port}"
+
+
 class ConfigError(ValueError):
     """An environment variable or flag holds a value the server cannot use."""
 

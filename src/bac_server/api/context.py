@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from starlette.requests import Request
 
+from bac_server.config import sandbox_domain
 from bac_server.control import ControlPlane, Team, TemplateServices
 from bac_server.control.streams import StreamTokens
 
@@ -37,10 +38,7 @@ def public_domain(request: Request) -> str:
     the server: the configured one, with the port the request came to (from its Host)
     unless it is its scheme's default, so the SDKs' ``get_host(port)`` is an address that
     works as it is (``8080-<id>.localhost:3000``)."""
-    domain = settings(request).domain
-    port = request.url.port
-    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(request.url.scheme)
-    return domain if port in (None, default) else f"{domain}:{port}"
+    return sandbox_domain(settings(request).domain, request.url.scheme, request.url.port)
 
 
 async def team(request: Request) -> Team:

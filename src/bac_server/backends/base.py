@@ -176,6 +176,11 @@ class ResourceUsage:
     disk_inodes_total: int = 0
     # The disk has no room left (space or inodes): writes inside fail with ENOSPC.
     disk_full: bool = False
+    # Processes inside (envd's included); 0 where the backend does not count them.
+    processes: int = 0
+    # TCP ports listened on by a non-loopback address (what the gateway can reach),
+    # envd's excepted.
+    listening_ports: tuple[int, ...] = ()
 
 
 class Backend(Protocol):

@@ -34,6 +34,8 @@ class DashboardSettings:
     max_upload_bytes: int = 100 << 20
     session_idle_s: float = 2 * 3600.0
     session_max_s: float = 12 * 3600.0
+    # Base domain of sandbox host names (``{port}-{id}.{domain}``), for links to ports.
+    domain: str = "localhost"
 
 
 def plane(request: HTTPConnection) -> ControlPlane:

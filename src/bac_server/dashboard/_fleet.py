@@ -16,15 +16,17 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from bac_server.config import sandbox_domain
 from bac_server.control import NO_END, InvalidRequest, LiveSandbox, OnTimeout, SandboxState
 
-from ._context import PREFIX, render
+from ._context import PREFIX, render, settings
 from ._guard import viewer
 from ._scope import Viewer
 from ._spend import Spend, spend_of
 
 _STATES = ("running", "paused")
-_SORTS = ("age", "id", "state", "template", "team", "cpu", "memory", "disk", "spend", "left")
+_SORTS = ("age", "id", "state", "template", "team", "cpu", "memory", "disk", "procs", "ports",
+          "spend", "left")
 _MAX_TEXT = 200
 
 
@@ -94,6 +96,8 @@ class Row:
     spend: float | None
     cap: float | None
     selected: bool
+    processes: int | None
+    ports: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -120,8 +124,9 @@ def _policy(sbx: LiveSandbox) -> str:
 
 def _row(view: Viewer, sbx: LiveSandbox, spend: Spend, now: datetime,
          filters: Filters) -> Row:
-    sample = view.plane.sampler.latest(sbx.sandbox_id) \
-        if sbx.state is SandboxState.RUNNING else None
+    running = sbx.state is SandboxState.RUNNING
+    sample = view.plane.sampler.latest(sbx.sandbox_id) if running else None
+    usage = view.plane.sampler.latest_usage(sbx.sandbox_id) if running else None
     return Row(
         sandbox_id=sbx.sandbox_id, team=spend.team_names.get(sbx.team_id, sbx.team_id),
         template=sbx.alias or sbx.template_id, state=sbx.state.value, held=sbx.held,
@@ -133,7 +138,9 @@ def _row(view: Viewer, sbx: LiveSandbox, spend: Spend, now: datetime,
         mem_total=sbx.memory_mb << 20,
         disk_used=None if sample is None else sample.disk_used,
         spend=spend.by_sandbox.get(sbx.sandbox_id), cap=spend.caps.get(sbx.sandbox_id),
-        selected=sbx.sandbox_id in filters.selected)
+        selected=sbx.sandbox_id in filters.selected,
+        processes=None if usage is None else usage.processes,
+        ports=() if usage is None else usage.listening_ports)
 
 
 def _sort_key(sort: str) -> object:
@@ -142,6 +149,7 @@ def _sort_key(sort: str) -> object:
         "template": lambda r: r.template, "team": lambda r: r.team,
         "cpu": lambda r: r.cpu_pct or 0.0, "memory": lambda r: r.mem_used or 0,
         "disk": lambda r: r.disk_used or 0, "spend": lambda r: r.spend or 0.0,
+        "procs": lambda r: r.processes or 0, "ports": lambda r: len(r.ports),
         "left": lambda r: float("inf") if r.left_s is None else r.left_s,
     }
     return keys[sort]
@@ -167,7 +175,9 @@ async def _table(request: Request, view: Viewer) -> dict[str, object]:
         today=spend.today, caps=spend.team_caps, currency=prices.currency)
     templates = sorted({s.alias or s.template_id for s in every})
     teams = sorted({s.team_id for s in every})
+    hosts = sandbox_domain(settings(request).domain, request.url.scheme, request.url.port)
     return {"rows": rows, "totals": totals, "filters": filters, "templates": templates,
+            "hosts": hosts, "scheme": request.url.scheme,
             "teams": [(t, spend.team_names.get(t, t)) for t in teams], "view": view,
             "states": _STATES}
 

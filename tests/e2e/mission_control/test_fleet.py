@@ -135,3 +135,22 @@ def test_the_kill_switch_asks_first(server: ServerProcess, page: Page, admin_tok
     page.click("#switch-confirm-yes")
     expect(page.locator("#switch-confirm")).to_contain_text("kill switch: release 1")
     expect(page.locator(f"#row-{ours.sandbox_id} .held")).to_have_count(0)
+
+
+def test_a_row_shows_processes_and_open_ports_as_links(
+        server: ServerProcess, page: Page, made: Callable[..., list[Sandbox]],
+        shot: Callable[[Page, str], Path]) -> None:
+    """A server started inside shows up as a port (a link to it through the gateway) and
+    the process count counts it, at the next sample (every 5 s, the page every 5 s)."""
+    sign_in(page, server.url, server.keys[0])
+    [sbx] = made()
+    sbx.commands.run("python3 -m http.server 8080 --bind 0.0.0.0", background=True, timeout=0)
+    sbx.commands.run("python3 -m http.server 8081 --bind 127.0.0.1", background=True,
+                     timeout=0)
+    row = page.locator(f"#row-{sbx.sandbox_id}")
+    link = row.locator(".ports a")
+    expect(link).to_have_text(["8080"], timeout=15_000)  # loopback-only 8081 is not listed
+    host = f"8080-{sbx.sandbox_id}."
+    assert host in (link.get_attribute("href") or "")
+    assert int(row.locator(".procs").inner_text()) >= 3  # envd (2 processes) and the server
+    shot(page, "fleet-ports")

@@ -51,10 +51,16 @@ class MetricsSampler:
         # The last sample of each running sandbox (Mission Control's fleet reads these, not
         # the store: one dict read per row).
         self._latest: dict[str, MetricRecord] = {}
+        # What the backend reported with it that is not stored (processes, ports).
+        self._usage: dict[str, ResourceUsage] = {}
 
     def latest(self, sandbox_id: str) -> MetricRecord | None:
         """The sandbox's last sample, None before its first or once it stopped running."""
         return self._latest.get(sandbox_id)
+
+    def latest_usage(self, sandbox_id: str) -> ResourceUsage | None:
+        """The backend's whole answer at that sample (process count, listening ports)."""
+        return self._usage.get(sandbox_id)
 
     async def sample_once(self) -> int:
         """Take one sample of every running sandbox; returns how many were stored."""
@@ -84,6 +90,8 @@ class MetricsSampler:
             )
         await self._metric_store.add_metrics(samples)
         self._latest = {sample.sandbox_id: sample for sample in samples}
+        self._usage = {sbx.sandbox_id: usage for sbx, usage in zip(running, results, strict=True)
+                       if not isinstance(usage, BaseException)}
         for sbx, usage in zip(running, results, strict=True):
             if not isinstance(usage, BaseException):
                 await self._oom_check(sbx, usage.oom_kills)

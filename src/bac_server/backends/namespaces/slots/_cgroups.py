@@ -88,6 +88,15 @@ class CgroupTree:
                     raise
         return busy
 
+    def process_count(self, relative: str) -> int:
+        """Processes in the cgroup (threads not counted): one read of its pids
+        hierarchy's ``cgroup.procs``; 0 when the cgroup is gone."""
+        try:
+            text = (self._one(relative, "pids") / "cgroup.procs").read_text()
+        except (FileNotFoundError, KeyError):
+            return 0
+        return len(text.split())
+
     def cpu_usage_ns(self, relative: str) -> int:
         """The cgroup's CPU time so far, in ns (one small read; FileNotFoundError when
         the cgroup is gone)."""

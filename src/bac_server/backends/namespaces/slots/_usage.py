@@ -16,6 +16,7 @@ from bac_server.backends.base import ResourceUsage, SandboxNotFound
 from ._context import Context
 from ._disk import DiskUsage, disk_usage
 from ._files import disk_used
+from ._ports import listening_ports
 from ._record import SlotRecord
 
 
@@ -53,4 +54,5 @@ class UsageSampler:
             mem_cache_bytes=stats.mem_cache, disk_used_bytes=disk.used_bytes,
             disk_total_bytes=disk.total_bytes, oom_kills=stats.oom_kills,
             disk_inodes_used=disk.inodes_used, disk_inodes_total=disk.inodes_total,
-            disk_full=full)
+            disk_full=full, processes=ctx.cgroups.process_count(record.cgroup_path),
+            listening_ports=() if record.init_pid is None else listening_ports(record.init_pid))
