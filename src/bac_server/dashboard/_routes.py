@@ -11,7 +11,17 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from . import _actions, _catalog, _fleet, _live, _runs, _sandbox, _signin, _terminal
+from . import (
+    _actions,
+    _catalog,
+    _checkpoints,
+    _fleet,
+    _live,
+    _runs,
+    _sandbox,
+    _signin,
+    _terminal,
+)
 from ._context import HERE, PREFIX, DashboardSettings, environment
 from ._guard import HANDLERS, SecurityHeaders
 from ._sessions import Sessions
@@ -35,6 +45,10 @@ ROUTES: list[BaseRoute] = [
     Route(_ID + "/files/download", _sandbox.download, methods=_GET),
     Route(_ID + "/files/upload", _sandbox.upload, methods=_POST),
     Route(_ID + "/processes/{pid:str}/kill", _sandbox.kill_process, methods=_POST),
+    Route(_ID + "/checkpoints", _checkpoints.take, methods=_POST),
+    Route(_ID + "/checkpoints/{checkpoint_id:str}/restore", _checkpoints.restore,
+          methods=_POST),
+    Route(_ID + "/fork", _checkpoints.fork, methods=_POST),
     WebSocketRoute(_ID + "/terminal", _terminal.terminal_socket),
     Route(_ID + "/{action:str}", _actions.sandbox_action, methods=_POST),
     Route("/runs", _runs.runs_page, methods=_GET),

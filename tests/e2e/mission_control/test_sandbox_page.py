@@ -112,3 +112,39 @@ def test_files_processes_metrics_and_cost(server: ServerProcess, page: Page, sbx
     page.goto(base + "?tab=checkpoints")
     expect(page.locator("#checkpoints")).to_be_visible()
     assert page.csp_errors == []  # type: ignore[attr-defined]
+
+
+def test_checkpoints_are_taken_restored_and_forked_from_the_page(
+        server: ServerProcess, page: Page, sbx: Sandbox,
+        e2b_opts: Callable[[int], dict[str, str]],
+        shot: Callable[[Page, str], Path]) -> None:
+    """Take a named checkpoint, change the sandbox, roll it back from its row (after a
+    confirmation): the change is gone. Fork it: the new sandbox has the same files."""
+    sbx.files.write("/home/user/state.txt", "before")
+    sign_in(page, server.url, server.keys[0])
+    page.goto(f"{server.url}/ui/sandboxes/{sbx.sandbox_id}?tab=checkpoints")
+    page.fill("#checkpoint-name", "before-change")
+    page.click("#checkpoint-take-button")
+    expect(page.locator("#checkpoint-flash")).to_contain_text("taken (with its memory",
+                                                              timeout=30_000)
+    row = page.locator("#checkpoints tbody tr", has_text="before-change")
+    expect(row).to_have_count(1)
+    sbx.files.write("/home/user/state.txt", "after")
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.locator("button.restore").click()
+    expect(page.locator("#checkpoint-flash")).to_contain_text("rolled back", timeout=30_000)
+    again = Sandbox.connect(sbx.sandbox_id, **e2b_opts(0))
+    assert again.files.read("/home/user/state.txt") == "before"
+    shot(page, "sandbox-checkpoints")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#fork-button")
+    expect(page.locator("#checkpoint-flash")).to_contain_text("forked into", timeout=60_000)
+    href = page.locator("#fork-link").get_attribute("href") or ""
+    fork_id = href.rsplit("/", 1)[-1]
+    assert fork_id and fork_id != sbx.sandbox_id
+    fork = Sandbox.connect(fork_id, **e2b_opts(0))
+    try:
+        assert fork.files.read("/home/user/state.txt") == "before"
+    finally:
+        fork.kill()
+    assert page.csp_errors == []  # type: ignore[attr-defined]
