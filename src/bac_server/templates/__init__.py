@@ -19,7 +19,13 @@ and the templates derived from it), ``layers`` (the layer store and the manifest
 of them speak the recipe model of ``_steps`` and raise the errors of ``_errors``.
 """
 
-from ._errors import DiskFullError, StepFailed, TemplateBuildError, TemplateError
+from ._errors import (
+    BaseNotFoundError,
+    DiskFullError,
+    StepFailed,
+    TemplateBuildError,
+    TemplateError,
+)
 from ._steps import (
     BuildRecipe,
     CopyStep,
@@ -35,7 +41,7 @@ from ._steps import (
     WorkdirStep,
 )
 from ._store import TemplateStore
-from .build import BuildEngine, FilesLookup, LogCallback, ResolveTemplate
+from .build import BuildEngine, FilesLookup, LogCallback, ResolveTemplate, TemplateNames
 from .builtin import BASE_PACKAGES, LAYERS, ProgressCallback, Recipe, base_recipe
 from .gc import CollectionRefused, Freed, LiveRefs, StorageCollector, StorageReport
 from .images import (
@@ -52,6 +58,7 @@ from .layers import BuiltTemplate
 __all__ = [
     "BASE_PACKAGES",
     "LAYERS",
+    "BaseNotFoundError",
     "BuildEngine",
     "BuildRecipe",
     "BuiltTemplate",
@@ -83,6 +90,7 @@ __all__ = [
     "TemplateBuildError",
     "TemplateConfig",
     "TemplateError",
+    "TemplateNames",
     "TemplateStore",
     "UserStep",
     "WorkdirStep",

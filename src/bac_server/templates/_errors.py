@@ -3,9 +3,11 @@
 Error tree (server side, template layer)::
 
     TemplateError
-    ├── TemplateBuildError     building a template failed (the message says which step)
-    │   ├── StepFailed         a RUN (or USER/finalize) command exited non-zero: its exit
-    │   │                      code and last output lines
+    ├── TemplateBuildError     building a template failed (the log entry says which step)
+    │   ├── StepFailed         a RUN (or USER/finalize) command exited non-zero: what ran
+    │   │                      and its exit code (the output is in the log)
+    │   ├── BaseNotFoundError  FROM names no template or image the build can start from:
+    │   │                      the names it may have meant
     │   └── DiskFullError      the disk holding the data directory is full
     ├── ImageError             a FROM image could not be imported (``images``)
     └── CollectionRefused      what must stay cannot be known (``gc``)
@@ -25,7 +27,11 @@ class TemplateBuildError(TemplateError):
 
 
 class StepFailed(TemplateBuildError):
-    """A step's command exited non-zero (the message has its exit code and last lines)."""
+    """A step's command exited non-zero (the message has what ran and its exit code)."""
+
+
+class BaseNotFoundError(TemplateBuildError):
+    """FROM names neither a template nor an image this build can start from."""
 
 
 class DiskFullError(TemplateBuildError):

@@ -182,6 +182,28 @@ def test_failing_run_reports_exit_code_output_and_step(api: httpx.Client) -> Non
     assert any("marker-42" in e["message"] for e in done["reason"]["logEntries"])
 
 
+def test_from_naming_nothing_fails_at_base_with_what_it_may_mean(api: httpx.Client) -> None:
+    """FROM a name that is neither a template nor an image fails at `base` saying so,
+    with the template names it may have meant, whether it came as an image (as E2B's
+    conversion and the SDK send a name no template has) or as a template; FROM a template
+    whose only build failed says it has no ready build."""
+    name = unique("nofrom")
+    requested = request_build(api, name)
+    template_id, build_id = requested["templateID"], requested["buildID"]
+    assert start(api, template_id, build_id,
+                 {"fromImage": "nosuchbase", "steps": []}).status_code == 202
+    done = wait(api, template_id, build_id)
+    assert (done["status"], done["reason"]["step"]) == ("error", "base")
+    assert done["reason"]["message"].startswith(
+        "no template or image named 'nosuchbase' (did you mean 'base'?)"), done["reason"]
+    _tid, _bid, done = build(api, unique("nofrom"), [], fromTemplate="nosuchbase")
+    assert done["reason"] == {"message": "no template named 'nosuchbase' (did you mean 'base'?)",
+                              "step": "base", "logEntries": done["reason"]["logEntries"]}
+    _tid, _bid, done = build(api, unique("nofrom"), [], fromTemplate=name)
+    assert done["reason"]["message"].startswith(
+        f"template {name!r} has no ready build to start from"), done["reason"]
+
+
 def test_another_teams_private_template_is_not_there(api: httpx.Client,
                                                      beta: httpx.Client) -> None:
     """Another team sees a private template nowhere (404s that leak nothing) and cannot

@@ -140,6 +140,19 @@ async def test_mirror_serves_hub_names(registry: Registry, pushed: dict[str, str
     assert image.digest == pushed["app"]
 
 
+async def test_unreachable_mirror_is_named_with_its_setting(
+        data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Docker Hub name whose mirror is out of reach fails 'unreachable', naming the
+    mirror tried and the setting that chose it."""
+    monkeypatch.setenv("BAC_REGISTRY_MIRROR", "127.0.0.1:9")
+    with pytest.raises(ImageError) as caught:
+        await pull("team/app:1", data_dir)
+    error = caught.value
+    assert (error.kind, error.registry) == (ImageErrorKind.UNREACHABLE, "127.0.0.1:9")
+    assert "registry 127.0.0.1:9 unreachable" in str(error)
+    assert str(error).endswith("(it is the mirror BAC_REGISTRY_MIRROR names for Docker Hub)")
+
+
 async def test_concurrent_pulls_import_once(registry: Registry, pushed: dict[str, str],
                                             test_image: SampleImage, data_dir: Path) -> None:
     """Two concurrent materializes of one image share one import (the per-digest lock):

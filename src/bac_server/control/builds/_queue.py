@@ -167,9 +167,12 @@ class TemplateBuilds:
         async def resolve(ref: str) -> TemplateImage:
             return await self._resolver.for_build(build.team_id, ref)
 
+        async def names() -> list[str]:
+            return await self._resolver.names_for_build(build.team_id)
+
         built = await self._engine.build(recipe, files=files.__getitem__,
                                          resolve_template=resolve, log=writer.add, vcpus=vcpus,
-                                         memory_mb=memory)
+                                         memory_mb=memory, template_names=names)
         if self._start_snapshots is not None:
             await self._start_snapshots.take(
                 template.template_id, built, vcpus=vcpus,

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from bac_server.backends.base import TemplateImage, TemplateNotFound
 from bac_server.store import BuildRecord, CatalogStore, SandboxPin
+from bac_server.templates import BaseNotFoundError
 
 from ..errors import TemplateNotFoundError
 from ..keys import Team
@@ -161,8 +162,29 @@ class TemplateResolver:
         return Resolved.of_build(await self.image_of(template.template_id, build), build)
 
     async def for_build(self, team_id: str, ref: str) -> TemplateImage:
-        """The image a build's ``FROM <template>`` names, as seen by the building team."""
-        return (await self.resolve(Team(team_id, team_id), ref)).image
+        """The image a build's ``FROM <template>`` names, as seen by the building team:
+        the engine's ``TemplateNotFound`` when it has no template of that name, a
+        ``BaseNotFoundError`` saying so when the template has no ready build to start
+        from."""
+        team = Team(team_id, team_id)
+        try:
+            return (await self.resolve(team, ref)).image
+        except TemplateNotFoundError as exc:
+            name, tag = split_ref(ref)
+            if builtin_name(ref) is not None or await self._catalog.find(team, name) is None:
+                raise TemplateNotFound(str(exc)) from exc
+            raise BaseNotFoundError(
+                f"template {name!r} has no ready build{f' tagged {tag!r}' if tag else ''} to "
+                f"start from (its builds failed or have not finished: bac template info "
+                f"{name})") from exc
+
+    async def names_for_build(self, team_id: str) -> list[str]:
+        """Every name a build of the team may start FROM: the built-ins', its own
+        templates' and the public ones' (what a FROM naming none is compared with)."""
+        names = [name for builtin, aliases in BUILTINS.items() for name in (builtin, *aliases)]
+        for template in await self._catalog_store.visible_templates(team_id):
+            names += [template.name, *template.aliases]
+        return list(dict.fromkeys(names))
 
     async def pin(self, sandbox_id: str, resolved: Resolved) -> None:
         template_id = resolved.template_id

@@ -4,7 +4,8 @@
   collection, and a failure's last log line.
 * ``_run``: ``BuildRun``, one build: its source, each step in order, finalize, the
   manifest written last.
-* ``_source``: where a build starts (``FROM`` a built template or an imported image).
+* ``_source``: where a build starts (``FROM`` a built template or an imported image);
+  ``_missing_base``: a FROM that names nothing, said so with the names it may mean.
 * ``_state``: the state steps run in (ENV, USER, WORKDIR) and each layer's cache key;
   ``_env`` expands ``$NAME`` references in ENV values.
 * ``_runner``: ``StepRunner``: a layer found in the cache or made by a command in a
@@ -16,7 +17,8 @@
 """
 
 from ._engine import BuildEngine, FilesLookup
+from ._missing_base import TemplateNames
 from ._runner import LogCallback
 from ._source import ResolveTemplate
 
-__all__ = ["BuildEngine", "FilesLookup", "LogCallback", "ResolveTemplate"]
+__all__ = ["BuildEngine", "FilesLookup", "LogCallback", "ResolveTemplate", "TemplateNames"]

@@ -30,6 +30,7 @@ from .._steps import BuildRecipe, LogLevel
 from .._store import TemplateStore
 from ..gc import build_guard
 from ..layers import BuiltTemplate, LayerStore
+from ._missing_base import TemplateNames
 from ._run import BuildRun, FilesLookup
 from ._runner import LogCallback, StepRunner
 from ._source import ResolveTemplate
@@ -64,9 +65,11 @@ class BuildEngine:
 
     async def build(self, recipe: BuildRecipe, *, files: FilesLookup,
                     resolve_template: ResolveTemplate, log: LogCallback,
-                    vcpus: int = 2, memory_mb: int = 2048) -> BuiltTemplate:
+                    vcpus: int = 2, memory_mb: int = 2048,
+                    template_names: TemplateNames | None = None) -> BuiltTemplate:
         """Build ``recipe``; its manifest is on disk when this returns. Every failure is
-        also the last entry of ``log``."""
+        also the last entry of ``log``. ``template_names``: the templates the build could
+        start from, suggested when its FROM names nothing."""
         runner = StepRunner(self.builder, self.layers, log, vcpus, memory_mb, self.host_ca)
         build = BuildRun(self.store, self.layers, recipe, files, runner,
                          max_depth=self.max_depth, keep=self.keep)
@@ -76,7 +79,7 @@ class BuildEngine:
             # nothing until its manifest is written, so no collection may run meanwhile.
             async with build_guard(self.store.data_dir):
                 await asyncio.to_thread(self._setup)
-                return await build.run(resolve_template)
+                return await build.run(resolve_template, template_names)
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise

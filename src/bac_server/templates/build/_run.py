@@ -38,6 +38,7 @@ from ..layers import (
 )
 from ._copy import CONTEXT_MOUNT, copy_argv, destination, match, unpack
 from ._finalize import ensure_user_argv, finalize_argv, needs_account
+from ._missing_base import TemplateNames
 from ._runner import StepRunner
 from ._source import ResolveTemplate, resolve_source
 from ._squash import squash
@@ -69,11 +70,13 @@ class BuildRun:
     def lowers(self) -> tuple[Path, ...]:
         return (*reversed(self.chain), self.rootfs)
 
-    async def run(self, resolve_template: ResolveTemplate) -> BuiltTemplate:
+    async def run(self, resolve_template: ResolveTemplate,
+                  template_names: TemplateNames | None = None) -> BuiltTemplate:
         started = time.monotonic()
         self.runner.say("base", f"FROM {self.recipe.source.ref}")
         source = await resolve_source(self.recipe.source, self.store, resolve_template,
-                                      lambda line: self.runner.say("base", line))
+                                      lambda line: self.runner.say("base", line),
+                                      template_names)
         self.runner.say("base", f"using {source.description}")
         self.key, self.rootfs, self.state = source.key, source.rootfs, source.state
         self.chain = list(source.layers)

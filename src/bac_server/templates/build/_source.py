@@ -8,6 +8,9 @@ every layer of the build chains from.
 * a ``FromImage`` is imported (Debian suite, OCI layout or archive, registry) into one
   whole rootfs; steps start as the image's USER (root when unset), in its WORKDIR, with
   its ENV, as in Docker.
+
+A FROM that names nothing fails as ``BaseNotFoundError`` with the template names it may
+have meant (``_missing_base``).
 """
 
 from __future__ import annotations
@@ -17,15 +20,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bac_server.backends.base import TemplateImage
+from bac_server.backends.base import TemplateImage, TemplateNotFound
 
 from .._steps import FromImage, FromTemplate
 from .._store import TemplateStore
 from ..builtin import BASE_ALIASES, ProgressCallback
-from ..images import materialize_image
+from ..images import ImageError, ImportedImage, materialize_image
 from ..layers import digest
+from ._missing_base import TemplateNames, no_image, no_template
 from ._state import BuildState
 
+# The template a FROM names; TemplateNotFound when the building team has none by that name.
 ResolveTemplate = Callable[[str], Awaitable[TemplateImage]]
 _E2B_BASE = re.compile(r"(?:(?:docker\.io|index\.docker\.io)/)?e2bdev/base(?::[\w.-]+)?")
 
@@ -56,16 +61,20 @@ def _from_template(image: TemplateImage, description: str) -> Source:
 
 
 async def resolve_source(source: FromTemplate | FromImage, store: TemplateStore,
-                         resolve_template: ResolveTemplate,
-                         progress: ProgressCallback) -> Source:
+                         resolve_template: ResolveTemplate, progress: ProgressCallback,
+                         names: TemplateNames | None = None) -> Source:
+    """Where the build starts; ``names``: the templates it could start from, suggested
+    when the FROM names none of them."""
     if is_base(source):
         image = await store.ensure_base(progress)
         return _from_template(image, "template base")
     if isinstance(source, FromTemplate):
-        return _from_template(await resolve_template(source.ref), f"template {source.ref}")
-    imported = await materialize_image(source, data_dir=store.data_dir,
-                                       id_range=store.id_range, progress=progress,
-                                       registries=store.registries)
+        try:
+            image = await resolve_template(source.ref)
+        except TemplateNotFound as exc:
+            raise await no_template(source.ref, names) from exc
+        return _from_template(image, f"template {source.ref}")
+    imported = await _import(source, store, progress, names)
     config = imported.config
     user = config.user or "root"
     state = BuildState(env=config.env, user=user, workdir=config.workdir,
@@ -73,3 +82,16 @@ async def resolve_source(source: FromTemplate | FromImage, store: TemplateStore,
     return Source(key=digest("image", imported.digest, store.id_range.base),
                   rootfs=imported.rootfs, layers=(), state=state, from_image=True,
                   description=f"image {source.ref} ({imported.digest})")
+
+
+async def _import(source: FromImage, store: TemplateStore, progress: ProgressCallback,
+                  names: TemplateNames | None) -> ImportedImage:
+    try:
+        return await materialize_image(source, data_dir=store.data_dir,
+                                       id_range=store.id_range, progress=progress,
+                                       registries=store.registries)
+    except ImageError as exc:
+        missing = await no_image(source.ref, exc, names, anonymous=source.username is None)
+        if missing is None:
+            raise
+        raise missing from exc

@@ -17,7 +17,9 @@ device nodes become empty files, file capabilities are dropped), and shifted to 
 sandbox ids the unpacking recorded; Debian suites are built by mmdebstrap. Each
 result is cached by digest (``_cache``); a registry is asked only for the manifest
 digest (one small request) before a cached image is reused. Failures raise
-:class:`ImageError` and leave nothing behind, also on cancellation.
+:class:`ImageError` and leave nothing behind, also on cancellation; a registry out of
+reach is named (``ImageError.registry``), and for a Docker Hub name so is the way around
+it, ``BAC_REGISTRY_MIRROR``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from ._oci import (
 )
 from ._refs import (
     DebianSuite,
+    ImageRef,
     RegistryImage,
     parse_image_ref,
     resolve_local_path,
@@ -85,9 +88,33 @@ async def _materialize(source: FromImage, data_dir: Path, id_range: IdRange,
                        progress: Progress, registries: RegistryAccess) -> ImportedImage:
     mirror = os.environ.get("BAC_REGISTRY_MIRROR") or None
     ref = parse_image_ref(source.ref, mirror)
+    try:
+        return await _imported(ref, source, data_dir, id_range, progress,
+                               registries.with_host(mirror))
+    except ImageError as exc:
+        if exc.kind is not ImageErrorKind.UNREACHABLE or not isinstance(ref, RegistryImage):
+            raise
+        raise ImageError(f"{exc}{_mirror_hint(ref, source.ref, mirror)}", exc.kind,
+                         ref.host) from exc
+
+
+def _mirror_hint(ref: RegistryImage, written: str, mirror: str | None) -> str:
+    """What to do about an unreachable registry, for a Docker Hub name."""
+    unmirrored = parse_image_ref(written)
+    hub = isinstance(unmirrored, RegistryImage) and unmirrored.host == "docker.io"
+    if hub and mirror is not None and ref.host == mirror:
+        return " (it is the mirror BAC_REGISTRY_MIRROR names for Docker Hub)"
+    if ref.host == "docker.io":
+        return (" (a server that cannot reach Docker Hub can pull its names through a mirror:"
+                " set BAC_REGISTRY_MIRROR=host:port, see docs/templates.md)")
+    return ""
+
+
+async def _imported(ref: ImageRef, source: FromImage, data_dir: Path, id_range: IdRange,
+                    progress: Progress, registries: RegistryAccess) -> ImportedImage:
     if isinstance(ref, RegistryImage):
         # Before anything reaches the registry, the cache's record of its tags included.
-        await registries.with_host(mirror).check(ref, source.ref)
+        await registries.check(ref, source.ref)
     root = await off_loop(lambda: images_root(data_dir))
     if isinstance(ref, DebianSuite):
         return await _debian(ref, root, id_range, progress)
@@ -124,9 +151,6 @@ async def _resolve(ref: RegistryImage, source: FromImage, root: Path, scratch: P
         if exc.kind is ImageErrorKind.UNREACHABLE and known is not None:
             progress(f"{exc}; using the image this reference was last resolved to, {known}")
             return src, known
-        if exc.kind is ImageErrorKind.UNREACHABLE and ref.host == "docker.io":
-            raise ImageError(f"{exc} (set BAC_REGISTRY_MIRROR=host:port to pull Docker Hub "
-                             "names from a mirror)", exc.kind) from exc
         raise
     if anonymous:
         await off_loop(lambda: remember(root, digest, str(ref),

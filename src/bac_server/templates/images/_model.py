@@ -32,11 +32,14 @@ class ImageErrorKind(enum.Enum):
 
 
 class ImageError(TemplateError):
-    """A base image could not be imported; nothing of it is left behind."""
+    """A base image could not be imported; nothing of it is left behind. ``registry``:
+    the registry it came from (``host[:port]``), for one that could not be reached."""
 
-    def __init__(self, message: str, kind: ImageErrorKind = ImageErrorKind.FAILED) -> None:
+    def __init__(self, message: str, kind: ImageErrorKind = ImageErrorKind.FAILED,
+                 registry: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.registry = registry
 
 
 @dataclass(frozen=True)
