@@ -103,7 +103,9 @@ def money(value: float | None) -> str:
     return f"{value:.4f}" if value < 1 else f"{value:.2f}"
 
 
-def when(value: datetime | None) -> str:
-    if value is None:
+def when(value: datetime | float | None) -> str:
+    """A moment (a datetime, or unix seconds), in UTC."""
+    if value is None or value == 0:
         return NONE
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    moment = value if isinstance(value, datetime) else datetime.fromtimestamp(value, UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")

@@ -3,7 +3,8 @@
 ``GET /ui/sandboxes/{id}?tab=`` ``trace`` (its trace as a timeline: lifecycle, each
 command with its duration and exit code, each transfer with its size, errors and
 pauses), ``processes`` (list, kill one), ``terminal`` (:mod:`._terminal`), ``files``
-(list, download, upload), ``metrics`` (CPU and memory over its life, drawn in the
+(list, download, upload), ``network`` (egress policy, edited in place, counters and
+destination log: :mod:`._network`), ``metrics`` (CPU and memory over its life, drawn in the
 browser from ``metrics.json``), ``cost`` and ``checkpoints``. An ended sandbox keeps its
 trace, metrics and cost; what needs it running says so. Every lookup goes through the
 viewer's scope: another team's sandbox is a 404 on every tab and action.
@@ -31,9 +32,11 @@ from bac_server.store import EventRecord, SandboxRecord
 from ._context import human_bytes, render, settings
 from ._envd import Envd, EnvdError
 from ._guard import TERMINAL_CSP, acting, viewer
+from ._network import network_tab
 from ._scope import Viewer
 
-TABS = ("trace", "processes", "terminal", "files", "metrics", "cost", "checkpoints")
+TABS = ("trace", "processes", "terminal", "files", "network", "metrics", "cost",
+        "checkpoints")
 _TRACE_LIMIT = 1000
 _MAX_PATH = 4096
 
@@ -127,6 +130,11 @@ async def _tab(view: Viewer, sid: str, tab: str, team: Team, record: SandboxReco
         caps = [] if plane.caps is None else plane.caps.covering(team, sid, record.metadata)
         return {"cost": line, "caps": caps, "currency": plane.prices.currency,
                 "prices": plane.prices}
+    if tab == "network":
+        live = plane.registry.get(sid)
+        if live is None:
+            return {"policy": None, "usage": None, "unavailable": "the sandbox has ended"}
+        return await network_tab(view, live, team)
     if tab == "checkpoints":
         try:
             return {"checkpoints": await plane.checkpoints.timeline(team, sid)}

@@ -148,3 +148,30 @@ def test_checkpoints_are_taken_restored_and_forked_from_the_page(
     finally:
         fork.kill()
     assert page.csp_errors == []  # type: ignore[attr-defined]
+
+
+def test_the_egress_policy_is_edited_and_its_log_shown(
+        server: ServerProcess, page: Page, sbx: Sandbox,
+        shot: Callable[[Page, str], Path]) -> None:
+    """Deny everything but one address from the network tab: a connection elsewhere is
+    refused inside, and the tab's log shows it refused; a bad entry is a 400 naming it."""
+    sign_in(page, server.url, server.keys[0])
+    page.goto(f"{server.url}/ui/sandboxes/{sbx.sandbox_id}?tab=network")
+    page.fill("#egress-allow", "192.0.2.1")
+    page.fill("#egress-deny", "0.0.0.0/0")
+    page.click("#egress-save")
+    expect(page.locator("#network-flash")).to_have_text("egress policy replaced")
+    expect(page.locator("#egress-allow")).to_have_value("192.0.2.1/32")  # normalised
+    refused = sbx.commands.run(
+        "python3 -c \"import socket; s = socket.socket(); s.settimeout(3); "
+        "print(s.connect_ex(('198.51.100.7', 443)))\"")
+    assert refused.stdout.strip() != "0"
+    page.goto(f"{server.url}/ui/sandboxes/{sbx.sandbox_id}?tab=network")
+    row = page.locator("#destinations tr.refused", has_text="198.51.100.7:443")
+    shows_after_reloads(page, row)
+    expect(row).to_contain_text("tcp")
+    shot(page, "sandbox-network")
+    page.fill("#egress-allow", "not a destination!")
+    page.click("#egress-save")
+    expect(page.locator("#flash")).to_contain_text("not a destination!")
+    assert page.csp_errors == []  # type: ignore[attr-defined]
