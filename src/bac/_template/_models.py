@@ -101,23 +101,32 @@ class BuildInfo:
                 "steps": self.steps, "cachedSteps": self.cached_steps}
 
 
+def _reason(data: dict[str, Any]) -> str | None:
+    """The message of a ``BuildStatusReason`` (why a build failed), if there is one."""
+    reason = data.get("reason")
+    message = reason.get("message") if isinstance(reason, dict) else None
+    return None if message is None else str(message)
+
+
 @dataclass(frozen=True)
 class TemplateBuild:
     build_id: str
     status: BuildStatus
     created_at: datetime | None
     finished_at: datetime | None
+    reason: str | None = None  # why it failed
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> TemplateBuild:
         return cls(str(data["buildID"]), _status(data["status"]),
                    _time_or_none(data.get("createdAt"), "createdAt"),
-                   _time_or_none(data.get("finishedAt"), "finishedAt"))
+                   _time_or_none(data.get("finishedAt"), "finishedAt"), _reason(data))
 
 
 @dataclass(frozen=True)
 class TemplateInfo:
-    """A template of this team (or a public one), with its latest build's resources."""
+    """A template of this team (or a public one), with its latest build's resources;
+    ``reason``: why its newest build failed (``build_status`` error), from a Bac server."""
 
     template_id: str
     build_id: str | None
@@ -131,6 +140,7 @@ class TemplateInfo:
     created_at: datetime | None
     updated_at: datetime | None
     builds: list[TemplateBuild] = field(default_factory=list)
+    reason: str | None = None
 
     @property
     def name(self) -> str:
@@ -148,6 +158,7 @@ class TemplateInfo:
                 data.get("buildCount"), _time_or_none(data.get("createdAt"), "createdAt"),
                 _time_or_none(data.get("updatedAt"), "updatedAt"),
                 [TemplateBuild.from_api(b) for b in data.get("builds") or []],
+                _reason(data),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ServerError(f"server sent an incomplete template: {exc}") from exc
@@ -162,9 +173,10 @@ class TemplateInfo:
             "diskSizeMB": self.disk_size_mb,
             "buildStatus": self.build_status.value if self.build_status else None,
             "buildCount": self.build_count, "createdAt": when(self.created_at),
-            "updatedAt": when(self.updated_at),
+            "updatedAt": when(self.updated_at), "reason": self.reason,
             "builds": [{"buildId": b.build_id, "status": b.status.value,
-                        "createdAt": when(b.created_at), "finishedAt": when(b.finished_at)}
+                        "createdAt": when(b.created_at), "finishedAt": when(b.finished_at),
+                        "reason": b.reason}
                        for b in self.builds],
         }
 

@@ -161,7 +161,8 @@ def _when(info: TemplateInfo) -> str:
 @listing_options
 @click.pass_context
 def list_(ctx: click.Context, view: View) -> None:
-    """List this team's templates (and the public ones).
+    """List this team's templates (and the public ones); ERROR says why one's newest build
+    failed (`bac template rm` removes a template whose builds all failed).
 
     \b
     Examples:
@@ -174,12 +175,16 @@ def list_(ctx: click.Context, view: View) -> None:
             return await templates.list()
 
     found = run(body())
-    view.show(["NAME", "ID", "STATUS", "CPU", "MEM MB", "BUILDS", "UPDATED"], [
+    view.show(["NAME", "ID", "STATUS", "CPU", "MEM MB", "BUILDS", "UPDATED", "ERROR"], [
         (", ".join(i.names) or i.template_id, i.template_id,
          i.build_status.value if i.build_status else "", i.cpu_count, i.memory_mb,
-         i.build_count, _when(i)) for i in found],
+         i.build_count, _when(i), _one_line(i.reason)) for i in found],
         [info.to_json() for info in found], ids=[i.template_id for i in found],
         empty="no templates")
+
+
+def _one_line(reason: str | None) -> str:
+    return " ".join(reason.split()) if reason else ""
 
 
 @template.command()
@@ -203,8 +208,11 @@ def info(ctx: click.Context, name: str, as_json: bool) -> None:
     if as_json:
         print_json(found.to_json())
         return
-    rows = [(k, v) for k, v in found.to_json().items() if k != "builds"]
-    rows += [(f"build {b.build_id}", b.status.value) for b in found.builds]
+    rows = [(k, v) for k, v in found.to_json().items()
+            if k != "builds" and (k != "reason" or v is not None)]
+    rows += [(f"build {b.build_id}",
+              f"{b.status.value}: {_one_line(b.reason)}" if b.reason else b.status.value)
+             for b in found.builds]
     print_table(found.name, ["FIELD", "VALUE"], rows)
 
 

@@ -159,8 +159,8 @@ def test_missing_copy_source_is_named(cli_env: dict[str, str], tmp_path: Path) -
 def test_failing_run_shows_output_and_exit_code(cli_env: dict[str, str],
                                                 tmp_path: Path) -> None:
     """A failing RUN fails the build (exit 1): its output once, then one line naming the
-    step as written, its Dockerfile line and the exit code; no template is left to start
-    sandboxes from."""
+    step as written, its Dockerfile line and the exit code. Nothing is left to start
+    sandboxes from; the template is listed with status error and why until `rm`."""
     (tmp_path / "Dockerfile").write_text(
         "FROM base\nRUN echo preparing\nRUN echo about to fail >&2; exit 3\nRUN echo never\n")
     name = f"cli-fail-{uuid.uuid4().hex[:8]}"
@@ -176,6 +176,18 @@ def test_failing_run_shows_output_and_exit_code(cli_env: dict[str, str],
                    for line in err)
     created = bac_cli(cli_env, "sandbox", "create", "-t", name)
     assert created.exit_code != 0
+    listed = bac_cli(cli_env, "template", "list", "--json")
+    mine = [t for t in json.loads(listed.stdout) if name in t["names"]]
+    assert [(t["buildStatus"], t["reason"]) for t in mine] == [
+        ("error", "RUN failed with exit code 3")]
+    table = bac_cli(cli_env, "template", "list").stdout.splitlines()
+    assert table[0].split()[-1] == "ERROR"
+    assert next(line for line in table if line.startswith(name)).endswith(
+        "RUN failed with exit code 3")
+    removed = bac_cli(cli_env, "template", "rm", name)
+    assert removed.exit_code == 0 and removed.stdout == f"deleted {name}\n"
+    listed = bac_cli(cli_env, "template", "list", "--json")
+    assert not [t for t in json.loads(listed.stdout) if name in t["names"]]
 
 
 def test_list_logs_and_delete(built: Built, cli_env: dict[str, str]) -> None:

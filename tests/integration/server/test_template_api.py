@@ -204,6 +204,31 @@ def test_from_naming_nothing_fails_at_base_with_what_it_may_mean(api: httpx.Clie
         f"template {name!r} has no ready build to start from"), done["reason"]
 
 
+def test_template_whose_only_build_failed_is_listed_with_why_until_deleted(
+        api: httpx.Client) -> None:
+    """A template whose only build failed stays listed (it was registered when the build
+    was requested) with status error and the reason, in the list and on its own; delete
+    removes it."""
+    name = unique("failed")
+    template_id, build_id, done = build(api, name, [
+        {"type": "RUN", "args": ["echo nope; exit 4"]}])
+    assert done["status"] == "error"
+    listed = api.get("/templates")
+    check("GET", "/templates", listed)
+    mine = [t for t in listed.json() if t["templateID"] == template_id]
+    assert len(mine) == 1 and mine[0]["buildStatus"] == "error"
+    assert mine[0]["reason"] == {"message": "RUN failed with exit code 4", "step": "1"}
+    one = api.get(f"/templates/{template_id}")
+    check("GET", TPL, one)
+    assert one.json()["reason"] == mine[0]["reason"]
+    assert [(b["buildID"], b["reason"]["message"]) for b in one.json()["builds"]] == [
+        (build_id, "RUN failed with exit code 4")]
+    ready = [t for t in listed.json() if t["buildStatus"] == "ready"]
+    assert ready and not any("reason" in t for t in ready)
+    assert api.delete(f"/templates/{template_id}").status_code == 204
+    assert template_id not in {t["templateID"] for t in api.get("/templates").json()}
+
+
 def test_another_teams_private_template_is_not_there(api: httpx.Client,
                                                      beta: httpx.Client) -> None:
     """Another team sees a private template nowhere (404s that leak nothing) and cannot

@@ -47,7 +47,7 @@ def build_body(b: BuildRecord, *, limits: Limits, envd_version: str) -> dict[str
     if b.finished_at is not None:
         body["finishedAt"] = rfc3339(b.finished_at)
     if b.reason is not None:
-        body["reason"] = _reason(b, [])
+        body["reason"] = reason_body(b)
     return body
 
 
@@ -59,7 +59,7 @@ def _log_entry(e: BuildLogRecord) -> dict[str, Any]:
     return body
 
 
-def _reason(b: BuildRecord, entries: list[BuildLogRecord]) -> dict[str, Any]:
+def reason_body(b: BuildRecord, entries: list[BuildLogRecord] | None = None) -> dict[str, Any]:
     """``BuildStatusReason``: why the build failed, in which step, with its last lines."""
     body: dict[str, Any] = {"message": b.reason or "build failed"}
     if b.reason_step is not None:
@@ -78,7 +78,7 @@ def _status_body(b: BuildRecord, entries: list[BuildLogRecord],
         "logs": [f"{rfc3339(e.at)} {e.message}" for e in entries],
     }
     if b.status == "error":
-        body["reason"] = _reason(b, last)
+        body["reason"] = reason_body(b, last)
     return body
 
 

@@ -30,7 +30,7 @@ from bac_server.control import Limits
 from bac_server.control.templates import Builtin, TemplateSummary, builtin_name
 from bac_server.store import BuildRecord, TemplateRecord
 
-from ._builds import build_body
+from ._builds import build_body, reason_body
 
 _BUILTIN_BUILDS = uuid.UUID("6f3c1a56-5a3e-4b8e-9c0e-bac0bac0bac0")
 
@@ -65,9 +65,12 @@ def _build_requested(template: TemplateRecord, build: BuildRecord) -> dict[str, 
 
 
 def _template(summary: TemplateSummary, *, limits: Limits, envd_version: str) -> dict[str, Any]:
-    """``Template``: the build serving it is its ``default`` tag's (else newest ready)."""
+    """``Template``: the build serving it is its ``default`` tag's (else newest ready);
+    ``reason`` (Bac's): why its newest build failed, when it did."""
     t = summary.template
     shown = summary.serving or summary.latest
+    latest = summary.latest
+    failed = {"reason": reason_body(latest)} if latest is not None and latest.reason else {}
     return {
         "templateID": t.template_id,
         "buildID": shown.build_id if shown is not None else "",
@@ -85,6 +88,7 @@ def _template(summary: TemplateSummary, *, limits: Limits, envd_version: str) ->
         "buildCount": t.build_count,
         "envdVersion": envd_version,
         "buildStatus": summary.latest.status if summary.latest is not None else "waiting",
+        **failed,
     }
 
 

@@ -6,9 +6,11 @@ its log lines go to the store as they come (:mod:`._log`), and it ends
 ``ready`` (its tags move to it, see ``BuildStore.finish_build``) or ``error`` with the reason and
 the step that failed. A cancel ends it in error, reason "cancelled"; a server stop ends
 running builds with "server stopped"; builds a crash interrupted are ended with "server
-restarted" at the next start (:meth:`TemplateBuilds.recover`). A failed build leaves no
-template behind: the engine publishes a build's layers only when it succeeds, and a
-template's tags only ever point at ready builds.
+restarted" at the next start (:meth:`TemplateBuilds.recover`). A failed build leaves
+nothing to start sandboxes from: the engine writes a manifest only when it succeeds, and a
+template's tags only ever point at ready builds. Its template (registered when the build
+was requested) stays, listed with the failed build's status and reason, until it is built
+again or deleted.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ A build resolves its FROM (log step ``base``), runs each step (log step ``"1"``,
 and finalize each make a layer, found in the cache when nothing it depends on changed
 (``_state``); ENV and WORKDIR only change the state later steps run in. ``force``
 on a step (or the recipe) rebuilds from that step on. Nothing is recorded until the
-manifest is written, last: a failed or cancelled build leaves no template (the layers
+manifest is written, last: a failed or cancelled build leaves no manifest (the layers
 it finished stay in the cache, as Docker's do). When the chain of layers gets deeper
 than ``max_depth`` the oldest are squashed into one rootfs (``_squash``). The run itself
 is ``_run``. A failure is a ``TemplateBuildError`` naming the step and why: a command
