@@ -30,9 +30,11 @@ async def names() -> Sequence[str]:
     ("web-app:v2", ["web-api", "my-app"]),
     ("code-interpeter", ["code-interpreter", "code-interpreter-v1"]),
     ("zzz", []),
+    ("my-app:v2", []),
 ])
 def test_suggestions_are_the_closest_names(ref: str, expected: list[str]) -> None:
-    """Close spellings first, then names the reference contains (a tag is not compared)."""
+    """Close spellings first, then names the reference contains (a tag is not compared;
+    the name itself is no suggestion)."""
     assert suggestions(ref, NAMES) == expected
 
 

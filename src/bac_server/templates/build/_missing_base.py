@@ -37,9 +37,9 @@ def suggestions(ref: str, names: Sequence[str]) -> list[str]:
     """The names closest to ``ref``'s (a typo's fix, or a name it contains: ``base`` for
     ``nosuchbase``), closest first."""
     wanted = ref.partition(":")[0].lower()
-    known = {name.lower(): name for name in names if name}
+    known = {name.lower(): name for name in names if name and name.lower() != wanted}
     close = difflib.get_close_matches(wanted, list(known), n=_MAX_SUGGESTIONS, cutoff=0.6)
-    close += sorted((name for name in known if len(name) >= 3 and name != wanted
+    close += sorted((name for name in known if len(name) >= 3
                      and (name in wanted or wanted in name)), key=len, reverse=True)
     return [known[name] for name in dict.fromkeys(close)][:_MAX_SUGGESTIONS]
 
