@@ -4,7 +4,7 @@ as sha256 hashes."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bac_server.control.errors import InvalidRequest, Unauthenticated
@@ -27,6 +27,9 @@ class Team:
 
     team_id: str
     name: str
+    # The name of the API key the request came with (what made a sandbox, shown in
+    # Mission Control); None when no key is involved. Not part of the team's identity.
+    key_name: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class KeyService:
         if record is None or record.revoked_at is not None:
             self._cache.pop(digest, None)
             raise Unauthenticated("invalid API key")
-        team = Team(team_id=record.team_id, name=record.team_id)
+        team = Team(team_id=record.team_id, name=record.team_id, key_name=record.name)
         self._cache[digest] = (now, team)
         return team
 

@@ -82,6 +82,7 @@ class Filters:
 class Row:
     sandbox_id: str
     team: str
+    key: str | None  # the name of the API key that created it
     template: str
     state: str
     held: str | None
@@ -129,6 +130,7 @@ def _row(view: Viewer, sbx: LiveSandbox, spend: Spend, now: datetime,
     usage = view.plane.sampler.latest_usage(sbx.sandbox_id) if running else None
     return Row(
         sandbox_id=sbx.sandbox_id, team=spend.team_names.get(sbx.team_id, sbx.team_id),
+        key=sbx.key_name,
         template=sbx.alias or sbx.template_id, state=sbx.state.value, held=sbx.held,
         metadata=dict(sbx.metadata), age_s=(now - sbx.started_at).total_seconds(),
         left_s=None if sbx.end_at >= NO_END else (sbx.end_at - now).total_seconds(),

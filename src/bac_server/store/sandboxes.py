@@ -31,6 +31,9 @@ class SandboxRecord:
     ended_at: datetime | None = None
     # What happens at the timeout, auto-resume, how it is paused (see control.sandboxes.Lifecycle).
     lifecycle: dict[str, Any] | None = None
+    # The name of the API key that created it (None: made before names were kept, or by
+    # the server itself, e.g. a fork's parent's key is not known to it).
+    key_name: str | None = None
 
 
 @dataclass(frozen=True)

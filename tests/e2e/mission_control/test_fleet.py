@@ -54,6 +54,7 @@ def test_a_new_sandbox_shows_within_a_second_and_goes_when_killed(
     expect(row).to_be_visible(timeout=1000)
     expect(row.locator(".state")).to_have_text("running")
     expect(row.locator(".chip")).to_have_text(["owner=ada", "run_id=r-fleet"])
+    expect(row.locator(".key")).to_have_text("tests")  # the name of the key that made it
     expect(row.locator(".state")).to_have_text("running")
     shot(page, "fleet")
     sbx.kill()

@@ -226,6 +226,7 @@ class Creator:
             idle_cpu_pct=req.idle.cpu_pct if req.idle.cpu_pct is not None
             else self._limits.idle_cpu_pct,
             idle_action=req.idle.action or OnTimeout.PAUSE,
+            key_name=team.key_name,
         )
         self._registry.add(sbx)
         task = asyncio.create_task(self._make(sbx, image, req.egress, source, resolved))

@@ -90,6 +90,8 @@ class LiveSandbox:
     checkpoint_every_s: int | None = None
     checkpoint_keep: int | None = None
     route: Route | None = None
+    # The name of the API key that created it (None when not known).
+    key_name: str | None = None
     # Whether its envd answers (not stored: the health watch finds it again after a
     # restart within its bound, ``_health``).
     health: Health = Health.HEALTHY
@@ -132,6 +134,7 @@ class LiveSandbox:
             started_at=rec.started_at,
             end_at=rec.end_at,
             state=SandboxState(rec.state),
+            key_name=rec.key_name,
             **_lifecycle_fields(rec.lifecycle or {}),
         )
 
@@ -162,6 +165,7 @@ class LiveSandbox:
             network=self.network,
             allow_internet_access=self.allow_internet_access,
             lifecycle=self.lifecycle(),
+            key_name=self.key_name,
         )
 
 

@@ -46,6 +46,7 @@ def _sandbox_values(s: SandboxRecord, sealer: Sealer) -> dict[str, Any]:
         "network": s.network,
         "allow_internet_access": s.allow_internet_access,
         "lifecycle": s.lifecycle,
+        "key_name": s.key_name,
     }
 
 
@@ -73,6 +74,7 @@ def _sandbox_record(row: Any, sealer: Sealer) -> SandboxRecord:
         allow_internet_access=row.allow_internet_access,
         ended_at=opt_dt(row.ended_at),
         lifecycle=row.lifecycle,
+        key_name=row.key_name,
     )
 
 

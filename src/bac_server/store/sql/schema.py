@@ -55,6 +55,7 @@ sandboxes = sa.Table(
     sa.Column("network", sa.JSON, nullable=True),
     sa.Column("allow_internet_access", sa.Boolean, nullable=True),
     sa.Column("lifecycle", sa.JSON, nullable=True),
+    sa.Column("key_name", sa.String(255), nullable=True),
 )
 
 checkpoints = sa.Table(
