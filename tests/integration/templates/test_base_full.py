@@ -17,9 +17,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat"))
 
-from bac_process import TEMPLATES_DIR, ServerProcess, running  # noqa: E402
+from bac_process import TEMPLATES_DIR, ServerProcess, running
 
-import bac  # noqa: E402
+import bac
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
