@@ -34,6 +34,7 @@ from bac._costs import (
     UsageReport,
 )
 from bac._costs_sync import Costs
+from bac._desktop import AsyncDesktop, Desktop, DesktopStream
 from bac._envd import (
     AsyncCommandHandle,
     AsyncCommands,
@@ -134,6 +135,7 @@ __all__ = [
     "AsyncCommandHandle",
     "AsyncCommands",
     "AsyncCosts",
+    "AsyncDesktop",
     "AsyncEvents",
     "AsyncFileStream",
     "AsyncFilesystem",
@@ -164,6 +166,8 @@ __all__ = [
     "Context",
     "CostCap",
     "Costs",
+    "Desktop",
+    "DesktopStream",
     "DockerfileError",
     "DockerfileWarning",
     "EntryInfo",

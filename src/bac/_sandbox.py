@@ -30,6 +30,7 @@ from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts, seconds
 from bac._costs import CapAction, SandboxUsage
+from bac._desktop import AsyncDesktop
 from bac._dual import dual_method
 from bac._envd import (
     AsyncCommands,
@@ -76,6 +77,7 @@ class AsyncSandbox:
         self._commands = AsyncCommands(self._envd)
         self._pty = AsyncPty(self._envd, self._commands)
         self._files = AsyncFilesystem(self._envd)
+        self._desktop = AsyncDesktop(api, self._sandbox_id, self._commands, self._files)
         self._code = CodeClient(self._config, self._sandbox_id, self._access_token,
                                 self.traffic_access_token, self._envd.is_healthy)
 
@@ -98,6 +100,11 @@ class AsyncSandbox:
     @property
     def files(self) -> AsyncFilesystem:
         return self._files
+
+    @property
+    def desktop(self) -> AsyncDesktop:
+        """The screen of a ``desktop`` sandbox: screenshots and the live viewer's URL."""
+        return self._desktop
 
     @property
     def connection_config(self) -> ConnectionConfig:

@@ -16,6 +16,7 @@ from bac._code import DEFAULT_RUN_TIMEOUT, Callback
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts
 from bac._costs import CapAction, SandboxUsage
+from bac._desktop import Desktop
 from bac._dual import dual_method
 from bac._envd import Commands, Filesystem, Pty
 from bac._lifecycle import Lifecycle
@@ -87,6 +88,7 @@ class Sandbox:
         self._commands = Commands(inner.commands)
         self._pty = Pty(inner.pty)
         self._files = Filesystem(inner.files)
+        self._desktop = Desktop(inner.desktop)
 
     @property
     def sandbox_id(self) -> str:
@@ -107,6 +109,11 @@ class Sandbox:
     @property
     def files(self) -> Filesystem:
         return self._files
+
+    @property
+    def desktop(self) -> Desktop:
+        """The screen of a ``desktop`` sandbox: screenshots and the live viewer's URL."""
+        return self._desktop
 
     @property
     def connection_config(self) -> ConnectionConfig:

@@ -11,6 +11,7 @@ import click
 from bac._version import __version__
 from bac.cli._admin import admin, keys, serve
 from bac.cli._costs import caps, usage
+from bac.cli._desktop import desktop
 from bac.cli._events import events, webhooks
 from bac.cli._exec import exec_
 from bac.cli._files import files
@@ -64,6 +65,7 @@ for _command in STATE_COMMANDS:
     sandbox.add_command(_command)
 cli.add_command(sandbox)
 cli.add_command(exec_, name="exec")
+cli.add_command(desktop)
 cli.add_command(shell)
 cli.add_command(files)
 cli.add_command(run_code)
