@@ -2,10 +2,17 @@
 
 Every sandbox's host-side veth is named ``<prefix><n>``. The table is static: its chains
 and sets are the same whatever sandboxes run, and a sandbox's policy is elements of
-host-wide sets keyed by the name of its veth (``SANDBOX_SETS``), plus a few objects of its
-own for bounded reads (byte counters, two destination logs and the chains filling them,
-reached through maps keyed by the veth). Those are added and removed one sandbox at a time
-over raw netlink (``backends/namespaces/network/nft``), never by this module.
+host-wide sets (``SANDBOX_SETS``), keyed by the name of its veth (``egress``, ``open``) or
+by its address (the rest: a connection is looked up by ``ip saddr . ip daddr``, raw
+``@nh,96,64`` where an address range is matched, which the reverse-path check below makes
+as unforgeable as the interface). Each set's kind keeps its changes cheap whatever the
+table holds (``KeyShape``): hash sets for exact keys, single-field interval sets (a
+red-black tree) for address ranges, and a concatenated interval set (pipapo, whose
+deletions cost as much as the whole set) only for address-and-port boxes too large to
+list as points. A sandbox also has a few objects of its own for bounded reads (byte
+counters, two destination logs and the chains filling them, reached through maps keyed
+by its veth). Those are added and removed one sandbox at a time over raw netlink
+(``backends/namespaces/network/nft``), never by this module.
 
 The static part below is applied in one transaction and is idempotent: objects are added
 if missing and the fixed chains are flushed and refilled, while the sets' elements and the
@@ -62,24 +69,22 @@ EGRESS_PROXY_PORT = 15001
 INFRA_DENY = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
               "172.16.0.0/12", "192.0.0.0/24", "192.168.0.0/16", "224.0.0.0/3")
 
-# Pairs of sets for the port ranges of a policy's domain rules (``MAX_DOMAIN_PORT_RANGES``
-# of backends/egress, checked there): addresses pinned for a name, and the ports they are
-# allowed on.
-PORT_SLOTS = 16
+# A box of addresses x ports with at most this many points (per protocol) is listed point
+# by point in a hash set; larger ones go to a pipapo set.
+POINTS_PER_BOX = 64
 
 
 class KeyShape(enum.Enum):
-    """What a sandbox's element in a host-wide set is made of; the veth's name first."""
+    """How a sandbox's elements are keyed in a host-wide set, and so its backend."""
 
-    IFNAME = "type ifname;"
-    NET = "type ifname . ipv4_addr; flags interval;"
-    NET_PORT = "type ifname . ipv4_addr . inet_proto . inet_service; flags interval;"
-    PIN = "type ifname . ipv4_addr; flags timeout;"
-    PORT = "type ifname . inet_proto . inet_service; flags interval;"
-
-    @property
-    def interval(self) -> bool:
-        return "interval" in self.value
+    IFNAME = "type ifname;"  # hash
+    NET = "typeof @nh,96,64; flags interval;"  # source . destination range: rbtree
+    PAIR = "typeof @nh,96,64; flags timeout;"  # source . destination: hash
+    POINT = "type ipv4_addr . ipv4_addr . inet_proto . inet_service;"  # hash
+    POINT_PIN = "type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags timeout;"
+    BOX = "type ipv4_addr . ipv4_addr . inet_proto . inet_service; flags interval;"  # pipapo
+    BOX_PIN = ("type ipv4_addr . ipv4_addr . inet_proto . inet_service; "
+               "flags interval,timeout;")
 
 
 @dataclass(frozen=True)
@@ -91,16 +96,19 @@ class SandboxSet:
 EGRESS = SandboxSet("egress", KeyShape.IFNAME)  # the veth's policy is installed
 OPEN = SandboxSet("open", KeyShape.IFNAME)  # what no rule decides is allowed
 EXEMPT = SandboxSet("infra_exempt", KeyShape.NET)  # infrastructure its server exempts
-ALLOW_NET = SandboxSet("allow_net", KeyShape.NET)
+ALLOW_NET = SandboxSet("allow_net", KeyShape.NET)  # CIDR rules without ports
 DENY_NET = SandboxSet("deny_net", KeyShape.NET)
-ALLOW_PORT = SandboxSet("allow_port", KeyShape.NET_PORT)  # tcp and udp, and dnsServers
-DENY_PORT = SandboxSet("deny_port", KeyShape.NET_PORT)
-PIN_ANY = SandboxSet("pin_any", KeyShape.PIN)  # pinned for domain rules without ports
-PINS = tuple(SandboxSet(f"pin_{i}", KeyShape.PIN) for i in range(PORT_SLOTS))
-PORTS = tuple(SandboxSet(f"ports_{i}", KeyShape.PORT) for i in range(PORT_SLOTS))
-SANDBOX_SETS = (EGRESS, OPEN, EXEMPT, ALLOW_NET, DENY_NET, ALLOW_PORT, DENY_PORT, PIN_ANY,
-                *PINS, *PORTS)
-SHAPE_MARK = PIN_ANY.name
+ALLOW_POINT = SandboxSet("allow_point", KeyShape.POINT)  # CIDR:port rules, dnsServers
+DENY_POINT = SandboxSet("deny_point", KeyShape.POINT)
+ALLOW_BOX = SandboxSet("allow_box", KeyShape.BOX)  # ... too large to list point by point
+DENY_BOX = SandboxSet("deny_box", KeyShape.BOX)
+# Addresses the resolver answered for a name a domain rule allows, until their TTL ends:
+PIN_ANY = SandboxSet("pin_any", KeyShape.PAIR)  # rules without ports: any protocol, port
+PIN_POINT = SandboxSet("pin_point", KeyShape.POINT_PIN)  # TCP and UDP, each of its ports
+PIN_BOX = SandboxSet("pin_box", KeyShape.BOX_PIN)  # ... port ranges larger than that
+SANDBOX_SETS = (EGRESS, OPEN, EXEMPT, ALLOW_NET, DENY_NET, ALLOW_POINT, DENY_POINT,
+                ALLOW_BOX, DENY_BOX, PIN_ANY, PIN_POINT, PIN_BOX)
+SHAPE_MARK = PIN_POINT.name
 
 # Maps from a veth's name to its own objects.
 LOG_OK_MAP = "log_ok"  # : jump <its chain updating its log of accepted destinations>
@@ -165,13 +173,16 @@ add rule {t} from_sandbox ct state established,related accept
 add rule {t} from_sandbox ct state new iifname @egress jump decide
 add rule {t} from_sandbox ct state new meta l4proto {{ tcp, udp }} iifname vmap @log_no
 add rule {t} from_sandbox reject with icmpx type admin-prohibited
-add rule {t} decide ip daddr @infra_deny iifname . ip daddr != @infra_exempt return
-add rule {t} decide iifname . ip daddr @pin_any accept
-{pins}\
-add rule {t} decide iifname . ip daddr @allow_net accept
-add rule {t} decide iifname . ip daddr . meta l4proto . th dport @allow_port accept
-add rule {t} decide iifname . ip daddr @deny_net return
-add rule {t} decide iifname . ip daddr . meta l4proto . th dport @deny_port return
+add rule {t} decide ip daddr @infra_deny @nh,96,64 != @infra_exempt return
+add rule {t} decide @nh,96,64 @pin_any accept
+add rule {t} decide {point} @pin_point accept
+add rule {t} decide {point} @pin_box accept
+add rule {t} decide @nh,96,64 @allow_net accept
+add rule {t} decide {point} @allow_point accept
+add rule {t} decide {point} @allow_box accept
+add rule {t} decide @nh,96,64 @deny_net return
+add rule {t} decide {point} @deny_point return
+add rule {t} decide {point} @deny_box return
 add rule {t} decide iifname @open accept
 add rule {t} forward_log iifname "{p}*" ct state new meta l4proto {{ tcp, udp }} \
 iifname vmap @log_ok
@@ -179,19 +190,24 @@ add rule {t} to_sandbox counter name oifname map @rx_bytes
 add rule {t} to_sandbox ct state established,related accept
 add rule {t} to_sandbox drop
 add rule {t} postrouting iifname "{p}*" oifname != "{p}*" masquerade
-add rule {t} prerouting_nat iifname "{p}*" meta l4proto tcp jump relay
-add rule {t} relay iifname . ip daddr @allow_net return
-add rule {t} relay meta l4proto tcp iifname . ip daddr @pin_any redirect to :{proxy}
-{relays}\
+add rule {t} prerouting_nat iifname "{p}*" meta nfproto ipv4 meta l4proto tcp jump relay
+add rule {t} relay @nh,96,64 @allow_net return
+add rule {t} relay meta l4proto tcp @nh,96,64 @pin_any redirect to :{proxy}
+add rule {t} relay meta l4proto tcp {point} @pin_point redirect to :{proxy}
+add rule {t} relay meta l4proto tcp {point} @pin_box redirect to :{proxy}
 """
 
 # Only when the host forwarded nothing before Bac turned forwarding on: it still forwards
 # nothing that neither comes from nor goes to a sandbox.
 _GUARD = 'add rule {t} forward iifname != "{p}*" oifname != "{p}*" drop\n'
-# An address pinned for a name is allowed on the ports of the rules naming it; with TCP it
-# goes through the relay, which checks the host name it opens with (TLS SNI / HTTP Host),
-# unless a CIDR rule allows the address on every port anyway.
-_PIN = "iifname . ip daddr @{pin} iifname . meta l4proto . th dport @{ports}"
+# A connection as the point and box sets key it. ``@nh,96,64`` is the IPv4 header's source
+# and destination addresses, one 64-bit key: matched against address ranges of one source
+# by a single-field interval set (a red-black tree, cheap to change), where
+# ``ip saddr . ip daddr`` would need a concatenated one (pipapo, whose deletions cost as
+# much as the whole set). An address pinned for a name is allowed on the ports of the rules
+# naming it; with TCP it goes through the relay, which checks the host name it opens with
+# (TLS SNI / HTTP Host), unless a CIDR rule allows the address on every port anyway.
+_POINT = "ip saddr . ip daddr . meta l4proto . th dport"
 
 
 def _check_prefix(veth_prefix: str) -> None:
@@ -207,16 +223,10 @@ def render_ruleset(veth_prefix: str, guard_forwarding: bool = False,
     guard = _GUARD.format(t=t, p=veth_prefix) if guard_forwarding else ""
     sandbox_sets = "".join(f"add set {t} {s.name} {{ {s.shape.value} }}\n"
                            for s in SANDBOX_SETS)
-    pins = [_PIN.format(pin=pin.name, ports=ports.name) for pin, ports in zip(PINS, PORTS,
-                                                                               strict=True)]
     return (_OBJECTS.format(t=t, infra=", ".join(INFRA_DENY), held=HELD_SET,
                             sandbox_sets=sandbox_sets)
             + _RULES.format(t=t, p=veth_prefix, guard=guard, proxy=EGRESS_PROXY_PORT,
-                            held=HELD_SET,
-                            pins="".join(f"add rule {t} decide {pin} accept\n"
-                                         for pin in pins),
-                            relays="".join(f"add rule {t} relay meta l4proto tcp {pin} redirect to "
-                                           f":{EGRESS_PROXY_PORT}\n" for pin in pins)))
+                            held=HELD_SET, point=_POINT))
 
 
 def _exists(what: str) -> bool:

@@ -50,14 +50,14 @@ def _rules(table: str, chain: str) -> list[str]:
 def test_an_older_table_gains_the_hold_and_keeps_its_sandboxes(table: str) -> None:
     """Preparing the host over a table made before the hold adds the set and its drop
     rules (first, at raw priority, both ways) and leaves a sandbox's log chain, elements
-    and DNS listener as they were; held addresses survive the next refresh."""
+    (192.0.2.3 may reach 198.51.100.0/24) and DNS listener as they were; held addresses survive the next refresh."""
     nft(_older_script(table))
     t = f"inet {table}"
     nft(f"add chain {t} ok_{_PREFIX}0\n"
         f"add rule {t} ok_{_PREFIX}0 counter\n"
         f'add element {t} log_ok {{ "{_PREFIX}0" : jump ok_{_PREFIX}0 }}\n'
         f'add element {t} egress {{ "{_PREFIX}0" }}\n'
-        f'add element {t} allow_net {{ "{_PREFIX}0" . 198.51.100.0/24 }}\n'
+        f"add element {t} allow_net {{ 0xc0000203c6336400-0xc0000203c63364ff }}\n"
         f'add element {t} dns_listeners {{ 192.0.2.10 . "{_PREFIX}0" }}\n')
     before = json.dumps(nft_json(f"list chain {t} ok_{_PREFIX}0"))
 
@@ -71,7 +71,7 @@ def test_an_older_table_gains_the_hold_and_keeps_its_sandboxes(table: str) -> No
     assert json.dumps(nft_json(f"list chain {t} ok_{_PREFIX}0")) == before
     assert f'"{_PREFIX}0" : jump ok_{_PREFIX}0' in nft(f"list map {t} log_ok")
     assert f'"{_PREFIX}0"' in nft(f"list set {t} egress")
-    assert f'"{_PREFIX}0" . 198.51.100.0/24' in nft(f"list set {t} allow_net")
+    assert "0xc0000203c6336400-0xc0000203c63364ff" in nft(f"list set {t} allow_net")
     assert "192.0.2.10" in nft(f"list set {t} dns_listeners")
 
     nft(f"add element {t} held {{ 192.0.2.11 }}")

@@ -106,15 +106,23 @@ class Egress:
         await asyncio.to_thread(
             nft, f"add element {TABLE_FAMILY} {TABLE_NAME} infra_deny {{ {', '.join(deny)} }}")
         self._installed = await asyncio.to_thread(read_installed, self._socket, TABLE_NAME,
-                                                  self._pool.veth_prefix)
+                                                  self._veth_of)
 
-    def _rules(self, veth: str, host_address: str) -> SandboxRules:
+    def _veth_of(self, sandbox_address: bytes) -> str | None:
+        """The veth of a sandbox address of this pool (None for any other address)."""
+        offset = int.from_bytes(sandbox_address, "big") - int(self._pool.network.network_address)
+        if not 0 <= offset < self._pool.network.num_addresses or offset % 2 != 1:
+            return None
+        return self._pool.describe(offset // 2).veth
+
+    def _rules(self, veth: str, host_address: str, sandbox_address: str) -> SandboxRules:
         """The veth's rules, made on first use from what the table held at start (the
         veth's contents, taken over once)."""
         rules = self._rules_of.get(veth)
         if rules is None:
-            rules = SandboxRules(self._socket, TABLE_NAME, SandboxNames(veth, host_address),
-                                 self._exempt, self._installed.take(veth))
+            names = SandboxNames(veth, host_address, sandbox_address)
+            rules = SandboxRules(self._socket, TABLE_NAME, names, self._exempt,
+                                 self._installed.take(veth))
             self._rules_of[veth] = rules
         return rules
 
@@ -127,7 +135,7 @@ class Egress:
 
     async def attach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str, policy: EgressPolicy) -> None:
-        rules = self._rules(veth, host_address)
+        rules = self._rules(veth, host_address, sandbox_address)
         entry = SandboxEgress(rules, slot_dir / STATE_FILE, policy)
         await self._listeners.listen(host_address)
         await self._proxy.listen(host_address)
@@ -165,7 +173,7 @@ class Egress:
 
     async def detach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str) -> None:
-        rules = self._rules(veth, host_address)
+        rules = self._rules(veth, host_address, sandbox_address)
         self._by_veth.pop(veth, None)
         self._checks.by_address.pop(sandbox_address, None)
         self._listeners.close(host_address)
@@ -202,7 +210,8 @@ class Egress:
             lease = self._pool.describe(index)
             _log.info("removing orphaned egress rules of %s", veth)
             try:
-                await self._remove(self._rules(veth, lease.host_address))
+                await self._remove(self._rules(veth, lease.host_address,
+                                               lease.sandbox_address))
             except (NetlinkError, OSError):
                 _log.exception("could not remove the egress rules of %s", veth)
 

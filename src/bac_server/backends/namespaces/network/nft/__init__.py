@@ -9,7 +9,7 @@
 """
 
 from ._elements import Element
-from ._installed import Contents, Installed, read_installed
+from ._installed import Contents, Installed, VethOf, read_installed
 from ._messages import counter_bytes, decoded_elements, get_counter, list_elements
 from ._sandbox import (
     LOG_SIZE,
@@ -17,9 +17,8 @@ from ._sandbox import (
     PinError,
     SandboxNames,
     SandboxRules,
-    pin_sets,
+    pin_elements,
     policy_elements,
-    port_slots,
 )
 from ._set_elements import LoopSetElements, SetElements
 from ._socket import NftSocket
@@ -36,12 +35,12 @@ __all__ = [
     "SandboxNames",
     "SandboxRules",
     "SetElements",
+    "VethOf",
     "counter_bytes",
     "decoded_elements",
     "get_counter",
     "list_elements",
-    "pin_sets",
+    "pin_elements",
     "policy_elements",
-    "port_slots",
     "read_installed",
 ]

@@ -2,28 +2,40 @@
 
 A key is its fields one after the other, each padded to 4 bytes (nf_tables' registers):
 an interface name is 16 bytes (IFNAMSIZ, NUL padded), an IPv4 address 4, a protocol 1 (+3)
-and a port 2, big-endian (+2). An element of an interval set also has the key its range
-ends at (``end``). nf_tables refuses an interval element that overlaps another one (a
+and a port 2, big-endian (+2); ``@nh,96,64`` is the source and destination addresses as
+one 8-byte field. An element of an interval set also has where its range ends (``end``):
+in a concatenated one (pipapo) the key of its last point, in a single-field one (rbtree)
+the key just past it, sent as an element of its own flagged as an interval's end
+(``Style``). nf_tables refuses an interval element that overlaps another one (a
 concatenated interval set keeps no merging of its own), so the ranges a policy names are
-made disjoint first (``disjoint``, ``disjoint_boxes``).
+made disjoint first (``disjoint``, ``disjoint_boxes``), and a box small enough is listed
+point by point instead (``points``).
 """
 
 from __future__ import annotations
 
+import enum
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 IFNAMSIZ = 16
 
 
+class Style(enum.Enum):
+    EXACT = "exact"  # a hash set's key
+    END_KEY = "end key"  # pipapo: the range's last key, an attribute of the element
+    END_ELEMENT = "end element"  # rbtree: the key past the range, an element of its own
+
+
 @dataclass(frozen=True, order=True)
 class Element:
-    """One element of set ``set``; ``end`` only in interval sets."""
+    """One element of set ``set``; ``end`` only in interval sets (see ``Style``)."""
 
     set: str
     key: bytes
     end: bytes | None = None
+    style: Style = Style.EXACT
 
 
 def ifname(name: str) -> bytes:
@@ -48,6 +60,12 @@ def protocol(number: int) -> bytes:
 
 def port(number: int) -> bytes:
     return number.to_bytes(2, "big") + b"\0\0"
+
+
+def past(key: bytes) -> bytes:
+    """The key right after ``key`` (as one big-endian number): where an rbtree interval
+    whose last key is ``key`` ends."""
+    return (int.from_bytes(key, "big") + 1).to_bytes(len(key), "big")
 
 
 Range = tuple[int, int]  # inclusive
@@ -81,3 +99,23 @@ def disjoint_boxes(boxes: Iterable[Box]) -> list[Box]:
         else:
             stretches.append(((start, stop - 1), ports))
     return [(addresses, p) for addresses, ports in stretches for p in ports]
+
+
+def points(boxes: Iterable[Box], most: int) -> tuple[list[tuple[int, int]], list[Box]]:
+    """The (address, port) points of the boxes with at most ``most`` of them, and the
+    larger boxes as they are."""
+    found: list[tuple[int, int]] = []
+    large: list[Box] = []
+    for box in boxes:
+        (low, high), (first, last) = box
+        if (high - low + 1) * (last - first + 1) <= most:
+            found += _grid(low, high, first, last)
+        else:
+            large.append(box)
+    return found, large
+
+
+def _grid(low: int, high: int, first: int, last: int) -> Iterator[tuple[int, int]]:
+    for value in range(low, high + 1):
+        for number in range(first, last + 1):
+            yield value, number

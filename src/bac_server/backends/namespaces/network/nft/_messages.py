@@ -35,7 +35,7 @@ from pyroute2.netlink.nfnetlink.nftsocket import (
     nft_set_msg,
 )
 
-from ._elements import Element
+from ._elements import Element, Style
 
 NFT_OBJECT_COUNTER = 1
 _NFT_JUMP = -3
@@ -44,7 +44,10 @@ _NFT_JUMP = -3
 _LOG_KEY_TYPE = (7 << 12) | (12 << 6) | 13
 _LOG_KEY_LEN = 12
 _LOG_USERDATA = bytes.fromhex("0004000000000308" "00040d0000000100")
-_ELEMENTS_PER_MESSAGE = 400  # an attribute holds at most 64 KiB
+_ELEMENTS_PER_MESSAGE = 200  # an attribute holds at most 64 KiB
+# NFT_SET_ELEM_INTERVAL_END (bit 0): pyroute2 sets bit i for each i-th key of its flag
+# names, which for this attribute are {1: name}.
+_INTERVAL_END = {1}
 
 
 class Op(enum.Enum):
@@ -91,14 +94,20 @@ def _value(data: bytes) -> dict[str, Any]:
 
 
 def _element(element: Element, timeout_ms: int | None,
-             extra: Iterable[list[Any]] = ()) -> dict[str, Any]:
+             extra: Iterable[list[Any]] = ()) -> list[dict[str, Any]]:
+    """The netlink elements of one element: two for an rbtree interval (its start, and
+    where it ends flagged as an interval's end)."""
     attrs: list[list[Any]] = [["NFTA_SET_ELEM_KEY", _value(element.key)]]
-    if element.end is not None:
+    if element.end is not None and element.style is Style.END_KEY:
         attrs.append(["NFTA_SET_ELEM_KEY_END", _value(element.end)])
     if timeout_ms is not None:
         attrs.append(["NFTA_SET_ELEM_TIMEOUT", timeout_ms])
     attrs.extend(extra)
-    return {"attrs": attrs}
+    if element.end is None or element.style is not Style.END_ELEMENT:
+        return [{"attrs": attrs}]
+    return [{"attrs": attrs},
+            {"attrs": [["NFTA_SET_ELEM_KEY", _value(element.end)],
+                       ["NFTA_SET_ELEM_FLAGS", _INTERVAL_END]]}]
 
 
 def _element_list(op: Op, table: str, set_name: str,
@@ -122,7 +131,8 @@ def elements(op: Op, table: str, items: Iterable[Element],
         for start in range(0, len(members), _ELEMENTS_PER_MESSAGE):
             chunk = members[start:start + _ELEMENTS_PER_MESSAGE]
             messages.append(_element_list(op, table, set_name, [
-                _element(m, timeout_ms if op is Op.ADD else None) for m in chunk]))
+                encoded for m in chunk
+                for encoded in _element(m, timeout_ms if op is Op.ADD else None)]))
     return messages
 
 
@@ -130,15 +140,13 @@ def jump_entry(op: Op, table: str, entry: Element, chain: str) -> nfgen_msg:
     """``key : jump chain`` in a verdict map (only the key when deleting)."""
     extra = [["NFTA_SET_ELEM_DATA", {"attrs": [["NFTA_DATA_VERDICT", {"attrs": [
         ["NFTA_VERDICT_CODE", _NFT_JUMP], ["NFTA_VERDICT_CHAIN", chain]]}]]}]]
-    return _element_list(op, table, entry.set,
-                         [_element(entry, None, extra if op is Op.ADD else ())])
+    return _element_list(op, table, entry.set, _element(entry, None, extra if op is Op.ADD else ()))
 
 
 def counter_entry(op: Op, table: str, entry: Element, counter: str) -> nfgen_msg:
     """``key : "counter"`` in a map of counters (only the key when deleting)."""
     extra = [["NFTA_SET_ELEM_OBJREF", counter]]
-    return _element_list(op, table, entry.set,
-                         [_element(entry, None, extra if op is Op.ADD else ())])
+    return _element_list(op, table, entry.set, _element(entry, None, extra if op is Op.ADD else ()))
 
 
 def counter(op: Op, table: str, name: str) -> nfgen_msg:

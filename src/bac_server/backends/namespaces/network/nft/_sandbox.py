@@ -1,17 +1,20 @@
 """One sandbox's egress in the host table: its elements, its own objects, their batches.
 
-The table (``bac_server.host._nftables``) is static; a sandbox's policy is elements keyed
-by its veth's name (``bacs17``, unique host-wide: it comes from the address lease) in the
-host-wide sets (``policy_elements``):
+The table (``bac_server.host._nftables``) is static; a sandbox's policy is elements of its
+host-wide sets (``policy_elements``), keyed by the sandbox's veth name (``bacs17``) or
+address (``10.202.0.35``), both unique host-wide: they come from its address lease.
 
 * ``egress`` (its policy is installed; without it the veth reaches nothing) and ``open``
-  (allow-all mode: what no rule decides is allowed);
-* its address rules: ``allow_net``/``deny_net`` (CIDRs), ``allow_port``/``deny_port``
-  (CIDR x port range, TCP and UDP; its ``dnsServers`` on port 53 go in ``allow_port``),
+  (allow-all mode: what no rule decides is allowed), by veth;
+* its CIDR rules: ``allow_net``/``deny_net`` (source . destination ranges),
   ``infra_exempt`` (the infrastructure ranges its server's configuration exempts);
-* its domain rules: one ``ports_<i>`` set per distinct port range (``port_slots``) that
-  the resolver's answers pinned into ``pin_<i>`` may be reached on, ``pin_any`` for
-  rules without ports (``pin``: the answer's TTL as the element's timeout);
+* its CIDR:port rules and ``dnsServers`` (port 53): TCP and UDP, point by point in
+  ``allow_point``/``deny_point`` while a box is small (``POINTS_PER_BOX``), else as a box in
+  ``allow_box``/``deny_box``;
+* its domain rules' answers (``pin_elements``: the resolver pins each address an allowed
+  name resolved to, with the answer's TTL as the element's timeout): in ``pin_any`` for a
+  rule without ports, else on each port of the rule (``pin_point``, or ``pin_box`` for a
+  wide range);
 * ``dns_listeners``: the resolver's address on its veth.
 
 Its own objects, for reads bounded by the sandbox: byte counters ``tx_/rx_<veth>`` (map
@@ -21,14 +24,16 @@ the chains ``ok_/no_<veth>``, reached through ``log_ok``/``log_no``).
 
 Each change is one batch (``NftSocket.commit``): install (objects made if missing, so the
 counters and logs of a re-attached sandbox carry on; the elements replaced), update (the
-elements replaced, the pins dropped) and remove. What a batch touches is named by the veth
-and by what this server knows the veth holds (``Contents``), never found by listing the
-table, so none of them grows with the number of sandboxes on the host.
+elements replaced, the pins dropped) and remove. What a batch touches is named by the
+sandbox and by what this server knows it holds (``Contents``), never found by listing the
+table, and each set's kind keeps its changes cheap (see ``KeyShape``): none of them grows
+with the number of sandboxes on the host, but for boxes too large to list point by point.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,17 +43,18 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from bac_server.backends.egress import (
     ALL_TRAFFIC,
-    MAX_DOMAIN_PORT_RANGES,
     EgressPolicy,
     EgressRule,
     RuleKind,
     domain_matches,
 )
 from bac_server.host import (
+    ALLOW_BOX,
     ALLOW_NET,
-    ALLOW_PORT,
+    ALLOW_POINT,
+    DENY_BOX,
     DENY_NET,
-    DENY_PORT,
+    DENY_POINT,
     DNS_LISTENERS,
     EGRESS,
     EXEMPT,
@@ -56,9 +62,9 @@ from bac_server.host import (
     LOG_OK_MAP,
     OPEN,
     PIN_ANY,
-    PINS,
-    PORT_SLOTS,
-    PORTS,
+    PIN_BOX,
+    PIN_POINT,
+    POINTS_PER_BOX,
     RX_MAP,
     TX_MAP,
     SandboxSet,
@@ -69,10 +75,13 @@ from ._elements import (
     Box,
     Element,
     Range,
+    Style,
     address,
     disjoint,
     disjoint_boxes,
     ifname,
+    past,
+    points,
     port,
     protocol,
 )
@@ -80,11 +89,12 @@ from ._installed import Contents
 from ._messages import Op
 from ._socket import NftSocket
 
-assert MAX_DOMAIN_PORT_RANGES <= PORT_SLOTS
 LOG_SIZE = 256  # destinations remembered per sandbox and verdict
 LOG_TIMEOUT_MS = 3_600_000
 TCP, UDP = 6, 17
 _DNS_PORT = 53
+# The points a policy's boxes may be listed as; the boxes past it go to a box set.
+_POINTS_PER_POLICY = 1024
 
 
 class PinError(RuntimeError):
@@ -95,10 +105,17 @@ class PinError(RuntimeError):
 class SandboxNames:
     veth: str
     host_address: str
+    sandbox_address: str
 
     @property
     def key(self) -> bytes:
+        """Its veth's name, as the sets keyed by interface hold it."""
         return ifname(self.veth)
+
+    @property
+    def source(self) -> bytes:
+        """Its address, first in the keys of the sets keyed by connection."""
+        return address(int(ipaddress.IPv4Address(self.sandbox_address)))
 
     def member(self, of: SandboxSet) -> Element:
         return Element(of.name, self.key)
@@ -113,22 +130,21 @@ class SandboxNames:
         return Element(DNS_LISTENERS,
                        address(int(ipaddress.IPv4Address(self.host_address))) + self.key)
 
+    def net(self, of: SandboxSet, low: int, high: int) -> Element:
+        """Destinations ``low``..``high`` (an rbtree interval of source . destination)."""
+        return Element(of.name, self.source + address(low),
+                       past(self.source + address(high)), Style.END_ELEMENT)
 
-def port_slots(policy: EgressPolicy) -> list[tuple[int, int]]:
-    """The distinct port ranges of the domain allow rules, in a stable order."""
-    return [p for p in dict.fromkeys(r.ports for r in policy.allow_domains()) if p is not None]
+    def point(self, of: SandboxSet, destination: int, proto: int, number: int) -> Element:
+        return Element(of.name, self.source + address(destination) + protocol(proto)
+                       + port(number))
 
-
-def pin_sets(policy: EgressPolicy, name: str) -> list[str]:
-    """The sets an address answered for ``name`` is pinned into: one per port range of
-    the domain rules allowing the name (``pin_any`` for a rule without ports)."""
-    slots = port_slots(policy)
-    found = []
-    for rule in policy.allow_domains():
-        if domain_matches(rule.value, name):
-            found.append(PIN_ANY.name if rule.ports is None
-                         else PINS[slots.index(rule.ports)].name)
-    return list(dict.fromkeys(found))
+    def box(self, of: SandboxSet, destinations: Range, proto: int, ports: Range) -> Element:
+        return Element(of.name,
+                       self.source + address(destinations[0]) + protocol(proto)
+                       + port(ports[0]),
+                       self.source + address(destinations[1]) + protocol(proto)
+                       + port(ports[1]), Style.END_KEY)
 
 
 def _addresses(cidr: str) -> Range:
@@ -137,15 +153,17 @@ def _addresses(cidr: str) -> Range:
 
 
 def _nets(names: SandboxNames, of: SandboxSet, cidrs: Sequence[str]) -> list[Element]:
-    return [Element(of.name, names.key + address(low), names.key + address(high))
-            for low, high in disjoint(_addresses(c) for c in cidrs)]
+    return [names.net(of, low, high) for low, high in disjoint(_addresses(c) for c in cidrs)]
 
 
-def _net_ports(names: SandboxNames, of: SandboxSet, boxes: Sequence[Box]) -> list[Element]:
-    return [Element(of.name,
-                    names.key + address(low) + protocol(proto) + port(first),
-                    names.key + address(high) + protocol(proto) + port(last))
-            for (low, high), (first, last) in disjoint_boxes(boxes) for proto in (TCP, UDP)]
+def _ports(names: SandboxNames, point_set: SandboxSet, box_set: SandboxSet,
+           boxes: Sequence[Box], budget: int) -> list[Element]:
+    """Disjoint boxes: the small ones as points while ``budget`` lasts, the rest whole."""
+    small, large = points(disjoint_boxes(boxes), POINTS_PER_BOX)
+    if len(small) > budget:
+        small, large = [], disjoint_boxes(boxes)
+    return ([names.point(point_set, a, proto, p) for a, p in small for proto in (TCP, UDP)]
+            + [names.box(box_set, a, proto, p) for a, p in large for proto in (TCP, UDP)])
 
 
 def _boxes(rules: Sequence[EgressRule]) -> list[Box]:
@@ -169,12 +187,45 @@ def policy_elements(names: SandboxNames, policy: EgressPolicy,
     if policy.dns_servers and policy.allow_domains():
         # E2B opens them only with domain rules; a resolver is DNS, nothing else of it.
         allowed += [(_addresses(s), (_DNS_PORT, _DNS_PORT)) for s in policy.dns_servers]
-    found += _net_ports(names, ALLOW_PORT, allowed)
-    found += _net_ports(names, DENY_PORT, _boxes(policy.deny))
-    for slot, (first, last) in enumerate(port_slots(policy)):
-        found += [Element(PORTS[slot].name, names.key + protocol(proto) + port(first),
-                          names.key + protocol(proto) + port(last)) for proto in (TCP, UDP)]
+    found += _ports(names, ALLOW_POINT, ALLOW_BOX, allowed, _POINTS_PER_POLICY // 2)
+    found += _ports(names, DENY_POINT, DENY_BOX, _boxes(policy.deny), _POINTS_PER_POLICY // 2)
     return frozenset(found)
+
+
+def _wide_cells(policy: EgressPolicy) -> list[Range]:
+    """The port ranges of the domain rules too wide to pin point by point, cut where
+    any of them starts or ends: each such rule's range is a union of these cells, and
+    cells never overlap (nf_tables refuses overlapping elements)."""
+    wide = {r.ports for r in policy.allow_domains()
+            if r.ports is not None and r.ports[1] - r.ports[0] + 1 > POINTS_PER_BOX}
+    cuts = sorted({b for low, high in wide for b in (low, high + 1)})
+    return [(start, stop - 1) for start, stop in itertools.pairwise(cuts)
+            if any(low <= start and stop - 1 <= high for low, high in wide)]
+
+
+def pin_elements(names: SandboxNames, policy: EgressPolicy, name: str,
+                 destination: str) -> list[Element]:
+    """What pinning ``destination``, answered for ``name``, adds: for each domain rule
+    allowing the name, the address on the rule's ports (any protocol and port for a rule
+    without ports)."""
+    value = int(ipaddress.IPv4Address(destination))
+    found: list[Element] = []
+    cells = None
+    for rule in policy.allow_domains():
+        if not domain_matches(rule.value, name):
+            continue
+        if rule.ports is None:
+            found.append(Element(PIN_ANY.name, names.source + address(value)))
+            continue
+        low, high = rule.ports
+        if high - low + 1 <= POINTS_PER_BOX:
+            found += [names.point(PIN_POINT, value, proto, number)
+                      for number in range(low, high + 1) for proto in (TCP, UDP)]
+            continue
+        cells = _wide_cells(policy) if cells is None else cells
+        found += [names.box(PIN_BOX, (value, value), proto, cell) for cell in cells
+                  if low <= cell[0] and cell[1] <= high for proto in (TCP, UDP)]
+    return list(dict.fromkeys(found))
 
 
 def _objects(table: str, names: SandboxNames) -> list[nlmsg_base]:
@@ -278,9 +329,9 @@ class SandboxRules:
                     self.names.dns_listener}
             changes = _removed_objects(self._table, self.names) if objects else []
             changes += _gone(self._table, self._held.elements | set(self._held.pins) | base)
-            # SECURITY: the veth's name goes to the next sandbox given this address lease,
-            # so nothing keyed by it may stay: what it holds is known from every batch
-            # that added to it (and from the listing at start), pins included.
+            # SECURITY: the veth's name and the address go to the next sandbox given this
+            # lease, so nothing keyed by them may stay: what they hold is known from every
+            # batch that added to it (and from the listing at start), pins included.
             self._socket.commit(changes)
             self._held.elements.clear()
             self._held.pins.clear()
@@ -292,8 +343,8 @@ class SandboxRules:
         with self._lock:
             if self._policy is None:
                 raise PinError(f"no policy of {self.names.veth} is installed")
-            pins = [Element(s, self.names.key + address(int(ipaddress.IPv4Address(a))))
-                    for s in pin_sets(self._policy, name) for a in addresses]
+            pins = list(dict.fromkeys(
+                e for a in addresses for e in pin_elements(self.names, self._policy, name, a)))
             if not pins:
                 return
             # Recorded first: a pin whose batch fails half-way is still deleted later.
