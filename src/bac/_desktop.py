@@ -2,8 +2,7 @@
 
 For sandboxes of the ``desktop`` template (docs/desktop.md), whose X display ``:0`` runs
 from the start. ``stream`` starts the stream inside when it is not running (x11vnc on the
-display, noVNC's websockify on port 6080: the same programs and ports the official
-``e2b-desktop`` SDK's ``stream.start()`` runs, without a VNC password) and asks the server
+display, noVNC's websockify on port 6080: ``bac_protocol.desktop``) and asks the server
 for a viewer URL carrying a short-lived stream token for this sandbox and port
 (``POST /sandboxes/{id}/streams``): no password ever travels in a URL.
 """
@@ -19,21 +18,12 @@ from bac._api import ApiClient
 from bac._envd import AsyncCommands, AsyncFilesystem
 from bac._lifecycle import sandbox_path
 from bac._portal import PORTAL
-
-DISPLAY = ":0"
-STREAM_PORT = 6080
-VNC_PORT = 5900
-_START_BOUND_S = 15
-_START = (
-    f"pgrep -x x11vnc >/dev/null || x11vnc -bg -display {DISPLAY} -forever -wait 50 -shared "
-    f"-rfbport {VNC_PORT} -nopw -quiet 2>/tmp/x11vnc_stderr.log; "
-    f"ss -ltn 'sport = :{STREAM_PORT}' | grep -q LISTEN || "
-    f"(cd /opt/noVNC/utils && setsid ./novnc_proxy --vnc localhost:{VNC_PORT} "
-    f"--listen {STREAM_PORT} --web /opt/noVNC >/tmp/novnc.log 2>&1 &); "
-    f"for _ in $(seq {_START_BOUND_S * 10}); do "
-    f"ss -ltn 'sport = :{STREAM_PORT}' | grep -q LISTEN && exit 0; sleep 0.1; done; "
-    "echo 'the stream did not start: see /tmp/novnc.log and /tmp/x11vnc_stderr.log' >&2; "
-    "exit 1"
+from bac_protocol.desktop import (
+    DISPLAY,
+    NO_DESKTOP,
+    START_BOUND_S,
+    START_STREAM,
+    STREAM_PORT,
 )
 
 
@@ -74,11 +64,13 @@ class AsyncDesktop:
         """Start the stream inside unless it runs, and a viewer URL valid ``ttl`` seconds
         (the server's default and bound when None)."""
         try:
-            await self._commands.run(_START, timeout=_START_BOUND_S + 15)
+            await self._commands.run(START_STREAM, timeout=START_BOUND_S + 15)
         except e.CommandExitError as exc:
-            raise e.SandboxError(
-                f"the desktop stream did not start (is this a desktop sandbox?): {exc}"
-            ) from exc
+            if exc.exit_code == NO_DESKTOP:
+                raise e.InvalidArgumentError(
+                    f"sandbox {self._sandbox_id} has no desktop (create it from the "
+                    "desktop template)") from exc
+            raise e.SandboxError(f"the desktop stream did not start: {exc}") from exc
         body: dict[str, int] = {"port": STREAM_PORT}
         if ttl is not None:
             body["ttl"] = ttl

@@ -359,6 +359,6 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
     # Mission Control, under /ui/ on the same port (docs/mission-control.md).
     dashboard = build_dashboard(DashboardSettings(
         admin_token=config.admin_token, secure_cookies=config.tls_cert is not None,
-        domain=config.domain))
+        domain=config.domain, streams=streams))
     api = build_api(None, settings, front_routes(dashboard), lifespan=lifespan)
     return Dispatcher(api, config.domain, gateways)

@@ -10,8 +10,6 @@ a stream port or a lifetime out of bounds; 404 for another team's or an ended sa
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 from pydantic import StrictInt
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -20,7 +18,7 @@ from bac_server.api.body import Strict, read_model
 from bac_server.api.context import plane, public_domain, sandbox_id, settings, team
 from bac_server.api.views import rfc3339_unix
 from bac_server.control import InvalidRequest
-from bac_server.control.streams import QUERY_PARAMETER
+from bac_server.control.streams import viewer_url
 
 DEFAULT_PORT = 6080
 
@@ -30,12 +28,9 @@ class StreamRequest(Strict):
     ttl: StrictInt | None = None
 
 
-def viewer_url(request: Request, sid: str, port: int, token: str) -> str:
+def _viewer_url(request: Request, sid: str, port: int, token: str) -> str:
     """The noVNC page through this server's gateway, by host name."""
-    ws_path = quote(f"websockify?{QUERY_PARAMETER}={token}", safe="")
-    return (f"{request.url.scheme}://{port}-{sid}.{public_domain(request)}/vnc.html?"
-            f"{QUERY_PARAMETER}={token}"
-            f"&autoconnect=true&resize=scale&reconnect=true&path={ws_path}")
+    return viewer_url(request.url.scheme, public_domain(request), sid, port, token)
 
 
 async def issue_stream(request: Request) -> Response:
@@ -56,5 +51,5 @@ async def issue_stream(request: Request) -> Response:
         "port": issued.port,
         "token": issued.token,
         "expiresAt": rfc3339_unix(issued.expires_at),
-        "url": viewer_url(request, sbx.sandbox_id, issued.port, issued.token),
+        "url": _viewer_url(request, sbx.sandbox_id, issued.port, issued.token),
     }, status_code=201)

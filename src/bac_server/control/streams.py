@@ -25,8 +25,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from urllib.parse import quote
 
 QUERY_PARAMETER = "bac_stream"
+# A path under this prefix carries the token as its next segment (framed viewers).
+PATH_PREFIX = "/bac_stream/"
 COOKIE = "bac_stream"
 DEFAULT_PORTS = frozenset({6080})
 _KEY_LABEL = b"bac stream token v1"
@@ -109,3 +112,21 @@ class StreamTokens:
         if expires_at > now + self.max_ttl_s:
             return StreamCheck.INVALID
         return StreamCheck.VALID
+
+
+def viewer_url(scheme: str, domain: str, sandbox_id: str, port: int, token: str, *,
+               framed: bool = False) -> str:
+    """The noVNC page a sandbox serves on ``port``, through the gateway by host name
+    (``domain``: the sandbox host names' domain as the caller reaches the server), with
+    the token for the page (the gateway turns it into a cookie) and in noVNC's WebSocket
+    ``path`` (for a viewer whose cookies do not reach the gateway). ``framed``: noVNC's
+    lite viewer (the full one needs ``localStorage``, which browsers deny a third-party
+    frame) with the token in the path prefix instead, which every relative URL of the page
+    keeps, for a page framed in another site's, where no cookie of this host is sent."""
+    origin = f"{scheme}://{port}-{sandbox_id}.{domain}"
+    if framed:
+        prefix = f"{PATH_PREFIX.strip('/')}/{token}"
+        return f"{origin}/{prefix}/vnc_lite.html?scale=true&path={quote(prefix + '/websockify')}"
+    ws_path = quote(f"websockify?{QUERY_PARAMETER}={token}", safe="")
+    return (f"{origin}/vnc.html?{QUERY_PARAMETER}={token}"
+            f"&autoconnect=true&resize=scale&reconnect=true&path={ws_path}")

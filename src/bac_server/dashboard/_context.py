@@ -4,7 +4,7 @@ value escaped)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse
 
 from bac_server.control import ControlPlane, NotSupported
+from bac_server.control.streams import StreamTokens
 
 from ._sessions import Sessions
 
@@ -36,6 +37,8 @@ class DashboardSettings:
     session_max_s: float = 12 * 3600.0
     # Base domain of sandbox host names (``{port}-{id}.{domain}``), for links to ports.
     domain: str = "localhost"
+    # Signs the desktop tab's stream tokens (the API's and the gateway's own instance).
+    streams: StreamTokens = field(default_factory=StreamTokens)
 
 
 def plane(request: HTTPConnection) -> ControlPlane:

@@ -140,6 +140,21 @@ class Envd:
                                  tag=item.get("tag"), cwd=config.get("cwd")))
         return sorted(found, key=lambda p: p.pid)
 
+    async def run(self, script: str) -> tuple[int, str]:
+        """Run ``script`` with ``bash -l -c`` as the user to its end: its exit code and
+        the tail of its stderr."""
+        exit_code, stderr = -1, b""
+        start = {"process": {"cmd": "/bin/bash", "args": ["-l", "-c", script]}}
+        async for message in self.stream("process.Process/Start", start):
+            event = message.get("event", {})
+            data = event.get("data", {})
+            if "stderr" in data:
+                stderr = (stderr + base64.b64decode(data["stderr"]))[-4096:]
+            end = event.get("end")
+            if isinstance(end, dict):
+                exit_code = int(end.get("exitCode", 0))
+        return exit_code, stderr.decode(errors="replace").strip()
+
     async def kill(self, pid: int) -> None:
         await self.unary("process.Process/SendSignal",
                          {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})

@@ -2,7 +2,8 @@
 
 ``GET /ui/sandboxes/{id}?tab=`` ``trace`` (its trace as a timeline: lifecycle, each
 command with its duration and exit code, each transfer with its size, errors and
-pauses), ``processes`` (list, kill one), ``terminal`` (:mod:`._terminal`), ``files``
+pauses), ``processes`` (list, kill one), ``terminal`` (:mod:`._terminal`), ``desktop``
+(its screen, live: :mod:`._desktop`), ``files``
 (list, download, upload), ``network`` (egress policy, edited in place, counters and
 destination log: :mod:`._network`), ``metrics`` (CPU and memory over its life, drawn in the
 browser from ``metrics.json``), ``cost`` and ``checkpoints``. An ended sandbox keeps its
@@ -30,12 +31,13 @@ from bac_server.control import (
 from bac_server.store import EventRecord, SandboxRecord
 
 from ._context import human_bytes, render, settings
+from ._desktop import desktop_csp, desktop_tab
 from ._envd import Envd, EnvdError
-from ._guard import TERMINAL_CSP, acting, viewer
+from ._guard import CSP, TERMINAL_CSP, acting, viewer
 from ._network import network_tab
 from ._scope import Viewer
 
-TABS = ("trace", "processes", "terminal", "files", "network", "metrics", "cost",
+TABS = ("trace", "processes", "terminal", "desktop", "files", "network", "metrics", "cost",
         "checkpoints")
 _TRACE_LIMIT = 1000
 _MAX_PATH = 4096
@@ -130,6 +132,8 @@ async def _tab(view: Viewer, sid: str, tab: str, team: Team, record: SandboxReco
         caps = [] if plane.caps is None else plane.caps.covering(team, sid, record.metadata)
         return {"cost": line, "caps": caps, "currency": plane.prices.currency,
                 "prices": plane.prices}
+    if tab == "desktop":
+        return await desktop_tab(view, plane.registry.get(sid), request)
     if tab == "network":
         live = plane.registry.get(sid)
         if live is None:
@@ -173,6 +177,8 @@ async def sandbox_page(request: Request) -> Response:
     page = render(request, "sandbox.html", view=view, tab=tab, nav="fleet", **head, **body)
     if tab == "terminal":
         page.headers["content-security-policy"] = TERMINAL_CSP
+    if tab == "desktop" and body.get("origin"):
+        page.headers["content-security-policy"] = desktop_csp(CSP, body["origin"])
     return page
 
 

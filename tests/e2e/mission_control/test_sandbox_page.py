@@ -175,3 +175,35 @@ def test_the_egress_policy_is_edited_and_its_log_shown(
     page.click("#egress-save")
     expect(page.locator("#flash")).to_contain_text("not a destination!")
     assert page.csp_errors == []  # type: ignore[attr-defined]
+
+
+def test_the_desktop_tab_shows_the_screen_live(
+        server: ServerProcess, page: Page, sbx: Sandbox,
+        e2b_opts: Callable[[int], dict[str, str]],
+        shot: Callable[[Page, str], Path]) -> None:
+    """A desktop sandbox's tab frames noVNC from the sandbox's own origin, which connects
+    through the gateway with the page's stream token and draws the screen; a sandbox
+    without a desktop says so."""
+    sign_in(page, server.url, server.keys[0])
+    page.goto(f"{server.url}/ui/sandboxes/{sbx.sandbox_id}?tab=desktop")
+    expect(page.locator("#desktop-unavailable")).to_contain_text("no desktop")
+    desk = Sandbox.create("desktop", timeout=300, **e2b_opts(0))
+    try:
+        page.goto(f"{server.url}/ui/sandboxes/{desk.sandbox_id}?tab=desktop")
+        canvas = page.frame_locator("#desktop-viewer").locator("#screen canvas")
+        expect(canvas).to_be_visible(timeout=30_000)
+        # The viewer is another origin (the sandbox's): its frame is asked, not the page.
+        [viewer] = [f for f in page.frames if f"6080-{desk.sandbox_id}." in f.url]
+        assert "/bac_stream/" in viewer.url  # the token in the path: no cookie needed
+        drawn = viewer.wait_for_function(
+            "() => { const c = document.querySelector('#screen canvas');"
+            " if (!c || c.width !== 1024) return 0;"
+            " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+            " const s = new Set(); for (let i = 0; i < d.length; i += 4 * 97)"
+            " s.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]); return s.size > 10 ? s.size : 0; }",
+            timeout=30_000)
+        assert drawn.json_value() > 10  # more than a blank canvas's colours
+        shot(page, "sandbox-desktop")
+        assert page.csp_errors == []  # type: ignore[attr-defined]
+    finally:
+        desk.kill()

@@ -113,3 +113,26 @@ def test_the_gate_refuses_what_the_tokens_refuse() -> None:
         is StreamCheck.MISSING
     assert check_stream(streams, _scope(b"bac_stream=" + other.encode(), None), "sbx1",
                         SECRET, 6080) is StreamCheck.INVALID
+
+
+def test_the_gate_takes_a_token_from_the_path_prefix_for_framed_viewers() -> None:
+    """``/bac_stream/<token>/rest``: the relayed path is ``/rest``, no cookie is set (the
+    page's relative URLs keep the prefix), and a foreign token there is refused."""
+    streams = tokens(Clock())
+    token = streams.issue("sbx1", SECRET, 6080).token
+    scope = dict(_scope(b"scale=true", None), path=f"/bac_stream/{token}/app/ui.js")
+    checked = check_stream(streams, scope, "sbx1", SECRET, 6080)
+    assert isinstance(checked, StreamPass) and checked.set_cookie is None
+    assert checked.scope["path"] == "/app/ui.js"
+    assert checked.scope["raw_path"] == b"/app/ui.js"
+    assert checked.scope["query_string"] == b"scale=true"
+    ws = dict(_scope(b"", None, kind="websocket"), path=f"/bac_stream/{token}/websockify")
+    passed = check_stream(streams, ws, "sbx1", SECRET, 6080)
+    assert isinstance(passed, StreamPass) and passed.scope["path"] == "/websockify"
+    other = streams.issue("sbx2", OTHER_SECRET, 6080).token
+    foreign = dict(_scope(b"", None), path=f"/bac_stream/{other}/vnc_lite.html")
+    assert check_stream(streams, foreign, "sbx1", SECRET, 6080) is StreamCheck.INVALID
+    # The path's token wins over a valid cookie: a wrong one there is not rescued.
+    mixed = dict(_scope(b"", f"bac_stream={token}".encode()),
+                 path=f"/bac_stream/{other}/vnc_lite.html")
+    assert check_stream(streams, mixed, "sbx1", SECRET, 6080) is StreamCheck.INVALID
