@@ -57,6 +57,8 @@ ROUTES: list[BaseRoute] = [
     Route("/templates", _catalog.templates_page, methods=_GET),
     Route("/templates/{template_id:str}/builds/{build_id:str}", _catalog.build_page,
           methods=_GET),
+    Route("/templates/{template_id:str}/builds/{build_id:str}/log", _catalog.build_log,
+          methods=_GET),
     Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
 ]
 

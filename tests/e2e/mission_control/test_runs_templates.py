@@ -59,3 +59,48 @@ def test_templates_lists_the_built_ins(server: ServerProcess, page: Page,
     assert missing.status == 404
     bad = page.request.get(server.url + "/ui/runs?key=" + "a%20b")
     assert bad.status == 400
+
+
+def test_a_builds_log_is_followed_live(server: ServerProcess, page: Page, tmp_path: Path,
+                                       shot: Callable[[Page, str], Path]) -> None:
+    """A build's page opened while it runs shows its lines as the server writes them and
+    its status turning ready, without a reload."""
+    import threading
+
+    import bac
+
+    (tmp_path / "Dockerfile").write_text(
+        "FROM base\nRUN for i in 1 2 3 4 5 6; do echo tick-$i; sleep 1; done\n")
+    recipe = bac.Template.from_dockerfile(tmp_path / "Dockerfile")
+    done: list[object] = []
+
+    def build() -> None:
+        with bac.Templates(api_key=server.keys[0], api_url=server.url) as templates:
+            done.append(templates.build(recipe, "live-log", skip_cache=True))
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    try:
+        sign_in(page, server.url, server.keys[0])
+        link = page.locator("a[href*='/builds/']", has_text="")
+        for _ in range(100):  # until the build is listed (it is made within a second)
+            page.goto(server.url + "/ui/templates")
+            if link.count():
+                break
+            page.wait_for_timeout(100)
+        link.first.click()
+        expect(page.locator("#build-poll")).to_contain_text("following")
+        reloads: list[str] = []
+        page.on("load", lambda _: reloads.append("load"))
+        expect(page.locator("#build-log")).to_contain_text("tick-6", timeout=60_000)
+        expect(page.locator("#build-status")).to_have_text("ready", timeout=60_000)
+        expect(page.locator("#build-poll")).not_to_contain_text("following")
+        assert reloads == []  # the lines came without the page being loaded again
+        text = page.locator("#build-log").inner_text()
+        assert text.count("tick-3") == 1  # each line once, in order
+        assert text.index("tick-1") < text.index("tick-6")
+        shot(page, "build-live")
+        assert page.csp_errors == []  # type: ignore[attr-defined]
+    finally:
+        builder.join(120)
+    assert done, "the build did not finish"
