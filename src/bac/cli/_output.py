@@ -225,7 +225,7 @@ def listing_options(func: F) -> F:
                      callback=_view_callback(lambda view, value: replace(
                          view, format=Format.JSON) if value else view)),
         click.option("-q", "--quiet", is_flag=True, expose_value=False,
-                     help="Print only ids, one a line.",
+                     help="Print only the first column (ids; names for files), one a line.",
                      callback=_view_callback(lambda view, value: replace(
                          view, quiet=True) if value else view)),
         click.option("--no-headers", is_flag=True, expose_value=False,
