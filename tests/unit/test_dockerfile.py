@@ -115,6 +115,10 @@ def test_run_shell_form_with_continuations_and_comments() -> None:
         ("RUN", "python3 -c 'print('\"'\"'a b'\"'\"')'"),
         ("RUN", "[not json")]
     assert [s.origin.line for s in template.steps[2:5] if s.origin] == [2, 6, 7]
+    # Docker's warning for the blank line, at the instruction's last line.
+    assert [str(w) for w in template.warnings] == [
+        "Dockerfile:5: Empty continuation line found in: RUN apt-get update &&     "
+        "apt-get install -y jq"]
 
 
 def test_run_flags_and_errors() -> None:
@@ -160,6 +164,9 @@ def test_copy_sources_destinations_and_flags() -> None:
         ("COPY", "e f.txt", "/abs", "", ""),
         ("COPY", "g", "/up/", "", ""),
     ]
+    # A source is one word, whatever its variables hold (BuildKit splits no value).
+    spaced = parse("FROM base\nARG F='a b'\nCOPY $F /x/\n")
+    assert body(spaced)[0] == ("COPY", "a b", "/x/", "", "")
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -227,20 +234,32 @@ def test_env_forms_and_substitution() -> None:
 
 @pytest.mark.parametrize(("line", "message"), [
     ("ENV", "ENV needs NAME=value (or NAME value)"),
-    ("ENV A=1 B", "ENV expects NAME=value, got 'B'"),
-    ("ENV ONLY", "ENV ONLY needs a value"),
+    # What BuildKit's parser and lexer find wrong is said in their words.
+    ("ENV A=1 B", "Syntax error - can't find = in \"B\". Must be of the form: name=value"),
+    ("ENV ONLY", "ENV must have two arguments"),
     ("ENV =x", "invalid ENV name ''"),
-    ('ENV A="open', 'unexpected end of text while looking for the matching "'),
-    ("ENV A='open", "unexpected end of text while looking for the matching '"),
-    ("ENV A=${B", "missing } in a ${...} substitution"),
-    ("ENV A=${}", "bad substitution in '${}'"),
-    ("ENV A=${B#x}", "unsupported substitution ${B#...}"),
+    ('ENV A="open', "failed to process '\"open': unexpected end of statement while looking "
+                    "for matching double-quote"),
+    ("ENV A='open", "failed to process \"'open\": unexpected end of statement while looking "
+                    "for matching single-quote"),
+    ("ENV A=${B", "failed to process '${B': syntax error: missing '}'"),
+    ("ENV A=${}", "failed to process '${}': syntax error: bad substitution"),
+    ("ENV A=${B#x}", "unsupported substitution ${B#...}: B is not declared"),
     ("ARG", "ARG needs a name, optionally NAME=default"),
     ("ARG 1X=2", "invalid ARG name '1X'"),
 ])
 def test_env_and_arg_errors(line: str, message: str) -> None:
     """Malformed ENV/ARG and substitutions name the line and the problem."""
     assert error(f"FROM base\n{line}\n").startswith(f"Dockerfile:2: {message}")
+
+
+def test_syntax_errors_come_before_conversion_errors() -> None:
+    """As in BuildKit, the whole file is parsed before any instruction is converted: a
+    syntax error further down is the one reported."""
+    assert error("FROM base\nUSER a b\nENV A=1 B\n").startswith(
+        "Dockerfile:3: Syntax error - can't find = in \"B\"")
+    assert error('FROM base\nRUN ["a", 1]\n') == (
+        "Dockerfile:2: Only strings are supported in JSON arrays")
 
 
 def test_substitution_modifiers() -> None:
@@ -251,7 +270,16 @@ def test_substitution_modifiers() -> None:
                      "ARG C=${SET:+a}.${EMPTY:+a}.${EMPTY+a}.${NONE+a}\nRUN x\n")
     assert body(template) == [("RUN", "export SET=v EMPTY='' A=v.d.d B=v..d C=a..a.; x")]
     assert error("FROM base\nARG E=\nWORKDIR ${E:?must be set}\n") == (
-        "Dockerfile:3: E: must be set")
+        "Dockerfile:3: failed to process '${E:?must be set}': E: must be set")
+
+
+def test_pattern_substitutions_of_declared_names() -> None:
+    """BuildKit's ${V#p} ${V%p} ${V/p/r} ${V//p/r} work on the names the Dockerfile
+    declares (the build cannot do them on the others: see test_env_and_arg_errors)."""
+    template = parse("FROM base\nARG V=hello.tar.gz\n"
+                     "ENV A=${V%.tar.gz} B=${V#hel} C=${V/l/L} D=${V//l/L}\n")
+    assert body(template)[0] == ("ENV", "A", "hello", "B", "lo.tar.gz", "C", "heLlo.tar.gz",
+                                 "D", "heLLo.tar.gz")
 
 
 def test_arg_scope_and_build_args() -> None:
@@ -272,6 +300,15 @@ def test_arg_scope_and_build_args() -> None:
         "build args not consumed by any ARG: UNUSED"]
 
 
+def test_env_values_keep_literal_dollars_literal() -> None:
+    """In ENV a `$` made literal (quotes, escapes, a `$` before a quote, an ARG's value) is
+    sent as \\$, and a reference left for the build has its word unquoted."""
+    template = parse("FROM base\nARG P='$x y'\n"
+                     "ENV A=$P B=$HOME'$HOME'\"$HOME\" C=${HOME:-'a b'} D=$\"x\"\n")
+    assert body(template)[0] == ("ENV", "A", "\\$x y", "B", "$HOME\\$HOME$HOME",
+                                 "C", "${HOME:-a b}", "D", "\\$x")
+
+
 def test_env_wins_over_arg() -> None:
     """ENV of the same name overrides an ARG, in substitutions and in RUN's environment."""
     template = parse("FROM base\nARG X=arg\nENV X=env\nWORKDIR /$X\nRUN echo $X\n")
@@ -289,6 +326,15 @@ def test_workdir_and_user() -> None:
     assert error("FROM base\nUSER a b\n") == "Dockerfile:2: USER needs exactly one argument, got 2"
     assert error("FROM base\nWORKDIR\n") == (
         "Dockerfile:2: WORKDIR needs exactly one argument, got 0")
+
+
+def test_workdir_is_the_whole_line_and_flags_are_checked() -> None:
+    """As in Docker, WORKDIR's path is the rest of the line, blanks included; a flag on an
+    instruction that has none is an error, not a word."""
+    assert body(parse("FROM base\nWORKDIR /my dir\n"))[0] == ("WORKDIR", "/my dir")
+    assert error("FROM base\nWORKDIR --x /srv\n") == (
+        "Dockerfile:2: unknown flag for WORKDIR: --x")
+    assert error("FROM base\nCMD --help\n") == "Dockerfile:2: unknown flag for CMD: --help"
 
 
 @pytest.mark.parametrize(("lines", "start"), [
@@ -358,7 +404,7 @@ def test_escape_directive() -> None:
     assert body(template)[:2] == [("RUN", "echo a     b"),
                                   ("COPY", "dir\\file.txt", "/C:\\dest\\", "", "")]
     assert error("# escape=x\nFROM base\n") == (
-        "Dockerfile:1: invalid escape token 'x': expected \\ or `")
+        "Dockerfile:1: invalid escape token 'x' does not match ` or \\")
     assert error("# escape=`\n# escape=`\nFROM base\n") == (
         "Dockerfile:2: only one escape parser directive can be used")
     # A directive after the first comment is only a comment.

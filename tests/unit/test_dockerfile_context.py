@@ -48,8 +48,10 @@ def names(context: Path, src: str, patterns: list[str] | None = None) -> list[st
     (["!app.py", "*.py"], "app.py", True),  # the last matching pattern decides
     (["?til.py"], "util.py", True),
     (["[a-c]pp.py"], "app.py", True),
-    (["[!a]pp.py"], "app.py", False),
+    (["[^a]pp.py"], "app.py", False),
+    (["[!a]pp.py"], "app.py", True),  # Docker's classes negate with ^ only: ! is a character
     (["# comment", "", "  .env  "], ".env", True),
+    (["  # no comment"], "# no comment", True),  # only a # at the line's start is one
     (["./src/../src/*.c"], "src/main.c", True),
 ])
 def test_ignore_rules(patterns: list[str], path: str, ignored: bool) -> None:
@@ -57,10 +59,20 @@ def test_ignore_rules(patterns: list[str], path: str, ignored: bool) -> None:
     assert IgnoreRules(patterns).ignored(path) is ignored
 
 
-def test_unterminated_class_is_an_error() -> None:
-    """A malformed ignore pattern is reported, not silently matched."""
-    with pytest.raises(InvalidArgumentError, match="unterminated"):
-        IgnoreRules(["[abc"])
+@pytest.mark.parametrize("pattern", ["[abc", "!"])
+def test_malformed_patterns_are_errors(pattern: str) -> None:
+    """A malformed ignore pattern (an unterminated class, a lone !) is reported, not
+    silently matched."""
+    with pytest.raises(InvalidArgumentError, match="Invalid ignore pattern"):
+        IgnoreRules([pattern])
+
+
+def test_excluded_directories_are_walked_only_where_an_exception_may_apply() -> None:
+    """An excluded directory is entered only if a !pattern may re-include something in it."""
+    rules = IgnoreRules(["build", "docs", "src", "!build/keep.txt", "!docs/*/*.md"])
+    assert rules.may_keep_under("build") and rules.may_keep_under("docs")
+    assert not rules.may_keep_under("src")
+    assert not IgnoreRules(["build", "!docs/a.md"]).may_keep_under("build")
 
 
 def test_read_patterns_prefers_the_dockerfile_specific_file(context: Path) -> None:
@@ -98,6 +110,16 @@ def test_select_errors_name_the_source(context: Path) -> None:
         select(context, "*.rs", IgnoreRules([]))
     with pytest.raises(DockerfileError, match=r"'.env' is excluded by .dockerignore"):
         select(context, ".env", IgnoreRules([".env"]))
+    with pytest.raises(DockerfileError, match=r"'\[ab' has an unterminated \["):
+        select(context, "[ab", IgnoreRules([]))
+
+
+def test_source_wildcards_match_as_buildkit(context: Path) -> None:
+    """A source's wildcards are Go's filepath.Match: per segment, [^...] negates, [!...] is
+    a class holding !."""
+    assert names(context, "[^a]*.py") == ["link.py", "util.py"]
+    assert names(context, "[!a]*.py") == ["app.py"]
+    assert names(context, "*/*.md") == ["docs/a.md"]
 
 
 def test_files_hash_tracks_content_mode_and_paths(context: Path) -> None:

@@ -6,6 +6,12 @@ file, directory or symlink (sorted) its context-relative path, type, permission 
 content (a symlink's target). Owners and modification times are left out, so the same
 files hash the same on any machine. The archive holds the same entries under the same
 relative paths (owned by root), which is what E2B's upload format is too.
+
+A source's wildcards are matched as BuildKit matches them, by Go's ``filepath.Match``:
+``*`` and ``?`` within one path segment, ``[a-z]`` a class (``[^a-z]`` its complement),
+``\\`` escapes. This stays hand-written: e2b-dockerfile-utils has only ``.dockerignore``'s
+matcher, whose rules are not a source's (there a pattern matching a directory matches all
+below it, ``#`` starts a comment, ``!`` an exception and ``**`` spans segments).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from bac._template._dockerignore import IgnoreRules, pattern_regex
+from bac._template._dockerignore import IgnoreRules
 from bac._template._errors import DockerfileError, Origin
 
 _CHUNK = 1 << 20
@@ -44,13 +50,38 @@ def _walk(context: Path, top: str, rules: IgnoreRules) -> list[Selected]:
         mode = path.lstat().st_mode
         if relative and not rules.ignored(relative):
             found.append(Selected(relative, path, mode))
-        elif relative and not (stat.S_ISDIR(mode) and rules.has_exceptions):
+        elif relative and not (stat.S_ISDIR(mode) and rules.may_keep_under(relative)):
             continue  # excluded, and nothing under it can be re-included
         if stat.S_ISDIR(mode):
             with os.scandir(path) as entries:
                 pending.extend(f"{relative}/{e.name}" if relative else e.name
                                for e in entries)
     return found
+
+
+def _wildcards(src: str, origin: Origin | None) -> re.Pattern[str]:
+    """A source's wildcards as a regex over context-relative paths (``filepath.Match``)."""
+    out: list[str] = []
+    index = 0
+    while index < len(src):
+        char = src[index]
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = src.find("]", index + 2)
+            if end < 0:
+                raise DockerfileError(f"COPY source {src!r} has an unterminated [", origin)
+            out.append("[" + src[index + 1 : end].replace("\\", "\\\\") + "]")
+            index = end
+        elif char == "\\" and index + 1 < len(src):
+            index += 1
+            out.append(re.escape(src[index]))
+        else:
+            out.append(re.escape(char))
+        index += 1
+    return re.compile("".join(out))
 
 
 def _glob_matches(context: Path, pattern: re.Pattern[str], depth: int) -> list[str]:
@@ -74,7 +105,7 @@ def select(context: Path, src: str, rules: IgnoreRules,
     if src in ("", "."):
         tops = [""]
     elif any(ch in src for ch in "*?["):
-        tops = _glob_matches(context, pattern_regex(src), src.count("/") + 1)
+        tops = _glob_matches(context, _wildcards(src, origin), src.count("/") + 1)
     else:
         tops = [src] if os.path.lexists(context / src) else []
         if not tops:

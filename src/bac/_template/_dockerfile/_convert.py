@@ -19,19 +19,19 @@ a :class:`~bac.Template` of it, so the converter depends on the step model only.
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2b_dockerfile_utils import DockerfileInstruction
+
 from bac._template._dockerfile import _copy as copying
 from bac._template._dockerfile import _start as starting
-from bac._template._dockerfile._lines import RawInstruction, read_dockerfile
 from bac._template._dockerfile._state import Conversion
-from bac._template._dockerfile._words import WordError, process_words
-from bac._template._errors import DockerfileError, DockerfileWarning
+from bac._template._dockerfile._syntax import read_dockerfile
+from bac._template._errors import DockerfileError, DockerfileWarning, Origin
 from bac._template._steps import BaseRef, FromKind, TemplateStep, classify_from
 
 _IGNORED = {
@@ -63,18 +63,15 @@ class DockerfileRecipe:
     warnings: tuple[DockerfileWarning, ...]
 
 
-def _from(conv: Conversion, ins: RawInstruction) -> None:
+def _from(conv: Conversion, ins: DockerfileInstruction) -> None:
     if conv.base is not None:
         raise conv.fail("a second FROM: multi-stage builds are not supported "
                         "(build the first stage as its own template and FROM it)")
-    flags, rest = conv.flags(ins, {"platform"})
+    flags = conv.flags(ins, {"platform"})
     if "platform" in flags:
         conv.warn("FROM --platform is ignored: templates use the server's architecture")
     env = {k: v for k, v in conv.global_args.items() if v is not None}
-    try:
-        words = process_words(rest, conv.escape, env)
-    except WordError as exc:
-        raise conv.fail(str(exc)) from exc
+    words = [conv.expand(word, env) for word in ins.args]
     if not words or not (len(words) == 1 or (len(words) == 3 and words[1].lower() == "as")):
         raise conv.fail("FROM needs an image or a template, optionally followed by AS NAME")
     conv.base = BaseRef(words[0], conv.from_kind or classify_from(words[0]))
@@ -83,15 +80,16 @@ def _from(conv: Conversion, ins: RawInstruction) -> None:
     conv.add_default("WORKDIR", ["/"])
 
 
-def _arg(conv: Conversion, ins: RawInstruction) -> None:
-    words = conv.words(ins.rest)
-    if not words:
+def _arg(conv: Conversion, ins: DockerfileInstruction) -> None:
+    if not ins.args:
         raise conv.fail("ARG needs a name, optionally NAME=default")
-    for item in words:
-        name, has_default, default = item.partition("=")
+    scope = conv.scope()
+    for item in ins.args:
+        raw_name, has_default, raw_default = item.partition("=")
+        name = conv.expand(raw_name, scope)
         if not _NAME.fullmatch(name):
             raise conv.fail(f"invalid ARG name {name!r}")
-        value: str | None = default if has_default else None
+        value = conv.expand(raw_default, scope) if has_default else None
         if name in conv.build_args:
             value = conv.build_args[name]
             conv.used.add(name)
@@ -104,42 +102,41 @@ def _arg(conv: Conversion, ins: RawInstruction) -> None:
             conv.args[name] = value
 
 
-def _env(conv: Conversion, ins: RawInstruction) -> None:
-    first = ins.rest.split(None, 1)
-    if not first:
+def _env(conv: Conversion, ins: DockerfileInstruction) -> None:
+    if not ins.args:
         raise conv.fail("ENV needs NAME=value (or NAME value)")
     pairs: list[tuple[str, str]] = []
-    if "=" in first[0]:
-        for item in conv.words(ins.rest, keep_unknown=True):
-            name, has_value, value = item.partition("=")
-            if not has_value:
-                raise conv.fail(f"ENV expects NAME=value, got {item!r}")
-            pairs.append((name, value))
-    else:
-        if len(first) < 2:
-            raise conv.fail(f"ENV {first[0]} needs a value")
-        pairs.append((first[0], conv.word(first[1], keep_unknown=True)))
-    for name, _ in pairs:
+    # The parser gives (name, value, "=" or "") triples, both forms alike.
+    for index in range(0, len(ins.args), 3):
+        name = conv.expand(ins.args[index])
         if not name or any(ch.isspace() for ch in name):
             raise conv.fail(f"invalid ENV name {name!r}")
+        pairs.append((name, conv.defer(ins.args[index + 1])))
     conv.env.update(pairs)
     conv.add("ENV", [item for pair in pairs for item in pair])
 
 
-def _workdir(conv: Conversion, ins: RawInstruction) -> None:
-    path = conv.one_word(ins)
+def _workdir(conv: Conversion, ins: DockerfileInstruction) -> None:
+    # Docker's WORKDIR is the whole rest of the line: `WORKDIR /my dir` is "/my dir".
+    path = conv.expand(ins.args[0]) if ins.args else ""
+    if not path:
+        raise conv.fail("WORKDIR needs exactly one argument, got 0")
     trail = "/" if path.endswith("/") and path != "/" else ""
     conv.workdir = posixpath.normpath(posixpath.join(conv.workdir, path)) + trail
     conv.workdir_set = True
     conv.add("WORKDIR", [conv.workdir])
 
 
-def _user(conv: Conversion, ins: RawInstruction) -> None:
+def _user(conv: Conversion, ins: DockerfileInstruction) -> None:
+    # Docker takes `USER a b` as the user "a b", which no account is: refused here.
+    words = conv.expand_words(ins.args[0]) if ins.args else []
+    if len(words) != 1:
+        raise conv.fail(f"USER needs exactly one argument, got {len(words)}")
     conv.user_set = True
-    conv.add("USER", [conv.one_word(ins)])
+    conv.add("USER", words)
 
 
-_HANDLERS: dict[str, Callable[[Conversion, RawInstruction], None]] = {
+_HANDLERS: dict[str, Callable[[Conversion, DockerfileInstruction], None]] = {
     "FROM": _from,
     "ARG": _arg,
     "ENV": _env,
@@ -154,28 +151,25 @@ _HANDLERS: dict[str, Callable[[Conversion, RawInstruction], None]] = {
 }
 
 
-def _unknown(name: str) -> str:
-    """The error for a word that is no instruction, with the nearest one (a typo's fix)."""
-    close = difflib.get_close_matches(name, [*_HANDLERS, *_IGNORED, *_REFUSED], n=1,
-                                      cutoff=0.6)
-    return f"unknown instruction {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+# The handlers that read their instruction's flags; the others have none.
+_FLAGGED = frozenset({"FROM", "RUN", "COPY", "ADD", "HEALTHCHECK"})
 
 
-def _handle(conv: Conversion, ins: RawInstruction) -> None:
+def _handle(conv: Conversion, ins: DockerfileInstruction) -> None:
     conv.ins = ins
     name = ins.name
-    if name not in _HANDLERS and name not in _IGNORED and name not in _REFUSED:
-        # Before the FROM check: `FRM base` is a typo, not an instruction out of place.
-        raise conv.fail(_unknown(name))
     if conv.base is None and name not in ("ARG", "FROM"):
         raise conv.fail(f"{name} before FROM: only ARG may come before the first FROM")
     handler = _HANDLERS.get(name)
     if handler is not None:
+        if name not in _FLAGGED:
+            conv.flags(ins, ())
         handler(conv, ins)
     elif name in _IGNORED:
         conv.warn(f"{name} is ignored: {_IGNORED[name]}")
     else:
-        raise conv.fail(f"{name} is not supported: {_REFUSED[name]}")
+        raise conv.fail(f"{name} is not supported: "
+                        f"{_REFUSED.get(name, 'it is not in the Dockerfile subset')}")
 
 
 def _finish(conv: Conversion, file: str) -> DockerfileRecipe:
@@ -200,8 +194,10 @@ def parse_dockerfile(text: str, *, file: str = "Dockerfile", context: str | Path
                      from_kind: FromKind | None = None) -> DockerfileRecipe:
     """What a Dockerfile's ``text`` says; raise :class:`DockerfileError` (file, line, what
     was expected) on anything outside the subset. ``context`` is where ADD finds archives."""
-    doc = read_dockerfile(text, file)
-    conv = Conversion(Path(context), doc.escape, build_args or {}, from_kind)
+    doc = read_dockerfile(text, file, [*_HANDLERS, *_IGNORED, *_REFUSED])
+    conv = Conversion(file, Path(context), doc.escape_token, build_args or {}, from_kind)
+    conv.warnings.extend(DockerfileWarning(warning.message, Origin(file, warning.line))
+                         for warning in doc.warnings)
     for instruction in doc.instructions:
         _handle(conv, instruction)
     return _finish(conv, file)

@@ -18,13 +18,17 @@ import re
 import shlex
 from pathlib import Path
 
-from bac._template._dockerfile._lines import Heredoc, RawInstruction
+from e2b_dockerfile_utils import (
+    DockerfileHeredoc,
+    DockerfileInstruction,
+    chomp_heredoc_content,
+    parse_heredoc,
+)
+
 from bac._template._dockerfile._state import Conversion
-from bac._template._dockerfile._words import json_array
 from bac._template._steps import check_source
 
 _CHMOD = re.compile(r"[0-7]{3,4}")
-_MARKER = re.compile(r"<<-?([A-Za-z_][A-Za-z0-9_.-]*)")
 _REFUSED_FLAGS = {
     "from": "multi-stage builds are not supported (build that stage as its own template "
             "and FROM it)",
@@ -37,26 +41,41 @@ _REFUSED_FLAGS = {
 _RUN_IGNORED = frozenset({"mount", "network", "security", "device"})
 
 
-def _script(heredoc: Heredoc) -> str:
+def _body(heredoc: DockerfileHeredoc) -> str:
+    """The heredoc's lines (``<<-``: without their leading tabs)."""
+    return chomp_heredoc_content(heredoc.content) if heredoc.chomp else heredoc.content
+
+
+def _heredoc_name(word: str) -> str | None:
+    """The name of the heredoc ``word`` opens (``<<EOF``, ``<<-"EOF"``), if it opens one."""
+    try:
+        heredoc = parse_heredoc(word)
+    except ValueError:
+        return None
+    return heredoc.name if heredoc is not None else None
+
+
+def _script(body: str) -> str:
     """A bare ``RUN <<EOF``: the body is the script, run by its ``#!`` line if it has one."""
-    first, _, _ = heredoc.body.partition("\n")
+    first, _, _ = body.partition("\n")
     if not first.startswith("#!"):
-        return heredoc.body
+        return body
     delimiter = "BAC_SCRIPT_EOF"
-    return f"{first[2:].strip()} <<'{delimiter}'\n{heredoc.body}{delimiter}\n"
+    return f"{first[2:].strip()} <<'{delimiter}'\n{body}{delimiter}\n"
 
 
-def run(conv: Conversion, ins: RawInstruction) -> None:
-    found, rest = conv.flags(ins, _RUN_IGNORED)
-    for name in found:
+def run(conv: Conversion, ins: DockerfileInstruction) -> None:
+    for name in conv.flags(ins, _RUN_IGNORED):
         conv.warn(f"RUN --{name} is ignored: build steps run with the sandbox's defaults")
-    if ins.heredocs and rest.strip() in (h.marker for h in ins.heredocs):
-        command = _script(ins.heredocs[0])
-    elif ins.heredocs:
-        command = rest + "\n" + "".join(h.body + h.name + "\n" for h in ins.heredocs)
+    line = ins.args[0] if ins.args and not ins.json else ""
+    if ins.json:
+        command = shlex.join(ins.args)
+    elif len(ins.heredocs) == 1 and _heredoc_name(line.strip()) is not None:
+        command = _script(_body(ins.heredocs[0]))
+    elif ins.heredocs:  # for the shell: the command, then each heredoc and its end
+        command = line + "\n" + "".join(_body(h) + h.name + "\n" for h in ins.heredocs)
     else:
-        argv = json_array(rest)
-        command = shlex.join(argv) if argv is not None else rest
+        command = line
     if not command.strip():
         raise conv.fail("RUN needs a command")
     exports = " ".join(f"{name}={shlex.quote(value)}"
@@ -80,8 +99,8 @@ def _is_archive(path: Path) -> bool:
             or head[257:262] == b"ustar")
 
 
-def _inline(conv: Conversion, heredoc: Heredoc, target: str, chown: str, chmod: str) -> None:
-    data = base64.b64encode(heredoc.body.encode()).decode()
+def _inline(conv: Conversion, body: str, target: str, chown: str, chmod: str) -> None:
+    data = base64.b64encode(body.encode()).decode()
     quoted = shlex.quote(target)
     command = (f"mkdir -p {shlex.quote(posixpath.dirname(target) or '/')} && "
                f"printf %s {data} | base64 -d > {quoted}")
@@ -92,36 +111,36 @@ def _inline(conv: Conversion, heredoc: Heredoc, target: str, chown: str, chmod: 
     conv.add("RUN", [command, "root"])
 
 
-def copy(conv: Conversion, ins: RawInstruction, add: bool) -> None:
+def copy(conv: Conversion, ins: DockerfileInstruction, add: bool) -> None:
     name = ins.name
-    found, rest = conv.flags(ins, {"chown", "chmod", "link", *_REFUSED_FLAGS})
+    found = conv.flags(ins, {"chown", "chmod", "link", *_REFUSED_FLAGS})
     for flag, why in _REFUSED_FLAGS.items():
         if flag in found:
             raise conv.fail(f"{name} --{flag}: {why}")
-    chown = conv.word(found["chown"] or "") if "chown" in found else ""
+    chown = conv.expand(found["chown"] or "") if "chown" in found else ""
     if "chown" in found and not chown:
         raise conv.fail(f"{name} --chown needs USER[:GROUP]")
     chmod = found.get("chmod") or ""
     if "chmod" in found and not _CHMOD.fullmatch(chmod):
         raise conv.fail(f"{name} --chmod needs octal permission bits like 0755, got {chmod!r}")
     chmod = f"{int(chmod, 8):04o}" if chmod else ""
-    argv = json_array(rest)
-    words = [conv.word(item) for item in argv] if argv is not None else conv.words(rest)
-    if len(words) < 2:
+    if len(ins.args) < 2:
         raise conv.fail(f"{name} needs at least a source and a destination")
-    *sources, dest = words
+    *sources, dest = ins.args
+    dest = conv.expand(dest)
     if len(sources) > 1 and not dest.endswith("/"):
         raise conv.fail(f"{name} with several sources needs a destination directory "
                         "ending in /")
     target = _destination(dest, conv.workdir)
     heredocs = {h.name: h for h in ins.heredocs}
-    for src in sources:
-        marker = _MARKER.fullmatch(src)
-        if marker is not None and marker.group(1) in heredocs:
+    for raw in sources:
+        marker = _heredoc_name(raw)  # as written: a quoted "<<EOF" names a file
+        if marker is not None and marker in heredocs:
             into = target.endswith("/") or len(sources) > 1
-            path = posixpath.join(target, marker.group(1)) if into else target
-            _inline(conv, heredocs[marker.group(1)], path, chown, chmod)
+            path = posixpath.join(target, marker) if into else target
+            _inline(conv, _body(heredocs[marker]), path, chown, chmod)
             continue
+        src = conv.expand(raw)
         if "://" in src or src.startswith("git@"):
             raise conv.fail(f"{name} from a URL is not supported ({src}): download it in a "
                             "RUN step (curl, wget) or put the file in the build context")

@@ -10,28 +10,20 @@ from __future__ import annotations
 
 import shlex
 
-from bac._template._dockerfile._lines import RawInstruction
+from e2b_dockerfile_utils import DockerfileInstruction
+
 from bac._template._dockerfile._state import Command, Conversion
-from bac._template._dockerfile._words import json_array
 
 _HEALTHCHECK_FLAGS = frozenset({"interval", "timeout", "start-period", "start-interval",
                                 "retries"})
 
 
-def _form(rest: str) -> Command:
-    """``CMD``/``ENTRYPOINT`` text as its exec form or its shell form."""
-    argv = json_array(rest)
-    if argv is not None:
-        return True, argv
-    return False, [rest] if rest else []
+def cmd(conv: Conversion, ins: DockerfileInstruction) -> None:
+    conv.cmd = ins.json, list(ins.args)
 
 
-def cmd(conv: Conversion, ins: RawInstruction) -> None:
-    conv.cmd = _form(ins.rest)
-
-
-def entrypoint(conv: Conversion, ins: RawInstruction) -> None:
-    conv.entrypoint = _form(ins.rest)
+def entrypoint(conv: Conversion, ins: DockerfileInstruction) -> None:
+    conv.entrypoint = ins.json, list(ins.args)
 
 
 def start_command(cmd: Command | None, entrypoint: Command | None) -> str | None:
@@ -48,17 +40,16 @@ def start_command(cmd: Command | None, entrypoint: Command | None) -> str | None
     return None
 
 
-def healthcheck(conv: Conversion, ins: RawInstruction) -> None:
+def healthcheck(conv: Conversion, ins: DockerfileInstruction) -> None:
     """``HEALTHCHECK CMD ...`` sets the ready command; ``HEALTHCHECK NONE`` clears it."""
-    found, rest = conv.flags(ins, _HEALTHCHECK_FLAGS)
-    if rest.strip().upper() == "NONE":
+    found = conv.flags(ins, _HEALTHCHECK_FLAGS)
+    kind, *command = ins.args or [""]
+    if kind.upper() == "NONE" and not command:
         conv.ready = None
         return
-    keyword, _, command = rest.partition(" ")
-    if keyword.upper() != "CMD" or not command.strip():
+    if kind.upper() != "CMD" or not "".join(command).strip():
         raise conv.fail("HEALTHCHECK needs CMD <command> or NONE")
     if found:
         conv.warn("HEALTHCHECK options are ignored: the ready command is retried until it "
                   "exits 0")
-    argv = json_array(command.strip())
-    conv.ready = shlex.join(argv) if argv is not None else command.strip()
+    conv.ready = shlex.join(command) if ins.json else command[0]
