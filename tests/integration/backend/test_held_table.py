@@ -50,7 +50,8 @@ def _rules(table: str, chain: str) -> list[str]:
 def test_an_older_table_gains_the_hold_and_keeps_its_sandboxes(table: str) -> None:
     """Preparing the host over a table made before the hold adds the set and its drop
     rules (first, at raw priority, both ways) and leaves a sandbox's log chain, elements
-    (192.0.2.3 may reach 198.51.100.0/24) and DNS listener as they were; held addresses survive the next refresh."""
+    (192.0.2.3 may reach 198.51.100.0/24) and DNS listener as they were; held addresses
+    survive the next refresh."""
     nft(_older_script(table))
     t = f"inet {table}"
     nft(f"add chain {t} ok_{_PREFIX}0\n"
