@@ -38,7 +38,13 @@ def desktop() -> None:
 @click.pass_context
 def open_(ctx: click.Context, sandbox_id: str, ttl: int | None, browser: bool,
           as_json: bool) -> None:
-    """Start SANDBOX_ID's desktop stream if needed and print (or open) its viewer's URL."""
+    """Start SANDBOX_ID's desktop stream if needed and print (or open) its viewer's URL.
+
+    \b
+    Examples:
+      bac desktop open $SBX
+      bac desktop open $SBX --ttl 3600 --browser
+    """
 
     async def body() -> None:
         box = await attach(ctx, sandbox_id)
@@ -62,7 +68,12 @@ def open_(ctx: click.Context, sandbox_id: str, ttl: int | None, browser: bool,
 @click.argument("output", type=click.Path(dir_okay=False, writable=True, path_type=Path))
 @click.pass_context
 def screenshot(ctx: click.Context, sandbox_id: str, output: Path) -> None:
-    """Write SANDBOX_ID's screen to OUTPUT as a PNG image."""
+    """Write SANDBOX_ID's screen to OUTPUT as a PNG image.
+
+    \b
+    Examples:
+      bac desktop screenshot $SBX screen.png
+    """
 
     async def body() -> bytes:
         box = await attach(ctx, sandbox_id)
