@@ -24,12 +24,20 @@ import socket
 SOCKET_PATH = os.environ.get("BAC_ENVD_TRACE_SOCKET", "/run/bac/trace.sock")
 # The host refuses larger datagrams; a command line is cut well below that.
 MAX_TEXT = 1024
+# The last bytes of a process's stdout and of its stderr that a report carries.
+TAIL = 512
 
 _unsent = 0
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit]
+
+
+def tail_text(data: bytes) -> str:
+    """The end of an output as text: UTF-8, a character cut at the start dropped."""
+    text = data.decode("utf-8", "replace")
+    return text[1:] if text.startswith("\ufffd") and len(data) >= TAIL else text
 
 
 def report(kind: str, fields: dict[str, object], path: str = SOCKET_PATH) -> bool:

@@ -67,6 +67,7 @@ def test_process_events_say_how_each_command_ended(api: httpx.Client) -> None:
         fields = ended["fields"]
         assert fields["exit_code"] == 3 and "signal" not in fields
         assert fields["stdout_bytes"] == 4 and fields["stderr_bytes"] == 2
+        assert fields["stdout_tail"] == "out\n" and fields["stderr_tail"] == "e!"
         assert fields["user"] == "user" and fields["cwd"] == "/home/user"
         assert fields["timed_out"] is False and fields["client_left"] is False
         assert fields["duration_ms"] >= 0 and ended["level"] == "warn"
@@ -85,6 +86,14 @@ def test_process_events_say_how_each_command_ended(api: httpx.Client) -> None:
         as_root = process_event(api, sbx, "m-root", start)["fields"]
         assert as_root["user"] == "root" and as_root["cwd"] == "/tmp"
         assert as_root["stdout_bytes"] == len("/tmp\n")
+        assert "stderr_tail" not in as_root  # nothing written there
+
+        # A long output keeps its end (512 bytes), whole characters only.
+        sbx.commands.run("for i in $(seq 1 400); do echo \"l$i é\"; done # m-long")
+        long = process_event(api, sbx, "m-long", start)["fields"]
+        tail = long["stdout_tail"]
+        assert tail.endswith("l400 é\n") and len(tail.encode()) <= 512
+        assert "\ufffd" not in tail and "l1 é" not in tail
 
 
 def test_a_disconnected_client_is_recorded(api: httpx.Client) -> None:

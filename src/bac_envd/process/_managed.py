@@ -113,6 +113,8 @@ class ManagedProcess:
         self.started_at = time.time()
         self._started = time.monotonic()
         self.out_bytes = {"stdout": 0, "stderr": 0, "pty": 0}
+        # The last bytes of its output (a terminal's counts as stdout), for the trace.
+        self.tails = {"stdout": bytearray(), "stderr": bytearray()}
         self.timed_out = False
         # The Start stream that launched it ended before the process did, or its
         # connection is gone (``client_gone``, set by the service).
@@ -143,8 +145,15 @@ class ManagedProcess:
             reader.start()
 
     def _reader(self, fd: int, stream: str, chunk: int) -> FdReader:
+        tail = self.tails["stderr" if stream == "stderr" else "stdout"]
+
         def on_data(data: bytes) -> None:
             self.out_bytes[stream] += len(data)
+            if len(data) >= _trace.TAIL:
+                tail[:] = data[-_trace.TAIL:]
+            else:
+                tail.extend(data)
+                del tail[:-_trace.TAIL]
             event = DataChunk(stream, data)
             for sub in self._subs:
                 sub.push(event)
@@ -256,6 +265,9 @@ class ManagedProcess:
             "timed_out": self.timed_out,
             "client_left": self.client_left or self.client_gone(),
         }
+        for name, tail in self.tails.items():
+            if tail:
+                fields[f"{name}_tail"] = _trace.tail_text(bytes(tail))
         if os.WIFSIGNALED(wait_status):
             fields["signal"] = os.WTERMSIG(wait_status)
         else:

@@ -54,6 +54,8 @@ class Item:
     detail: str
     badge: str
     ok: bool | None
+    # The end of a command's output (stdout, then stderr), as envd reported it.
+    tail: str = ""
 
 
 def _number(value: Any) -> float | None:
@@ -75,8 +77,9 @@ def item_of(ev: EventRecord) -> Item:
             f"err {human_bytes(_number(f.get('stderr_bytes')) or 0)}",
             f"as {f.get('user')}" if f.get("user") else "",
             "timed out" if f.get("timed_out") else "", "pty" if f.get("pty") else "") if p)
+        tail = "".join(str(f.get(k) or "") for k in ("stdout_tail", "stderr_tail"))
         return Item(ev.at, "command", ev.level, str(f.get("cmd", ev.message)), detail, badge,
-                    code == 0 if code is not None else False)
+                    code == 0 if code is not None else False, tail.rstrip("\n"))
     if ev.kind == "transfer":
         ms = _number(f.get("duration_ms"))
         detail = " · ".join(p for p in (

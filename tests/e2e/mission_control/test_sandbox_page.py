@@ -53,6 +53,8 @@ def test_the_trace_shows_sdk_commands_with_exit_codes(
     expect(failing.locator(".badge")).to_have_class("badge exit-bad")
     ok = page.locator("#timeline li.k-command", has_text="from-the-sdk")
     expect(ok.locator(".badge")).to_have_text("exit 0")
+    expect(ok.locator("pre.tail")).to_have_text("from-the-sdk")  # its output's end
+    expect(failing.locator("pre.tail")).to_have_text("failing")
     shows_after_reloads(page, page.locator("#timeline li.k-upload", has_text="notes.txt"))
     expect(page.locator("#timeline li.k-created")).to_have_count(1)
     shot(page, "sandbox-trace")

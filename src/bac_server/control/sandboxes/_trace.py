@@ -47,6 +47,8 @@ IN_SANDBOX_KINDS = frozenset({EventKind.PROCESS.value, EventKind.TRANSFER.value,
                               EventKind.NETWORK.value, EventKind.EGRESS_DENIED.value,
                               EventKind.ENVD_RESTARTED.value})
 MAX_PAGE = 1000
+# The end of a process's stdout and stderr a report may carry (envd sends 512 bytes).
+OUTPUT_TAIL = 1024
 # Keys a run query may name (the store looks them up as JSON paths).
 _RUN_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,256}")
 _TEXT = 1024
@@ -107,7 +109,9 @@ _PROCESS: dict[str, _Check] = {
             "started_at": _number, "duration_ms": _number, "stdout_bytes": _count,
             "stderr_bytes": _count, "timed_out": _flag, "client_left": _flag,
             "exit_code": lambda v: _count(v) if v != -1 else -1, "signal": _count,
-            "tag": lambda v: None if v is None else _text(v, 256), "unsent": _count}
+            "tag": lambda v: None if v is None else _text(v, 256), "unsent": _count,
+            "stdout_tail": lambda v: _text(v, OUTPUT_TAIL),
+            "stderr_tail": lambda v: _text(v, OUTPUT_TAIL)}
 _TRANSFER: dict[str, _Check] = {
              "direction": _text, "path": _text, "bytes": _count, "user": _text,
              "duration_ms": _number, "status": _count, "ok": _flag, "unsent": _count,
