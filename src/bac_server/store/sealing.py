@@ -1,9 +1,11 @@
 """Secrets at rest: values the store writes sealed with a key that is not in the database.
 
-A sandbox's env vars (any of them may hold a secret such as an API key) and its envd and
-traffic access tokens are kept as AES-256-GCM ciphertexts, so a copy of the database (the
-file and its WAL, a backup, a PostgreSQL dump) reveals none of them and grants no access
-to a sandbox; the key lives in a file of its own (:mod:`.key_file`). The server still
+A sandbox's env vars (any of them may hold a secret such as an API key), its envd and
+traffic access tokens, and the ends of its commands' output its trace keeps (an output
+may print a secret: ``echo $OPENAI_API_KEY``) are kept as AES-256-GCM ciphertexts, so a
+copy of the database (the file and its WAL, a backup, a PostgreSQL dump) reveals none of
+them and grants no access to a sandbox; the key lives in a file of its own
+(:mod:`.key_file`). The server still
 needs the tokens in clear (connect hands the envd token back to the client, a resume
 re-initialises envd with it), which is why they are sealed rather than hashed.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -82,3 +85,25 @@ class Sealer:
 
     def open_optional(self, sealed: str | None, where: str) -> str | None:
         return None if sealed is None else self.open(sealed, where)
+
+
+# Event fields sealed at rest: the text of a command's output (``stdout_tail``...).
+SEALED_EVENT_FIELDS = frozenset({"stdout_tail", "stderr_tail"})
+
+
+def seal_event_fields(sealer: Sealer, fields: dict[str, Any], sandbox_id: str) -> dict[str, Any]:
+    """``fields`` with those of ``SEALED_EVENT_FIELDS`` sealed (bound to the sandbox)."""
+    if not SEALED_EVENT_FIELDS & fields.keys():
+        return fields
+    return {k: sealer.seal(v, f"sandbox_events.{k}:{sandbox_id}")
+            if k in SEALED_EVENT_FIELDS and isinstance(v, str) else v
+            for k, v in fields.items()}
+
+
+def open_event_fields(sealer: Sealer, fields: dict[str, Any], sandbox_id: str) -> dict[str, Any]:
+    """The reverse of :func:`seal_event_fields`."""
+    if not SEALED_EVENT_FIELDS & fields.keys():
+        return fields
+    return {k: sealer.open(v, f"sandbox_events.{k}:{sandbox_id}")
+            if k in SEALED_EVENT_FIELDS and is_sealed(v) else v
+            for k, v in fields.items()}

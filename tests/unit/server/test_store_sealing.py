@@ -72,6 +72,28 @@ async def test_secrets_are_sealed_in_the_rows_and_on_disk(tmp_path: Path) -> Non
         assert clear.encode() not in on_disk
 
 
+async def test_command_output_in_the_trace_is_sealed_at_rest(tmp_path: Path) -> None:
+    """A process event's output tails (a command may print a secret) are ciphertext on
+    disk; the trace reads them back in clear, other fields untouched."""
+    from bac_server.store import EventRecord, TraceQuery
+
+    db = tmp_path / "bac.db"
+    store = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
+    await store.keys.ensure_team("team")
+    await store.sandboxes.insert_sandbox(_sandbox())
+    fields = {"pid": 7, "cmd": "echo $OPENAI_API_KEY", "exit_code": 0,
+              "stdout_tail": SECRET + "\n", "stderr_tail": "warn " + SECRET}
+    await store.sandboxes.add_event(EventRecord("sbx1", "team", NOW, "process", "ran",
+                                                fields=fields))
+    [read] = await store.sandboxes.trace(TraceQuery(team_id="team", sandbox_id="sbx1",
+                                                    kinds=frozenset({"process"})))
+    assert read.fields == fields
+    on_disk = _bytes_on_disk(db)
+    await store.close()
+    assert b"echo $OPENAI_API_KEY" in on_disk  # the command line itself is not sealed
+    assert SECRET.encode() not in on_disk
+
+
 async def test_another_key_or_a_moved_value_does_not_open(tmp_path: Path) -> None:
     """A store opened with another key file refuses the rows (it never guesses); a sealed
     value copied into another row does not open either."""

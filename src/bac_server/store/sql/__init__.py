@@ -64,7 +64,7 @@ class SqlStore:
         self.uploads: UploadStore = SqlUploads(engine)
         self.gc: GcStore = SqlGc(engine)
         self.webhooks: WebhookStore = SqlWebhooks(engine, sealer)
-        self.event_log: EventLogStore = SqlEventLog(engine)
+        self.event_log: EventLogStore = SqlEventLog(engine, sealer)
         self.usage: UsageStore = SqlUsage(engine)
 
     @classmethod

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store.sandboxes import EventRecord
+from bac_server.store.sealing import Sealer, open_event_fields
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._time import dt, opt_dt, ts
 from bac_server.store.webhooks import LoggedEvent
@@ -30,19 +31,21 @@ def _select() -> sa.Select[Any]:
                          .outerjoin(t.sandbox_templates, _p.sandbox_id == _e.sandbox_id)))
 
 
-def _logged(r: Any) -> LoggedEvent:
+def _logged(r: Any, sealer: Sealer) -> LoggedEvent:
     return LoggedEvent(
         event_id=r.event_id,
         event=EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level,
-                          dict(r.fields), wire_type=r.wire_type),
+                          open_event_fields(sealer, dict(r.fields), r.sandbox_id),
+                          wire_type=r.wire_type),
         template_id=r.template_id, build_id=r.build_id,
         metadata=dict(r.metadata or {}), started_at=opt_dt(r.started_at),
         cpu_count=r.cpu_count, memory_mb=r.memory_mb)
 
 
 class SqlEventLog:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, sealer: Sealer) -> None:
         self._engine = engine
+        self._sealer = sealer
 
     async def team_events(
         self, team_id: str, *, sandbox_id: str | None, types: Collection[str], offset: int,
@@ -61,7 +64,7 @@ class SqlEventLog:
         query = query.order_by(order).offset(offset).limit(limit)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [_logged(r) for r in rows if r.team_id == team_id]
+        return [_logged(r, self._sealer) for r in rows if r.team_id == team_id]
 
     async def events_for_delivery(
         self, *, team_ids: Collection[str], types: Collection[str], after_id: int,
@@ -79,4 +82,4 @@ class SqlEventLog:
         async with self._engine.connect() as conn:
             order = _e.event_id.desc() if newest_first else _e.event_id
             rows = (await conn.execute(query.order_by(order).limit(limit))).all()
-        return [_logged(r) for r in rows]
+        return [_logged(r, self._sealer) for r in rows]

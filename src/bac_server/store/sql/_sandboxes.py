@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bac_server.store.sandboxes import EventRecord, SandboxChange, SandboxRecord, TraceQuery
-from bac_server.store.sealing import Sealer
+from bac_server.store.sealing import Sealer, open_event_fields, seal_event_fields
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
 from bac_server.store.sql._time import dt, opt_dt, ts
@@ -78,7 +78,8 @@ def _sandbox_record(row: Any, sealer: Sealer) -> SandboxRecord:
     )
 
 
-def _event_values(e: EventRecord, metadata: dict[str, str] | None = None) -> dict[str, Any]:
+def _event_values(e: EventRecord, sealer: Sealer,
+                  metadata: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "sandbox_id": e.sandbox_id,
         "team_id": e.team_id,
@@ -86,20 +87,21 @@ def _event_values(e: EventRecord, metadata: dict[str, str] | None = None) -> dic
         "kind": e.kind,
         "level": e.level,
         "message": e.message,
-        "fields": e.fields,
+        "fields": seal_event_fields(sealer, e.fields, e.sandbox_id),
         "wire_type": e.wire_type,
         "metadata": e.metadata or metadata or {},
     }
 
 
-def _event_record(r: Any) -> EventRecord:
-    return EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level, r.fields,
+def _event_record(r: Any, sealer: Sealer) -> EventRecord:
+    return EventRecord(r.sandbox_id, r.team_id, dt(r.at), r.kind, r.message, r.level,
+                       open_event_fields(sealer, dict(r.fields), r.sandbox_id),
                        event_id=r.event_id, metadata=dict(r.metadata or {}),
                        wire_type=r.wire_type)
 
 
-async def _insert_events(conn: AsyncConnection,
-                         events: Sequence[EventRecord]) -> list[EventRecord]:
+async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord],
+                         sealer: Sealer) -> list[EventRecord]:
     """Each event with its sandbox's metadata as it is now (read in the same transaction);
     returns them as written."""
     if not events:
@@ -112,7 +114,7 @@ async def _insert_events(conn: AsyncConnection,
             sa.select(c.sandbox_id, c.metadata).where(c.sandbox_id.in_(sorted(wanted))))
         owners = {r.sandbox_id: dict(r.metadata or {}) for r in rows}
     await conn.execute(sa.insert(t.sandbox_events),
-                       [_event_values(e, owners.get(e.sandbox_id)) for e in events])
+                       [_event_values(e, sealer, owners.get(e.sandbox_id)) for e in events])
     return [_as_written(e, owners.get(e.sandbox_id)) for e in events]
 
 
@@ -153,8 +155,9 @@ class SqlSandboxes:
             await conn.execute(
                 sa.insert(t.sandboxes).values(**_sandbox_values(sandbox, self._sealer)))
             if events:
-                await conn.execute(sa.insert(t.sandbox_events),
-                                   [_event_values(e, sandbox.metadata) for e in events])
+                await conn.execute(
+                    sa.insert(t.sandbox_events),
+                    [_event_values(e, self._sealer, sandbox.metadata) for e in events])
         self._logged([_as_written(e, sandbox.metadata) for e in events])
 
     async def update_sandbox(
@@ -189,7 +192,7 @@ class SqlSandboxes:
                     .where(t.sandboxes.c.sandbox_id == sandbox_id)
                     .values(**values)
                 )
-            written = [] if event is None else await _insert_events(conn, [event])
+            written = [] if event is None else await _insert_events(conn, [event], self._sealer)
         self._logged(written)
 
     async def update_sandboxes(self, changes: Sequence[SandboxChange]) -> None:
@@ -204,7 +207,7 @@ class SqlSandboxes:
             await conn.execute(update, [{"b_id": ch.sandbox_id, "b_state": ch.state,
                                          "b_lifecycle": ch.lifecycle} for ch in changes])
             written = await _insert_events(
-                conn, [c.event for c in changes if c.event is not None])
+                conn, [c.event for c in changes if c.event is not None], self._sealer)
         self._logged(written)
 
     async def get_sandbox(self, sandbox_id: str) -> SandboxRecord | None:
@@ -221,12 +224,12 @@ class SqlSandboxes:
 
     async def add_event(self, event: EventRecord) -> None:
         async with self._engine.begin() as conn:
-            written = await _insert_events(conn, [event])
+            written = await _insert_events(conn, [event], self._sealer)
         self._logged(written)
 
     async def add_events(self, events: Sequence[EventRecord]) -> None:
         async with self._engine.begin() as conn:
-            written = await _insert_events(conn, events)
+            written = await _insert_events(conn, events, self._sealer)
         self._logged(written)
 
     async def trace(self, query: TraceQuery) -> list[EventRecord]:
@@ -246,7 +249,7 @@ class SqlSandboxes:
         select = select.order_by(c.event_id).limit(query.limit)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(select)).all()
-        return [_event_record(r) for r in rows]
+        return [_event_record(r, self._sealer) for r in rows]
 
     async def prune_events(self, *, before: datetime, keep_per_sandbox: int,
                            counted_kinds: Collection[str]) -> int:
@@ -280,4 +283,4 @@ class SqlSandboxes:
         query = query.order_by(*order).limit(limit)
         async with self._engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [_event_record(r) for r in rows]
+        return [_event_record(r, self._sealer) for r in rows]
