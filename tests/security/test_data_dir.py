@@ -6,6 +6,7 @@ start-up check repairs loosened modes and refuses what it cannot repair."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -92,9 +93,9 @@ def served() -> Iterator[Served]:
                           timeout=120) as client:
             running = _create(client, {"OPENAI_API_KEY": SECRET})
             paused = _create(client, {"OPENAI_API_KEY": SECRET})
-            sbx = Sandbox.connect(running["sandboxID"], **opts)
-            assert sbx.commands.run("echo $OPENAI_API_KEY").stdout.strip() == SECRET
-            checkpoint = sbx.checkpoint()
+            with contextlib.closing(Sandbox.connect(running["sandboxID"], **opts)) as sbx:
+                assert sbx.commands.run("echo $OPENAI_API_KEY").stdout.strip() == SECRET
+                checkpoint = sbx.checkpoint()
             Sandbox.pause(paused["sandboxID"], **opts)
         yield Served(server, running["sandboxID"], paused["sandboxID"],
                      running["envdAccessToken"], running["trafficAccessToken"],
@@ -184,12 +185,12 @@ def test_an_escaped_sandbox_root_reads_no_secret_in_the_data_dir(served: Served)
 def test_root_inside_a_sandbox_finds_no_way_to_the_store(served: Served) -> None:
     """Root inside the sandbox (sudo) reaches neither the store's path nor the host's
     root through /proc; the secret it holds is its own env, nothing more."""
-    sbx = Sandbox.connect(served.sandbox_id, **served.opts)
     db = served.data_dir / "bac.db"
     tries = [f"{db}", f"{db}-wal", f"/proc/1/root{db}", f"/proc/self/root{db}",
              f"{served.data_dir}/keys/store.key"]
     script = "; ".join(f"head -c1 {p} >/dev/null 2>&1 && echo READ {p}" for p in tries)
-    result = sbx.commands.run(f"sudo sh -c '{script}; echo done'")
+    with contextlib.closing(Sandbox.connect(served.sandbox_id, **served.opts)) as sbx:
+        result = sbx.commands.run(f"sudo sh -c '{script}; echo done'")
     assert result.stdout.strip() == "done", result.stdout
 
 
@@ -244,8 +245,8 @@ def test_start_up_repairs_loosened_modes(served: Served) -> None:
                 data / "sandboxes": 0o710, data / "claims": 0o700, slot / "state.json": 0o600}
     assert {p: stat.S_IMODE(p.stat().st_mode) for p in expected} == expected
     assert data.stat().st_gid == SANDBOX_ROOT
-    sbx = Sandbox.connect(served.sandbox_id, **served.opts)
-    assert sbx.commands.run("echo $OPENAI_API_KEY").stdout.strip() == SECRET
+    with contextlib.closing(Sandbox.connect(served.sandbox_id, **served.opts)) as sbx:
+        assert sbx.commands.run("echo $OPENAI_API_KEY").stdout.strip() == SECRET
 
 
 def test_start_up_refuses_a_symlinked_data_dir(tmp_path: Path) -> None:

@@ -174,7 +174,7 @@ def test_bac_sdk_network(server: ServerProcess) -> None:
     opts = {"api_url": server.url, "api_key": server.keys[0], "sandbox_url": server.url}
     sbx = BacSandbox.create(timeout=120, network={"allow_out": [SITE_A],
                                                   "deny_out": ["0.0.0.0/0"]}, **opts)
-    try:
+    with sbx:  # killed, and its connections closed, at the end
         check = f"curl -s -m 3 -o /dev/null -w '%{{http_code}}' http://{SITE_B}/ || true"
         assert sbx.commands.run(check).stdout.strip() == "000"
         sbx.update_network({"allow_out": [SITE_B], "deny_out": ["0.0.0.0/0"]})
@@ -184,5 +184,3 @@ def test_bac_sdk_network(server: ServerProcess) -> None:
         assert any(d["address"] == SITE_B and d["allowed"] for d in usage["destinations"])
         # The server's domain and the port it was reached on: an address that works as is.
         assert sbx.get_host(8000) == f"8000-{sbx.sandbox_id}.localhost:{server.port}"
-    finally:
-        sbx.kill()

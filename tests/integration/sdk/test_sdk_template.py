@@ -99,11 +99,8 @@ def test_dockerfile_cache_rebuilds_only_from_a_changed_copy(bac_server: BacServe
                         on_log=logs.append)
         assert _cached_steps(logs) == {"1", "2", "3"}
         assert any(e.step == "4" and e.message.startswith("uploaded 'b.txt'") for e in logs)
-        box = Sandbox.create(name, timeout=60, **bac_server.opts())
-        try:
+        with Sandbox.create(name, timeout=60, **bac_server.opts()) as box:  # killed, closed
             assert box.commands.run("cat /one /two /three").stdout == f"{name}\na1\nb2\n"
-        finally:
-            box.kill()
         tags = templates.tags(name)
         assert [t.tag for t in tags] == ["default"]
         assert templates.assign_tags(f"{name}:default", ["v1"]) == ["v1"]

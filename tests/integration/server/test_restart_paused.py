@@ -3,6 +3,7 @@ with sandboxes paused (full and files-only) and running, start it again, resume 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -39,8 +40,8 @@ def test_paused_and_running_sandboxes_survive_sigkill(server: ServerProcess) -> 
     files_only = Sandbox.create(timeout=300, **opts)
     files_only.files.write("/home/user/kept.txt", "kept")
     running = Sandbox.create(timeout=300, **opts)
-    bac_running = BacSandbox.connect(running.sandbox_id, **opts)
-    checkpoint = bac_running.checkpoint()
+    with contextlib.closing(BacSandbox.connect(running.sandbox_id, **opts)) as bac_running:
+        checkpoint = bac_running.checkpoint()
     running.files.write("/home/user/after.txt", "after the checkpoint")
     snapshot = running.create_snapshot()
     full.pause()
@@ -57,10 +58,10 @@ def test_paused_and_running_sandboxes_survive_sigkill(server: ServerProcess) -> 
     assert counter.pid in {p.pid for p in resumed.commands.list()}
     assert Sandbox.connect(files_only.sandbox_id, **opts).files.read(
         "/home/user/kept.txt") == "kept"
-    again = BacSandbox.connect(running.sandbox_id, **opts)
-    assert [c.checkpoint_id for c in again.checkpoints()] == [checkpoint.checkpoint_id]
-    again.restore(checkpoint)
-    assert not again.files.exists("/home/user/after.txt")
+    with contextlib.closing(BacSandbox.connect(running.sandbox_id, **opts)) as again:
+        assert [c.checkpoint_id for c in again.checkpoints()] == [checkpoint.checkpoint_id]
+        again.restore(checkpoint)
+        assert not again.files.exists("/home/user/after.txt")
     copy = Sandbox.create(snapshot.snapshot_id, timeout=60, **opts)
     assert copy.files.read("/home/user/after.txt") == "after the checkpoint"
     for sbx in (full, files_only, running, copy):
