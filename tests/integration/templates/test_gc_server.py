@@ -4,6 +4,7 @@ needs is touched."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
@@ -69,8 +70,7 @@ def test_a_sandbox_of_a_deleted_template_keeps_its_layers_until_killed(
     marker = f"pinned-{uuid.uuid4().hex}"
     template_name, digest = build(srv, _run(f"echo {marker} > /marker"), "pinned")
     own = layer_keys(srv, digest)
-    sbx = Sandbox.create(template_name, timeout=300, **opts(srv))
-    try:
+    with Sandbox.create(template_name, timeout=300, **opts(srv)) as sbx:  # killed, closed
         delete(srv, template_name)
         first = collect(srv)
         assert digest not in deleted(first, "manifest") and not own & deleted(first, "layer")
@@ -78,10 +78,8 @@ def test_a_sandbox_of_a_deleted_template_keeps_its_layers_until_killed(
         paused = collect(srv)
         assert digest not in deleted(paused, "manifest") and not own & deleted(paused, "layer")
         assert own <= layers(srv)
-        resumed = Sandbox.connect(sbx.sandbox_id, **opts(srv))
-        assert resumed.commands.run("cat /marker").stdout.strip() == marker
-    finally:
-        sbx.kill()
+        with contextlib.closing(Sandbox.connect(sbx.sandbox_id, **opts(srv))) as resumed:
+            assert resumed.commands.run("cat /marker").stdout.strip() == marker
     after = collect(srv)
     assert digest in deleted(after, "manifest")
     assert own <= deleted(after, "layer") and not own & layers(srv)
