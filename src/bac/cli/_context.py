@@ -4,7 +4,7 @@ one sandbox the way E2B's ``connect`` does: a paused sandbox is resumed, and sai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -67,3 +67,17 @@ async def attach(ctx: click.Context, sandbox_id: str) -> AsyncSandbox:
     stderr.print(f"resumed {sandbox_id}; it ends in {ends_in(now)} "
                  "(`bac sandbox timeout` changes that)", highlight=False)
     return box
+
+
+def in_sandbox(ctx: click.Context, sandbox_id: str,
+               body: Callable[[AsyncSandbox], Awaitable[T]]) -> T:
+    """Run ``body`` on the sandbox (resumed first if paused, see :func:`attach`), then
+    release this process's connections to it; the sandbox keeps running."""
+    async def main() -> T:
+        box = await attach(ctx, sandbox_id)
+        try:
+            return await body(box)
+        finally:
+            await box.aclose()
+
+    return run(main())

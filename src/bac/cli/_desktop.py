@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from bac.cli._context import attach, run
+from bac.cli._context import in_sandbox
 from bac.cli._output import BacGroup, CliError, json_option, print_json
 
 
@@ -46,21 +46,14 @@ def open_(ctx: click.Context, sandbox_id: str, ttl: int | None, browser: bool,
       bac desktop open $SBX --ttl 3600 --browser
     """
 
-    async def body() -> None:
-        box = await attach(ctx, sandbox_id)
-        try:
-            stream = await box.desktop.stream(ttl)
-        finally:
-            await box.aclose()  # the sandbox keeps running
-        if as_json:
-            print_json({"url": stream.url, "port": stream.port,
-                        "expiresAt": stream.expires_at.isoformat()})
-        else:
-            click.echo(stream.url)
-        if browser and not webbrowser.open(stream.url):
-            raise CliError("no web browser could be opened here; the URL is above")
-
-    run(body())
+    stream = in_sandbox(ctx, sandbox_id, lambda box: box.desktop.stream(ttl))
+    if as_json:
+        print_json({"url": stream.url, "port": stream.port,
+                    "expiresAt": stream.expires_at.isoformat()})
+    else:
+        click.echo(stream.url)
+    if browser and not webbrowser.open(stream.url):
+        raise CliError("no web browser could be opened here; the URL is above")
 
 
 @desktop.command()
@@ -75,13 +68,6 @@ def screenshot(ctx: click.Context, sandbox_id: str, output: Path) -> None:
       bac desktop screenshot $SBX screen.png
     """
 
-    async def body() -> bytes:
-        box = await attach(ctx, sandbox_id)
-        try:
-            return await box.desktop.screenshot()
-        finally:
-            await box.aclose()
-
-    png = run(body())
+    png = in_sandbox(ctx, sandbox_id, lambda box: box.desktop.screenshot())
     output.write_bytes(png)
     click.echo(f"{output} ({len(png)} bytes)", err=True)

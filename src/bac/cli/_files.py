@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import posixpath
 import sys
-from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import click
 
 from bac import AsyncSandbox, EntryInfo, FileType, PathNotFoundError
-from bac.cli._context import attach, run
+from bac.cli._context import in_sandbox
 from bac.cli._copy import Copied, download, local_source, upload
 from bac.cli._output import BacGroup, CliError, View, listing_options, stdout
 
@@ -43,17 +42,6 @@ def _targets(spec: str, paths: tuple[str, ...]) -> tuple[str, list[str]]:
         targets.append(other[1] if other is not None else path)
     return sandbox_id, targets
 
-
-def _in_sandbox(ctx: click.Context, sandbox_id: str,
-                body: Callable[[AsyncSandbox], Awaitable[T]]) -> T:
-    async def main() -> T:
-        box = await attach(ctx, sandbox_id)
-        try:
-            return await body(box)
-        finally:
-            await box.aclose()
-
-    return run(main())
 
 
 def _size(n: int) -> str:
@@ -95,11 +83,11 @@ def cp(ctx: click.Context, source: str, destination: str, recursive: bool) -> No
     done: Copied
     if dst is not None:
         local = local_source(source, recursive)
-        done = _in_sandbox(ctx, dst[0], lambda box: upload(box, local, dst[1]))
+        done = in_sandbox(ctx, dst[0], lambda box: upload(box, local, dst[1]))
         where = f"{dst[0]}:{done.target}"
     else:
         assert src is not None
-        done = _in_sandbox(ctx, src[0], lambda box: download(box, src[1], destination,
+        done = in_sandbox(ctx, src[0], lambda box: download(box, src[1], destination,
                                                              recursive))
         where = done.target
     count = f" ({done.files} files, {_size(done.size)})" if done.files != 1 else ""
@@ -148,7 +136,7 @@ def ls(ctx: click.Context, sandbox: str, path: str | None, view: View) -> None:
             return [entry]
         return sorted(await box.files.list(where), key=lambda e: e.name)
 
-    found = _in_sandbox(ctx, sandbox_id, body)
+    found = in_sandbox(ctx, sandbox_id, body)
     view.show(["NAME", "TYPE", "SIZE", "MODE", "OWNER", "MODIFIED"],
               [_entry_row(e) for e in found], [_entry_json(e) for e in found])
 
@@ -179,7 +167,7 @@ def cat(ctx: click.Context, sandbox: str, paths: tuple[str, ...]) -> None:
                     out.write(chunk)
             out.flush()
 
-    _in_sandbox(ctx, sandbox_id, body)
+    in_sandbox(ctx, sandbox_id, body)
 
 
 @files.command()
@@ -212,7 +200,7 @@ def mkdir(ctx: click.Context, sandbox: str, paths: tuple[str, ...], parents: boo
             if not await box.files.make_dir(target) and not parents:
                 raise CliError(f"{sandbox_id}:{target} already exists")
 
-    _in_sandbox(ctx, sandbox_id, body)
+    in_sandbox(ctx, sandbox_id, body)
 
 
 @files.command()
@@ -252,4 +240,4 @@ def rm(ctx: click.Context, sandbox: str, paths: tuple[str, ...], recursive: bool
         for target in present:
             await box.files.remove(target)
 
-    _in_sandbox(ctx, sandbox_id, body)
+    in_sandbox(ctx, sandbox_id, body)

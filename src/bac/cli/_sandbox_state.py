@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from bac import AsyncSandbox, Checkpoint, SandboxError, SandboxInfo, SandboxState
-from bac.cli._context import attach, connection, ends_in, run
+from bac import AsyncSandbox, SandboxError, SandboxInfo, SandboxState
+from bac.cli._context import attach, connection, ends_in, in_sandbox, run
 from bac.cli._output import CliError, View, json_option, listing_options, print_json, stderr, stdout
 
 
@@ -86,15 +86,9 @@ def checkpoint(ctx: click.Context, sandbox_id: str, name: str | None, no_memory:
       bac sandbox restore $SBX before-upgrade
     """
 
-    async def body() -> Checkpoint:
-        box = await attach(ctx, sandbox_id)
-        try:
-            return await box.checkpoint(name, memory=not no_memory)
-        finally:
-            await box.aclose()
-
     with stderr.status(f"Checkpointing {sandbox_id}…"):
-        saved = run(body())
+        saved = in_sandbox(ctx, sandbox_id,
+                           lambda box: box.checkpoint(name, memory=not no_memory))
     if as_json:
         print_json(saved.to_json())
     else:
@@ -199,16 +193,10 @@ def snapshot(ctx: click.Context, sandbox_id: str, name: str | None, no_memory: b
       bac sandbox create -t warmed-up
     """
 
-    async def body() -> tuple[str, list[str]]:
-        box = await attach(ctx, sandbox_id)
-        try:
-            taken = await box.snapshot(name, memory=not no_memory)
-        finally:
-            await box.aclose()
-        return taken.snapshot_id, taken.names
-
     with stderr.status(f"Snapshotting {sandbox_id}…"):
-        snapshot_id, names = run(body())
+        taken = in_sandbox(ctx, sandbox_id,
+                           lambda box: box.snapshot(name, memory=not no_memory))
+    snapshot_id, names = taken.snapshot_id, taken.names
     if as_json:
         print_json({"snapshotId": snapshot_id, "names": names})
     else:
