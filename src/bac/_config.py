@@ -37,6 +37,16 @@ def seconds(value: object, name: str = "timeout") -> float | None:
     return float(value)
 
 
+def whole_seconds(value: object, name: str = "timeout", *, meaning: str = "") -> int:
+    """A sandbox lifetime: as :func:`seconds`, required, and whole (the API counts whole
+    seconds). ``meaning`` says what 0 means there, for the message."""
+    checked = seconds(value, name)
+    if checked is None or checked != int(checked):
+        raise InvalidArgumentError(
+            f"{name} must be a whole number of seconds{meaning}, got {value!r}")
+    return int(checked)
+
+
 def _first(env: Mapping[str, str], *names: str) -> str | None:
     for name in names:
         value = env.get(name)

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypedDict
 
 from bac import _errors as e
 from bac._api import ApiClient
-from bac._config import seconds
+from bac._config import whole_seconds
 from bac._models import SandboxInfo
 
 
@@ -73,11 +73,8 @@ async def kill(api: ApiClient, sandbox_id: str, request_timeout: float | None) -
 async def set_timeout(
     api: ApiClient, sandbox_id: str, lifetime: int, request_timeout: float | None
 ) -> None:
-    checked = seconds(lifetime)
-    if checked is None or checked != int(checked):
-        raise e.InvalidArgumentError(f"timeout must be a whole number of seconds, got {lifetime!r}")
     await api.request(
-        "POST", sandbox_path(sandbox_id, "/timeout"), json={"timeout": int(checked)},
+        "POST", sandbox_path(sandbox_id, "/timeout"), json={"timeout": whole_seconds(lifetime)},
         ok=(200, 204), not_found=e.SandboxNotFoundError, request_timeout=request_timeout,
     )
 

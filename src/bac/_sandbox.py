@@ -28,7 +28,7 @@ from bac import _trace as trace_api
 from bac._api import ApiClient
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
-from bac._config import ConnectionConfig, ConnectionOpts, seconds
+from bac._config import ConnectionConfig, ConnectionOpts, whole_seconds
 from bac._costs import CapAction, SandboxUsage
 from bac._desktop import AsyncDesktop
 from bac._dual import dual_method
@@ -129,13 +129,9 @@ class AsyncSandbox:
         whether its ports are public; ``lifecycle`` whether the timeout pauses instead of
         killing; ``cost_cap`` caps its cost over its life (in the server's currency), at
         which ``cost_cap_action`` (``pause`` by default, or ``kill``) is taken."""
-        lifetime = seconds(timeout)
-        if lifetime is None or lifetime != int(lifetime):
-            raise e.InvalidArgumentError(
-                f"timeout must be a whole number of seconds (0: no end), got {timeout!r}")
         body: dict[str, Any] = {
             "templateID": template,
-            "timeout": int(lifetime),
+            "timeout": whole_seconds(timeout, meaning=" (0: no end)"),
             "metadata": metadata or {},
             "envVars": envs or {},
         }
