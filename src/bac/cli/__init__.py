@@ -6,6 +6,12 @@ administer a local server (:mod:`bac.cli._admin`).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import sys
+from typing import NoReturn
+
 import click
 
 from bac._version import __version__
@@ -77,9 +83,29 @@ cli.add_command(usage)
 cli.add_command(caps)
 
 
-def main() -> None:
-    """Entry point of the ``bac`` executable."""
-    cli(prog_name="bac")
+def main() -> NoReturn:
+    """Entry point of the ``bac`` executable.
+
+    The command's work is done when click returns: its output is flushed and the process
+    ends with its exit code without interpreter finalization, which would also tear down
+    the SDK's native HTTP runtime (pyqwest's); that teardown rarely aborts the process
+    (SIGABRT, after the command had succeeded), turning a success into a crash."""
+    try:
+        cli(prog_name="bac")
+    except SystemExit as ended:
+        _leave(ended.code)
+    _leave(0)
+
+
+def _leave(code: str | int | None) -> NoReturn:
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing to say
+            stream.flush()
+    logging.shutdown()
+    os._exit(code or 0)
 
 
 __all__ = ["cli", "main"]

@@ -11,7 +11,6 @@ killing the remote command. A paused sandbox is resumed first, with a line on st
 from __future__ import annotations
 
 import asyncio
-import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -153,11 +152,4 @@ def exec_(
                        forward_stdin=not tty and (interactive or not stdin_tty), tty=tty,
                        keystrokes=raw)
     code = run(execute(ctx, sandbox_id, command_line(argv), opts))
-    if raw:
-        # As `bac shell` does, and for the same reason: an interactive session here once
-        # ended by SIGABRT in interpreter finalization (the SDK's native transport torn
-        # down), losing the remote exit code; not reproduced since. The session is over.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
     ctx.exit(code)

@@ -53,10 +53,4 @@ def shell(ctx: click.Context, sandbox_id: str, cwd: str | None, user: str | None
     finally:
         with contextlib.suppress(OSError):
             os.write(sys.stdout.fileno(), b"\r\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # The session is over and the terminal restored: the remote shell's exit code is
-    # the answer. Interpreter finalization (which also tears down the SDK's native
-    # transport) is skipped: this process once ended there by SIGABRT, losing that code;
-    # the cause was not reproduced.
-    os._exit(code)
+    ctx.exit(code)  # bac.cli.main flushes and ends the process with it
