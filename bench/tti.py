@@ -102,6 +102,19 @@ def _wait_pool(data_dir: Path, size: int, deadline_s: float = 120) -> None:
         time.sleep(0.2)
 
 
+def _wait_start_snapshots(data_dir: Path, deadline_s: float = 60) -> int:
+    """Let the start snapshots the first creates asked for be taken (their records are
+    rewritten ``complete`` once the checkpoint is on disk); how many there are."""
+    end = time.monotonic() + deadline_s
+    records = data_dir / "start-snapshots"
+    while time.monotonic() < end:
+        found = [json.loads(p.read_text()) for p in records.glob("*.json")]
+        if found and all(r["complete"] for r in found):
+            return len(found)
+        time.sleep(0.2)
+    return 0
+
+
 def tti_sequential(n: int, data_dir: Path, pool: int) -> list[float]:
     from e2b import Sandbox
 
@@ -194,6 +207,8 @@ def main() -> None:
         sequential = tti_sequential(args.n, data_dir, args.pool)
         gateway_rt, direct_rt = round_trips(args.round_trips, data_dir)
         _wait_pool(data_dir, args.pool)
+        snapshots = _wait_start_snapshots(data_dir)
+        print(f"start snapshots ready: {snapshots}")
         concurrent, wall = asyncio.run(_tti_concurrent(args.concurrent))
 
     print(f"\nBac time-to-interactive bench (warm pool {args.pool}, official e2b SDK over HTTP)")

@@ -279,7 +279,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         start_snapshots = StartSnapshots(
             backend=backend, images=templates, catalog_store=store.catalog,
             build_store=store.builds, root=config.data_dir / "start-snapshots",
-            enabled=config.start_snapshots, ready_bound_s=config.start_snapshot_ready_s)
+            enabled=config.start_snapshots, ready_bound_s=config.start_snapshot_ready_s,
+            default_vcpus=config.default_cpu_count, default_memory_mb=config.default_memory_mb)
         gc = await build_gc(config, store, backend, templates)
         template_services = TemplateServices.create(
             catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,

@@ -112,6 +112,8 @@ class TemplateServices:
 
     async def close(self) -> None:
         await self.builds.close()
+        if self.start_snapshots is not None:
+            await self.start_snapshots.close()
 
     async def delete(self, team: Team, ref: str) -> TemplateRecord | None:
         """Delete the team's template (cancelling its unfinished builds first)."""

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-_PART = re.compile(r"^[a-z0-9]{1,64}$")
+_PART = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")  # ids, digests, built-in names
 _SUFFIX = ".json"
 
 
@@ -44,7 +44,7 @@ class StartSnapshot:
 
 
 def _name(template_id: str, digest: str) -> str:
-    # SECURITY: both parts become a file name; only [a-z0-9] keeps them inside the directory.
+    # SECURITY: both parts become a file name; only [a-z0-9-] keeps them inside the directory.
     if not (_PART.match(template_id) and _PART.match(digest)):
         raise ValueError(f"not a template id and digest: {template_id!r}, {digest!r}")
     return f"{template_id}.{digest}{_SUFFIX}"

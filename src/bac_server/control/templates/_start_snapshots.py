@@ -8,13 +8,22 @@ create names, and when one goes. Making one, and sandboxes from one, is the back
     image = await snapshots.image_of(resolved)   # a create: the image naming its snapshot
     await snapshots.lost(resolved, image)        # the backend found it unusable
     await snapshots.forget(template_id)          # the template was deleted
+    await snapshots.close()                      # the server stops: takes in flight end
 
-*Taking* (the end of a build whose template has a start or ready command, when the
-feature is on and the backend can save memory): the backend starts an internal sandbox
-from the built template with the build's resources and a token of its own, waits until
-the ready command succeeds (``ready_bound_s``), checkpoints it with its memory and
-destroys it. A failure only costs speed: it is logged (warn) and the template's sandboxes
-boot. An identical rebuild of the template (same manifest digest) reuses its snapshot.
+*Taking* (the end of every build, when the feature is on and the backend can save
+memory): the backend starts an internal sandbox from the built template with the build's
+resources and a token of its own, waits until the ready command succeeds
+(``ready_bound_s``; a template without one runs ``true``, so that envd has served a
+command, its code imported and its first allocations made, before it is frozen),
+checkpoints it with its memory and destroys it. A failure only costs speed: it is logged
+(warn) and the template's sandboxes boot. An identical rebuild of the template (same
+manifest digest) reuses its snapshot.
+
+*Built-ins* (base, code-interpreter, desktop) are built by the set-up, not by a build: the
+first create from one starts taking its snapshot in the background (with the default
+resources) and boots meanwhile; the creates after it restore. Their snapshots last as long
+as the server process: the next start drops them with the other records of templates the
+catalog does not know, so a server upgraded with a new envd never hands out the old one.
 
 *Using*: a create from a template that has one gets an image naming it
 (``TemplateImage.start_snapshot``: the checkpoint and the token it was taken with); the
@@ -37,6 +46,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -62,6 +73,9 @@ from ._snapshot_records import SnapshotRecords, StartSnapshot
 log = logging.getLogger(__name__)
 
 READY_BOUND_S = 60.0
+# Run in a template without a ready command before its snapshot is taken: envd has then
+# served a command (imports done, first allocations made) in every sandbox restored from it.
+WARM_UP_CMD = "true"
 Say = Callable[[LogLevel, str], None]
 _Key = tuple[str, str]
 
@@ -69,7 +83,8 @@ _Key = tuple[str, str]
 class StartSnapshots:
     def __init__(self, *, backend: Backend, images: BuiltImages, catalog_store: CatalogStore,
                  build_store: BuildStore, root: Path, enabled: bool = True,
-                 ready_bound_s: float = READY_BOUND_S) -> None:
+                 ready_bound_s: float = READY_BOUND_S, default_vcpus: int = 2,
+                 default_memory_mb: int = 512) -> None:
         self._backend = backend
         self._images = images
         self._catalog_store = catalog_store
@@ -80,15 +95,18 @@ class StartSnapshots:
         self._known: dict[_Key, StartSnapshot] | None = None
         self._loading = asyncio.Lock()
         self._locks: dict[_Key, asyncio.Lock] = {}
+        # Built-ins: their default resources, the takes under way and those that failed
+        # (not retried before the next start: a failure costs speed only).
+        self._builtin_shape = (default_vcpus, default_memory_mb)
+        self._builtin_takes: dict[_Key, asyncio.Task[None]] = {}
+        self._builtin_failed: set[_Key] = set()
+        self._closed = False
 
     # taking -------------------------------------------------------------------------------
     async def take(self, template_id: str, built: BuiltTemplate, *, vcpus: int,
                    memory_mb: int, say: Say) -> StartSnapshot | None:
         """The template's start snapshot, taken now or reused; None (and why, in the log)
         when its sandboxes will boot. Never raises for a snapshot that could not be made."""
-        config = built.config
-        if config.start_cmd is None and config.ready_cmd is None:
-            return None
         backend = self._backend
         if not self._enabled or not isinstance(backend, StartSnapshotter) or \
                 not backend.takes_start_snapshots:
@@ -117,8 +135,14 @@ class StartSnapshots:
     async def _take(self, backend: StartSnapshotter, template_id: str, built: BuiltTemplate,
                     vcpus: int, memory_mb: int) -> StartSnapshot:
         image = await self._images.built(built.digest, template_id)
+        return await self._checkpoint(backend, template_id, built.digest, image, vcpus,
+                                      memory_mb, built.config.ready_cmd or WARM_UP_CMD)
+
+    async def _checkpoint(self, backend: StartSnapshotter, template_id: str, digest: str,
+                          image: TemplateImage, vcpus: int, memory_mb: int,
+                          ready_cmd: str) -> StartSnapshot:
         started = time.monotonic()
-        pending = StartSnapshot(template_id=template_id, digest=built.digest,
+        pending = StartSnapshot(template_id=template_id, digest=digest,
                                 checkpoint_id=new_checkpoint_id(), token=new_access_token())
         # Recorded before the checkpoint exists: a crash in between leaves a name to
         # delete (see ``_loaded``), never an unknown checkpoint.
@@ -126,8 +150,7 @@ class StartSnapshots:
         try:
             info = await backend.take_start_snapshot(
                 image, pending.checkpoint_id, token=pending.token, vcpus=vcpus,
-                memory_mb=memory_mb, ready_cmd=built.config.ready_cmd,
-                ready_bound_s=self._ready_bound_s)
+                memory_mb=memory_mb, ready_cmd=ready_cmd, ready_bound_s=self._ready_bound_s)
             made = dataclasses.replace(pending, size_bytes=info.size_bytes,
                                        created_at=time.time(), complete=True,
                                        took_s=time.monotonic() - started)
@@ -136,14 +159,18 @@ class StartSnapshots:
             await _shielded(self._drop(pending))
             raise
         known = await self._loaded()
-        known[(template_id, built.digest)] = made
+        known[(template_id, digest)] = made
         return made
 
     # using --------------------------------------------------------------------------------
     async def image_of(self, resolved: Resolved) -> TemplateImage:
         """The image a create from ``resolved`` starts: naming the build's start snapshot
         when it has one."""
-        if not self._enabled or resolved.template_id is None or resolved.digest is None:
+        if not self._enabled:
+            return resolved.image
+        if resolved.template_id is None:
+            return await self._builtin_image(resolved.image)
+        if resolved.digest is None:
             return resolved.image
         found = (await self._loaded()).get((resolved.template_id, resolved.digest))
         if found is None:
@@ -151,13 +178,69 @@ class StartSnapshots:
         return dataclasses.replace(resolved.image, start_snapshot=StartSnapshotRef(
             found.checkpoint_id, found.token))
 
+    async def _builtin_image(self, image: TemplateImage) -> TemplateImage:
+        key = (image.template_id, _builtin_digest(image))
+        found = (await self._loaded()).get(key)
+        if found is not None:
+            return dataclasses.replace(image, start_snapshot=StartSnapshotRef(
+                found.checkpoint_id, found.token))
+        backend = self._backend
+        if not self._closed and key not in self._builtin_takes and \
+                key not in self._builtin_failed and isinstance(backend, StartSnapshotter) \
+                and backend.takes_start_snapshots:
+            self._builtin_takes[key] = asyncio.create_task(
+                self._take_builtin(backend, key, image),
+                name=f"bac-start-snapshot-{image.template_id}")
+        return image
+
+    async def _take_builtin(self, backend: StartSnapshotter, key: _Key,
+                            image: TemplateImage) -> None:
+        vcpus, memory_mb = self._builtin_shape
+        try:
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                made = await self._checkpoint(backend, key[0], key[1], image, vcpus,
+                                              memory_mb, WARM_UP_CMD)
+            log.info("start snapshot of built-in template %s taken in %.1f s (%s)",
+                     image.template_id, made.took_s, _mib(made.size_bytes))
+        except (BackendError, OSError) as exc:
+            self._builtin_failed.add(key)
+            log.warning("no start snapshot of built-in template %s, its sandboxes boot: %s",
+                        image.template_id, exc)
+        finally:
+            self._builtin_takes.pop(key, None)
+
+    async def wait_builtin(self, image: TemplateImage) -> bool:
+        """Wait for the built-in template's snapshot under way, if any; whether it has
+        one now (for tests and benchmarks that must know which path a create takes)."""
+        key = (image.template_id, _builtin_digest(image))
+        task = self._builtin_takes.get(key)
+        if task is not None:
+            await asyncio.shield(task)
+        return key in (await self._loaded())
+
+    async def close(self) -> None:
+        """Stop the built-in snapshots under way (each destroys its internal sandbox and
+        drops its half-taken checkpoint as it unwinds)."""
+        self._closed = True
+        takes = list(self._builtin_takes.values())
+        for task in takes:
+            task.cancel()
+        await asyncio.gather(*takes, return_exceptions=True)
+
     async def lost(self, resolved: Resolved, image: TemplateImage) -> None:
         """The backend could not restore ``image``'s start snapshot and never will: drop it
         (unless a newer one replaced it meanwhile). Failures are logged, not raised."""
         ref = image.start_snapshot
-        if ref is None or resolved.template_id is None or resolved.digest is None:
+        if ref is None:
             return
-        found = (await self._loaded()).get((resolved.template_id, resolved.digest))
+        if resolved.template_id is None:
+            key = (image.template_id, _builtin_digest(image))
+            self._builtin_failed.add(key)  # not retaken before the next start
+        elif resolved.digest is None:
+            return
+        else:
+            key = (resolved.template_id, resolved.digest)
+        found = (await self._loaded()).get(key)
         if found is None or found.checkpoint_id != ref.checkpoint_id:
             return
         log.warning("the start snapshot of template %s cannot be restored any more; its "
@@ -221,6 +304,14 @@ async def _shielded(cleanup: Coroutine[Any, Any, None]) -> None:
         await to_the_end(cleanup)
     except Exception:
         log.exception("cleaning up after a start snapshot")
+
+
+def _builtin_digest(image: TemplateImage) -> str:
+    """A built-in's identity: its layers (their directories are named by the recipe's
+    hash) and what its sandboxes start with."""
+    facts = json.dumps([[str(p) for p in image.layer_stack], image.allow_setuid,
+                        image.default_user, image.default_workdir, list(image.env)])
+    return hashlib.sha256(facts.encode()).hexdigest()[:32]
 
 
 def _mib(size: int) -> str:

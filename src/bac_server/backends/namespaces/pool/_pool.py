@@ -32,7 +32,9 @@ back in.
 
 **A create** (``create``), under its id's claim: a pooled slot of its key handed out
 (``assign``: hostname, limits, egress policy, then envd's ``/init`` with the create's
-token and environment), else a restore of the start snapshot, else a boot;
+token and environment), else (a template with a start snapshot whose restored slots
+ran out) a booted slot of the same layers, else a restore of the start snapshot, else a
+boot;
 each step that fails has torn down what it made (fail closed) and the next is tried,
 so a pooled sandbox is indistinguishable from a cold one and no half-made one is ever
 returned. A restore that fails because the snapshot can never be restored again (its
@@ -166,6 +168,13 @@ class ReadyPool:
             try:
                 pooled = self._take(key) if key.snapshot is None or \
                     spec.network == EgressPolicy() else None
+                if pooled is None and key.snapshot is not None:
+                    # A booted slot of the same layers serves any create: envd in it has
+                    # answered already, so it is as quick to hand out as a restored one.
+                    booted_key = PoolKey.booted(spec.template, spec.disk_mb)
+                    pooled = self._take(booted_key)
+                    if pooled is not None:
+                        self._want(booted_key, _booted(spec.template))
                 if pooled is not None:
                     step = time.perf_counter()
                     try:
@@ -381,3 +390,8 @@ class ReadyPool:
             _log.warning("ready pool: %d slot start(s) or teardown(s) still running after "
                          "%.0f s; the next start removes what they leave", len(pending),
                          CLOSE_BOUND_S)
+
+
+def _booted(template: TemplateImage) -> TemplateImage:
+    """The template as its booted slots are made: without its start snapshot."""
+    return dataclasses.replace(template, start_snapshot=None)
