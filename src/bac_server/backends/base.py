@@ -181,6 +181,14 @@ class ResourceUsage:
     # TCP ports listened on by a non-loopback address (what the gateway can reach),
     # envd's excepted.
     listening_ports: tuple[int, ...] = ()
+    # Bytes the sandbox sent and received over its network link (every destination, the
+    # host's gateway and resolver included); 0 where the backend does not count them.
+    net_bytes_out: int = 0
+    net_bytes_in: int = 0
+    # Where it went last, newest first, as (host name or address[:port], allowed): names
+    # it resolved and connections the egress checks saw (a few; the sandbox's network log
+    # has them all).
+    recent_destinations: tuple[tuple[str, bool], ...] = ()
 
 
 class Backend(Protocol):

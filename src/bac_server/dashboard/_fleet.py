@@ -26,7 +26,7 @@ from ._spend import Spend, spend_of
 
 _STATES = ("running", "paused")
 _SORTS = ("age", "id", "state", "template", "team", "cpu", "memory", "disk", "procs", "ports",
-          "spend", "left")
+          "egress", "spend", "left")
 _MAX_TEXT = 200
 
 
@@ -99,6 +99,9 @@ class Row:
     selected: bool
     processes: int | None
     ports: tuple[int, ...]
+    egress_out: int | None  # bytes sent over its link (None: not sampled yet)
+    egress_in: int | None
+    destinations: tuple[tuple[str, bool], ...]  # the last few, newest first: (where, allowed)
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,10 @@ def _row(view: Viewer, sbx: LiveSandbox, spend: Spend, now: datetime,
         spend=spend.by_sandbox.get(sbx.sandbox_id), cap=spend.caps.get(sbx.sandbox_id),
         selected=sbx.sandbox_id in filters.selected,
         processes=None if usage is None else usage.processes,
-        ports=() if usage is None else usage.listening_ports)
+        ports=() if usage is None else usage.listening_ports,
+        egress_out=None if usage is None else usage.net_bytes_out,
+        egress_in=None if usage is None else usage.net_bytes_in,
+        destinations=() if usage is None else usage.recent_destinations)
 
 
 def _sort_key(sort: str) -> object:
@@ -152,6 +158,7 @@ def _sort_key(sort: str) -> object:
         "cpu": lambda r: r.cpu_pct or 0.0, "memory": lambda r: r.mem_used or 0,
         "disk": lambda r: r.disk_used or 0, "spend": lambda r: r.spend or 0.0,
         "procs": lambda r: r.processes or 0, "ports": lambda r: len(r.ports),
+        "egress": lambda r: r.egress_out or 0,
         "left": lambda r: float("inf") if r.left_s is None else r.left_s,
     }
     return keys[sort]

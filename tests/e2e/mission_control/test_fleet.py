@@ -155,3 +155,23 @@ def test_a_row_shows_processes_and_open_ports_as_links(
     assert host in (link.get_attribute("href") or "")
     assert int(row.locator(".procs").inner_text()) >= 3  # envd (2 processes) and the server
     shot(page, "fleet-ports")
+
+
+def test_a_row_shows_egress_bytes_and_last_destinations(
+        server: ServerProcess, page: Page, e2b_opts: Opts,
+        shot: Callable[[Page, str], Path]) -> None:
+    """A name the sandbox looked up shows in its row (refused ones struck through), with
+    the bytes it sent and received, at the next sample."""
+    sign_in(page, server.url, server.keys[0])
+    with Sandbox.create(timeout=300, allow_internet_access=False, **e2b_opts(0)) as sbx:
+        looked = sbx.commands.run("getent hosts refused.example; echo $?")
+        assert looked.stdout.strip().endswith("2")  # no such name for it: refused
+        row = page.locator(f"#row-{sbx.sandbox_id}")
+        expect(row.locator(".dest .blocked")).to_have_text(["refused.example"],
+                                                            timeout=15_000)
+        sent, received = (part.strip() for part in
+                          row.locator(".egress span").first.inner_text().split("/"))
+        assert sent != "0 B" and received != "0 B", (sent, received)
+        page.click("a.sort[data-sort=egress]")
+        expect(page.locator("a.sort.on")).to_have_attribute("data-sort", "egress")
+        shot(page, "fleet-egress")

@@ -15,6 +15,7 @@ from . import _tcp_hold as tcp_hold
 from ._addresses import AddressPool, Lease, LeaseOwner
 from ._egress import Egress
 from ._netns import create_netns, delete_veth, host_links_with_prefix
+from ._usage import link_traffic
 
 __all__ = [
     "AddressPool",
@@ -24,5 +25,6 @@ __all__ = [
     "create_netns",
     "delete_veth",
     "host_links_with_prefix",
+    "link_traffic",
     "tcp_hold",
 ]

@@ -200,6 +200,22 @@ class Egress:
             usage, internet_bytes_out=usage.internet_bytes_out + entry.relayed_out,
             internet_bytes_in=usage.internet_bytes_in + entry.relayed_in)
 
+    def recent(self, veth: str, limit: int) -> tuple[tuple[str, bool], ...]:
+        """The sandbox's last distinct destinations, newest first, from the logs kept in
+        memory (names resolved, connections checked): no system call, for every sample."""
+        entry = self._by_veth.get(veth)
+        if entry is None:
+            return ()
+        found: dict[str, bool] = {}
+        for seen in entry.dns_log:
+            label = seen.name or (seen.address if seen.port is None
+                                  else f"{seen.address}:{seen.port}")
+            if label and label not in found:
+                found[label] = seen.allowed
+                if len(found) == limit:
+                    break
+        return tuple(found.items())
+
     async def sweep(self) -> None:
         """Remove the elements and objects of veths whose address lease is gone (a
         crashed server), as listed at start."""

@@ -50,6 +50,13 @@ def _link_bytes(veth: str, which: str) -> int:
         return 0
 
 
+def link_traffic(veth: str) -> tuple[int, int]:
+    """Bytes the sandbox behind ``veth`` sent and received over its link (two sysfs
+    reads; 0 for a link that is going)."""
+    # The host end's receive counter is what the sandbox sent, and the reverse.
+    return _link_bytes(veth, "rx_bytes"), _link_bytes(veth, "tx_bytes")
+
+
 def _packets(element: nla) -> int:
     expr = element.get_attr("NFTA_SET_ELEM_EXPR")
     if expr is None or expr.get_attr("NFTA_EXPR_NAME") != "counter":
@@ -87,11 +94,10 @@ def read_usage(socket: NftSocket, table: str, names: SandboxNames,
                     + _destinations(socket, table, names.own("blk"), False, by_address, now)
                     + dns_log)
     destinations.sort(key=lambda d: d.last_seen, reverse=True)
+    sent, received = link_traffic(names.veth)
     return NetworkUsage(
         internet_bytes_out=_counter(socket, table, names.own("tx")),
         internet_bytes_in=_counter(socket, table, names.own("rx")),
-        # The host end's receive counter is what the sandbox sent, and the reverse.
-        total_bytes_out=_link_bytes(names.veth, "rx_bytes"),
-        total_bytes_in=_link_bytes(names.veth, "tx_bytes"),
+        total_bytes_out=sent, total_bytes_in=received,
         destinations=tuple(destinations[:MAX_DESTINATIONS]),
     )

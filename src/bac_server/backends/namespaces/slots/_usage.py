@@ -1,6 +1,7 @@
 """Resource usage of a sandbox, from its cgroups and its disk's own counters (``_disk``:
 one ``statvfs``, however many files it holds; slots of older servers, without a disk of
-their own, are measured by walking their upper layer).
+their own, are measured by walking their upper layer); its network link's byte counters
+(sysfs) and last destinations (the egress logs in memory).
 
 CPU use is a rate, so the sampler remembers the previous reading per sandbox; the first
 reading reports 0 %.
@@ -13,11 +14,14 @@ import time
 
 from bac_server.backends.base import ResourceUsage, SandboxNotFound
 
+from ..network import link_traffic
 from ._context import Context
 from ._disk import DiskUsage, disk_usage
 from ._files import disk_used
 from ._ports import listening_ports
 from ._record import SlotRecord
+
+RECENT_DESTINATIONS = 3  # in each sample (Mission Control's fleet shows them)
 
 
 class UsageSampler:
@@ -48,6 +52,7 @@ class UsageSampler:
             full = False
         else:
             full = disk.full
+        sent, received = link_traffic(record.veth)
         return ResourceUsage(
             cpu_count=record.vcpus, cpu_used_pct=round(max(pct, 0.0), 2),
             mem_used_bytes=stats.mem_used, mem_total_bytes=record.memory_mb * 1024 * 1024,
@@ -55,4 +60,6 @@ class UsageSampler:
             disk_total_bytes=disk.total_bytes, oom_kills=stats.oom_kills,
             disk_inodes_used=disk.inodes_used, disk_inodes_total=disk.inodes_total,
             disk_full=full, processes=ctx.cgroups.process_count(record.cgroup_path),
-            listening_ports=() if record.init_pid is None else listening_ports(record.init_pid))
+            listening_ports=() if record.init_pid is None else listening_ports(record.init_pid),
+            net_bytes_out=sent, net_bytes_in=received,
+            recent_destinations=ctx.egress.recent(record.veth, RECENT_DESTINATIONS))
