@@ -125,6 +125,10 @@ class ServerConfig:
     max_value_bytes: int = 4_096
     # Sandboxes started ahead per hot template, handed out on create (0 disables).
     pool_size: int = 4
+    # A template asked for faster than that keeps up to this many ahead: as many as the
+    # creates of the last window (seconds), so the next burst is handed out (0: fixed).
+    pool_max: int = 32
+    pool_demand_window_s: float = 120.0
     # OCI runtime: "auto" (runc when CRIU >= 4.2 is installed, so sandboxes pause with their
     # memory; crun otherwise), "crun" or "runc".
     runtime: str = "auto"

@@ -112,3 +112,27 @@ def _stdout_lines(body: bytes) -> list[str]:
         if "stdout" in data:
             out += base64.b64decode(data["stdout"])
     return out.decode().split()
+
+
+async def test_a_burst_grows_the_pool_to_its_demand_and_the_window_shrinks_it(
+        template: TemplateImage, data_dir: Path) -> None:
+    """Four creates within the window leave four pooled (the base is one, the most four);
+    once the window has passed, the pool is back to one and nothing else is left."""
+    async with backend_and_factory(template, data_dir=data_dir, pool_size=1,
+                                   pool_max=4) as (backend, _factory):
+        await backend.prepare(template)
+        await testing.wait_pool_full(backend, template)
+        assert len(_pooled_slots(backend)) == 1
+        ids = []
+        for _ in range(5):  # one more than the most: still four
+            spec = SandboxSpec(sandbox_id=new_id("d"), template=template)
+            await backend.create(spec)
+            ids.append(spec.sandbox_id)
+        await testing.wait_pool_full(backend, template)
+        assert len(_pooled_slots(backend)) == 4
+        for sid in ids:
+            await backend.destroy(sid)
+        assert await testing.forget_demand(backend) == 3
+        assert len(_pooled_slots(backend)) == 1
+    assert _pooled_slots(backend) == []
+    assert data_dir_leftovers(backend) == []

@@ -138,7 +138,8 @@ class NamespaceBackend:
         pool = ReadyPool(slots, checkpointer, size=cfg.pool_size,
                          restored_size=cfg.start_snapshot_pool_size,
                          limits=self._default_limits(ctx), preload=cfg.pool_preload,
-                         disk_mb=cfg.default_disk_mb)
+                         disk_mb=cfg.default_disk_mb, max_size=cfg.pool_max,
+                         demand_window_s=cfg.pool_demand_window_s)
         _log.info("namespace backend ready: %d sandbox(es) re-attached, runtime %s",
                   len(records), ctx.runtime.binary)
         return _Parts(ctx, slots, pool, suspender, checkpointer)

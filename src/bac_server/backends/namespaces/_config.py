@@ -35,6 +35,10 @@ class NamespaceConfig:
     # Sandboxes kept restored from a template's start snapshot per shape in use (0: a
     # create from one restores); each holds its service's memory.
     start_snapshot_pool_size: int = 0
+    # Following demand: a key asked for faster than its size keeps up to this many, as
+    # many as creates asked for it in the last window (0: fixed sizes).
+    pool_max: int = 0
+    pool_demand_window_s: float = 120.0
     # Seconds to wait for envd to listen, and then to answer /init.
     envd_start_timeout_s: float = 15.0
     envd_init_timeout_s: float = 15.0
@@ -56,7 +60,8 @@ class NamespaceConfig:
     shared_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        if self.pool_size < 0 or self.start_snapshot_pool_size < 0:
+        if self.pool_size < 0 or self.start_snapshot_pool_size < 0 or self.pool_max < 0 \
+                or self.pool_demand_window_s <= 0:
             raise ValueError("pool sizes must be >= 0")
         if self.max_vcpus < 1 or self.max_memory_mb < self.min_memory_mb or self.max_pids < 16:
             raise ValueError("inconsistent resource maxima")

@@ -33,6 +33,12 @@ async def set_pool_size(backend: NamespaceBackend, size: int) -> None:
     (await backend._started()).pool.resize(size)
 
 
+async def forget_demand(backend: NamespaceBackend) -> int:
+    """As if the pool's demand window had passed with no create: each key back to its
+    base size, the slots a burst had added destroyed; how many went."""
+    return await (await backend._started()).pool.forget_demand()
+
+
 async def suspend_flushed(backend: NamespaceBackend, sandbox_id: str) -> None:
     """Wait until the sandbox's last suspend is on disk (at once if it is, or if a wake
     made writing it pointless)."""

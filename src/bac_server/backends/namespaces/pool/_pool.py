@@ -22,6 +22,13 @@ about to run its first commands), one failure ends the refill. At most
 ``MAX_RESTORED_KEYS`` keys keep restored slots, each holding a service's memory; the
 least recently used one's go to make room.
 
+**Following demand.** A key that serves creates faster than its size keeps more: its
+size becomes the number of creates that asked for it in the last ``demand_window_s``
+(``BAC_POOL_DEMAND_WINDOW_S``), at most ``max_size`` (``BAC_POOL_MAX``), so a job that
+starts sandboxes in bursts finds its next burst pooled. Once the window has passed with
+fewer creates, the slots beyond the size go (``trim``: at the end of each window, and at
+each create).
+
 **Pooled slots** have envd listening, a placeholder hostname and no sandbox id. A booted
 one has no token and no network policy (nothing of it reaches out before a hand-out); a
 restored one's service continues under the default policy, as when its snapshot was
@@ -49,7 +56,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +98,7 @@ _PARALLEL_STARTS = max(1, min(4, os.cpu_count() or 1))
 CLOSE_BOUND_S = 45.0
 REFILL_DELAY_S = 1.0  # after a create, before a restored slot's refill starts
 MAX_RESTORED_KEYS = 8
+DEMAND_WINDOW_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -129,7 +137,9 @@ class _Fill:
 
 class ReadyPool:
     def __init__(self, slots: SlotTable, checkpointer: Checkpointer, *, size: int,
-                 restored_size: int, limits: Limits, preload: bool, disk_mb: int) -> None:
+                 restored_size: int, limits: Limits, preload: bool, disk_mb: int,
+                 max_size: int = 0, demand_window_s: float = DEMAND_WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         # ``limits``: what booted slots start with (default resources, background weight);
         # ``disk_mb``: the disk of the slots ``want`` keeps (the creates' default).
         self._slots = slots
@@ -137,6 +147,12 @@ class ReadyPool:
         self._checkpointer = checkpointer
         self.size = size
         self.restored_size = restored_size
+        # Following demand: at most this many per key (0 or below a base size: off).
+        self.max_size = max_size
+        self._window_s = demand_window_s
+        self._clock = clock
+        self._demand: dict[PoolKey, collections.deque[float]] = {}
+        self._trims: dict[PoolKey, asyncio.TimerHandle] = {}
         self._limits = limits
         self._preload = preload
         self._disk_mb = disk_mb
@@ -155,6 +171,7 @@ class ReadyPool:
         ctx = self._ctx
         limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
         key = self._key_of(spec, limits)
+        self._asked(key)
         lost = False
         parts: dict[str, float] = {}
         began = time.perf_counter()
@@ -247,11 +264,63 @@ class ReadyPool:
 
     def _fill_of(self, key: PoolKey) -> _Fill:
         if key.snapshot is None:
-            return _Fill(self.size, _PARALLEL_STARTS, 0.0, 3)
-        return _Fill(self.restored_size, 1, REFILL_DELAY_S, 1)
+            return _Fill(self._size_of(key, self.size), _PARALLEL_STARTS, 0.0, 3)
+        return _Fill(self._size_of(key, self.restored_size), 1, REFILL_DELAY_S, 1)
+
+    # -- following demand ---------------------------------------------------------------
+
+    def _asked(self, key: PoolKey) -> None:
+        """Count a create of ``key`` (see the module's *Following demand*)."""
+        if self.max_size <= 0:
+            return
+        self._demand.setdefault(key, collections.deque()).append(self._clock())
+        if key not in self._trims and not self._closed:
+            self._trims[key] = asyncio.get_running_loop().call_later(
+                self._window_s, self._trim_later, key)
+
+    def _size_of(self, key: PoolKey, base: int) -> int:
+        """How many slots ``key`` keeps now: ``base``, or the creates of the last window
+        (at most ``max_size``). A key whose base is 0 keeps none: pooling is off."""
+        demand = self._demand.get(key)
+        if base == 0 or not demand:
+            return base
+        horizon = self._clock() - self._window_s
+        while demand and demand[0] <= horizon:
+            demand.popleft()
+        if not demand:
+            del self._demand[key]
+        return max(base, min(self.max_size, len(demand)))
+
+    def _trim_later(self, key: PoolKey) -> None:
+        self._trims.pop(key, None)
+        self.trim(key)
+        if key in self._demand and not self._closed:  # creates since: look again later
+            self._trims[key] = asyncio.get_running_loop().call_later(
+                self._window_s, self._trim_later, key)
+
+    def trim(self, key: PoolKey) -> None:
+        """Destroy the slots of ``key`` beyond its size now (the burst that grew it is
+        over), in the background."""
+        for pooled in self._surplus(key):
+            self._spawn(undo_after_failure(self._ctx, pooled.record))
+
+    def _surplus(self, key: PoolKey) -> list[_Pooled]:
+        queue = self._ready.get(key)
+        if queue is None:
+            return []
+        return [queue.pop() for _ in range(max(0, len(queue) - self._fill_of(key).size))]
+
+    async def forget_demand(self) -> int:
+        """As if every demand window had passed: sizes back to their base, the slots
+        beyond destroyed before this returns (``testing.forget_demand``); how many."""
+        self._demand.clear()
+        surplus = [p for key in list(self._ready) for p in self._surplus(key)]
+        await asyncio.gather(*(undo_after_failure(self._ctx, p.record) for p in surplus))
+        return len(surplus)
 
     def _want(self, key: PoolKey, template: TemplateImage) -> None:
         self._templates[key] = template
+        self.trim(key)
         if self._fill_of(key).size == 0 or self._closed:
             return
         if key not in self._ready:
@@ -374,6 +443,9 @@ class ReadyPool:
         Starts in flight are cancelled and each tears its slot down; closing waits for
         that (bounded), so a clean stop leaves no slot behind."""
         self._closed = True
+        for handle in self._trims.values():
+            handle.cancel()
+        self._trims.clear()
         refills = list(self._refills.values())
         for task in refills:
             task.cancel()
