@@ -168,7 +168,7 @@ class ServerConfig:
     sandbox_ca_certs: str = ""
     # Template builds run at once (each step is a sandbox); the others wait in a queue.
     template_builds: int = 1
-    # Keep built templates that have a start or ready command as a checkpoint of a started,
+    # Keep every template (built-ins from their first create) as a checkpoint of a started,
     # ready sandbox, so their sandboxes are restored instead of booted (docs/templates.md).
     start_snapshots: bool = True
     # How long a start snapshot waits for the template's ready command to succeed, seconds.
