@@ -57,7 +57,7 @@ def _timed(fn: Callable[[], object], n: int) -> list[float]:
 
 
 @contextlib.contextmanager
-def bac_server(pool: int) -> Iterator[tuple[str, str, Path]]:
+def bac_server(pool: int, **extra_env: str) -> Iterator[tuple[str, str, Path]]:
     data_dir = Path(tempfile.mkdtemp(prefix="bac-bench-"))
     data_dir.chmod(0o711)
     with socket.socket() as sock:
@@ -66,7 +66,7 @@ def bac_server(pool: int) -> Iterator[tuple[str, str, Path]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "BAC_"))}
     env.update(BAC_HOST="127.0.0.1", BAC_PORT=str(port), BAC_DATA_DIR=str(data_dir),
                BAC_TEMPLATES_DIR=str(TEMPLATES_DIR), BAC_POOL_SIZE=str(pool),
-               BAC_MAX_SANDBOXES_PER_TEAM="500")
+               BAC_MAX_SANDBOXES_PER_TEAM="500", **extra_env)
     log = (data_dir / "server.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-c", "from bac_server.admin import serve; serve()"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)

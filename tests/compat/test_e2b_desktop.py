@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -135,6 +136,35 @@ def test_mouse_keyboard_windows_and_launch(desktop: Any) -> None:
     started = time.monotonic()
     desktop.wait(300)
     assert time.monotonic() - started >= 0.3
+
+
+def test_clicks_reach_x_as_the_sdk_means_them(desktop: Any) -> None:
+    """X sees one press and release per click, two presses close together for a double
+    click, and a scroll's repeats as wheel presses: the template's xdotool drops only the
+    sleep its `click` had after the last click."""
+    desktop.commands.run("xev -geometry 300x300+40+40 -name bac-xev > /tmp/xev.log 2>&1",
+                         background=True, timeout=0)
+    window = _until(lambda: desktop.commands.run(
+        "xdotool search --sync --onlyvisible --name '^bac-xev$' | head -n1").stdout.strip(),
+        "xev's window")
+    geometry = desktop.commands.run(f"xdotool getwindowgeometry --shell {window}").stdout
+    at = dict(line.split("=", 1) for line in geometry.split())
+    x, y = int(at["X"]) + 150, int(at["Y"]) + 150
+    desktop.double_click(x, y)
+    desktop.left_click()
+    desktop.scroll("down", 3)
+
+    def presses() -> list[tuple[int, int]] | None:
+        log = desktop.commands.run("cat /tmp/xev.log").stdout
+        found = [(int(m[1]), int(m[0])) for m in
+                 re.findall(r"ButtonPress event.*?time (\d+).*?button (\d+)", log, re.S)]
+        return found if len(found) >= 6 else None
+
+    found = _until(presses, "xev to report six presses")
+    assert [button for button, _ in found] == [1, 1, 1, 5, 5, 5]
+    first, second = found[0][1], found[1][1]
+    assert second - first <= 400  # within X's usual double-click time
+    desktop.commands.run("pkill -x xev || true")
 
 
 def test_stream_start_get_url_stop(desktop: Any) -> None:

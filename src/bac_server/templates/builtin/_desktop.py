@@ -17,7 +17,8 @@ reports ready once ``xfce4-session``, ``xfwm4`` and ``xfdesktop`` run. Two shims
 * ``/usr/local/bin/startxfce4``: waits for the session's XFCE instead of starting a
   second one (outside a session, the real one runs);
 * ``/usr/local/bin/xdotool``: Debian's xdotool hangs in ``mousemove --sync`` to where the
-  pointer already is, which the SDK's clicks at a position do.
+  pointer already is, which the SDK's clicks at a position do, and sleeps 100 ms after
+  the last click of every ``click``.
 
 The stream is not started: the SDK's ``stream.start()`` refuses when x11vnc already runs.
 It finds noVNC where E2B's image has it, ``/opt/noVNC`` (links to Debian's
@@ -110,8 +111,31 @@ exit 1
 """
 
 # Debian's xdotool (3.20160805) waits forever in `mousemove --sync` when the pointer is
-# already there, and the SDK moves with --sync before every click at a position.
+# already there, and the SDK moves with --sync before every click at a position. Its
+# `click` also sleeps its --delay (100 ms unless given) after every click, the last one
+# included, so each of the SDK's clicks took 100 ms more than it does: the gaps between
+# repeated clicks (a double click, a scroll) are kept, the one after the last goes.
 _XDOTOOL_SHIM = """#!/bin/bash
+if [ "$1" = click ] && [ $# -ge 2 ]; then
+    given=("$@")
+    repeat=1 delay= rest=()
+    shift
+    while [ $# -gt 1 ]; do
+        case "$1" in
+            --repeat) repeat=$2; shift 2 ;;
+            --delay) delay=$2; shift 2 ;;
+            *) rest+=("$1"); shift ;;
+        esac
+    done
+    if [ $# -ne 1 ] || ! [[ "$repeat" =~ ^[1-9][0-9]*$ ]]; then
+        exec /usr/bin/xdotool "${given[@]}"
+    fi
+    if [ "$repeat" -gt 1 ]; then
+        /usr/bin/xdotool click --repeat $((repeat - 1)) ${delay:+--delay "$delay"} \\
+            "${rest[@]}" "$1" || exit
+    fi
+    exec /usr/bin/xdotool click --delay 0 "${rest[@]}" "$1"
+fi
 if [ "$1" = mousemove ] && [ "$2" = --sync ] && [ $# -eq 4 ]; then
     eval "$(/usr/bin/xdotool getmouselocation --shell 2>/dev/null | grep -E '^[XY]=[0-9]+$')"
     if [ "${X:-}" = "$3" ] && [ "${Y:-}" = "$4" ]; then
