@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+from _warm import wait_start_snapshots
 
 TEMPLATES_DIR = Path(os.environ.get("BAC_TEMPLATES_DIR", "/var/lib/bac"))
 
@@ -100,19 +101,6 @@ def _wait_pool(data_dir: Path, size: int, deadline_s: float = 120) -> None:
         if pooled >= size:
             return
         time.sleep(0.2)
-
-
-def _wait_start_snapshots(data_dir: Path, deadline_s: float = 60) -> int:
-    """Let the start snapshots the first creates asked for be taken (their records are
-    rewritten ``complete`` once the checkpoint is on disk); how many there are."""
-    end = time.monotonic() + deadline_s
-    records = data_dir / "start-snapshots"
-    while time.monotonic() < end:
-        found = [json.loads(p.read_text()) for p in records.glob("*.json")]
-        if found and all(r["complete"] for r in found):
-            return len(found)
-        time.sleep(0.2)
-    return 0
 
 
 def tti_sequential(n: int, data_dir: Path, pool: int) -> list[float]:
@@ -207,7 +195,7 @@ def main() -> None:
         sequential = tti_sequential(args.n, data_dir, args.pool)
         gateway_rt, direct_rt = round_trips(args.round_trips, data_dir)
         _wait_pool(data_dir, args.pool)
-        snapshots = _wait_start_snapshots(data_dir)
+        snapshots = wait_start_snapshots(data_dir)
         print(f"start snapshots ready: {snapshots}")
         concurrent, wall = asyncio.run(_tti_concurrent(args.concurrent))
 
