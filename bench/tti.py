@@ -67,7 +67,8 @@ def bac_server(pool: int, **extra_env: str) -> Iterator[tuple[str, str, Path]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "BAC_"))}
     env.update(BAC_HOST="127.0.0.1", BAC_PORT=str(port), BAC_DATA_DIR=str(data_dir),
                BAC_TEMPLATES_DIR=str(TEMPLATES_DIR), BAC_POOL_SIZE=str(pool),
-               BAC_MAX_SANDBOXES_PER_TEAM="500", **extra_env)
+               BAC_MAX_SANDBOXES_PER_TEAM="500")
+    env.update(extra_env)
     log = (data_dir / "server.log").open("wb")
     proc = subprocess.Popen([sys.executable, "-c", "from bac_server.admin import serve; serve()"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -1,0 +1,120 @@
+"""Mission Control's fleet page over many sandboxes, in a real browser.
+
+Starts a Bac server (fresh data dir, the machine's templates), creates ``--n`` sandboxes
+of the lightest template (``base``) through the REST API, then measures:
+
+* first render: Debian's Chromium (Playwright) signed in, from ``goto(/ui/fleet)`` until
+  the table holds a row for every sandbox, ``--renders`` times;
+* the server's CPU while the page is open and live (its event stream connected, the rows
+  refetched at each change and every few seconds), over ``--seconds``, next to the same
+  span with no page open (the floor: sampling, timers); both as % of one core.
+
+    .venv/bin/python bench/fleet.py [--n 1000] [--renders 5] [--seconds 30]
+
+Targets (issue 14): first render <= 1 s, live updates <= 2 % of one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from _stats import pct
+from tti import bac_server
+
+CHROMIUM = "/usr/bin/chromium"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _server_pid(data_dir: Path) -> int:
+    """The server's process: the one started with this data dir in its environment."""
+    needle = f"BAC_DATA_DIR={data_dir}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0") and \
+                    b"serve()" in (entry / "cmdline").read_bytes():
+                return int(entry.name)
+        except OSError:
+            continue
+    raise RuntimeError(f"no server process for {data_dir}")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system time of the server process itself (its threads, not its children)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def _core_pct(pid: int, seconds: float) -> float:
+    start, began = _cpu_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (_cpu_seconds(pid) - start) / (time.monotonic() - began) * 100
+
+
+async def _create(url: str, key: str, n: int) -> list[str]:
+    limit = asyncio.Semaphore(8)
+    async with httpx.AsyncClient(base_url=url, headers={"X-API-Key": key},
+                                 timeout=120) as client:
+        async def one() -> str:
+            async with limit:
+                made = await client.post("/sandboxes", json={"templateID": "base",
+                                                              "timeout": 3600})
+                made.raise_for_status()
+                return str(made.json()["sandboxID"])
+
+        return list(await asyncio.gather(*(one() for _ in range(n))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000, help="sandboxes in the fleet")
+    parser.add_argument("--renders", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=30.0, help="each CPU span")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    # No pool: the CPU floor is the fleet standing still, not refills.
+    with bac_server(0, BAC_MAX_SANDBOXES_PER_TEAM=str(args.n + 10), BAC_POOL_MAX="0",
+                    BAC_START_SNAPSHOT_POOL="0") as (url, key, data_dir):
+        pid = _server_pid(data_dir)
+        began = time.monotonic()
+        ids = asyncio.run(_create(url, key, args.n))
+        print(f"{len(ids)} sandboxes created in {time.monotonic() - began:.0f} s", flush=True)
+        idle = _core_pct(pid, args.seconds)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM)
+            page = browser.new_page()
+            page.goto(f"{url}/ui/")
+            page.fill("#credential", key)
+            page.click("#signin")
+            page.wait_for_selector("#who")
+            renders = []
+            for _ in range(args.renders):
+                started = time.perf_counter()
+                page.goto(f"{url}/ui/fleet")
+                page.wait_for_function(
+                    "n => document.querySelectorAll('#fleet-body tr[data-id]').length >= n",
+                    arg=args.n, timeout=120_000)
+                renders.append((time.perf_counter() - started) * 1000)
+            page.wait_for_selector("#live.on")
+            live = _core_pct(pid, args.seconds)
+            browser.close()
+        print(f"fleet of {args.n}: first render p50 {statistics.median(renders):.0f} ms, "
+              f"p99 {pct(renders, 0.99):.0f} ms (n={len(renders)})")
+        print(f"server CPU, page open and live: {live:.2f} % of one core; "
+              f"no page (floor): {idle:.2f} %; the page's share: {live - idle:.2f} %")
+        with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=120) as client:
+            for sandbox_id in ids:
+                client.delete(f"/sandboxes/{sandbox_id}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
