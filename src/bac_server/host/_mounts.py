@@ -23,9 +23,21 @@ def _unescape(field: str) -> str:
     )
 
 
-def mount_table(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[MountEntry]:
+def _escape(path: str) -> str:
+    return (path.replace("\\", "\\134").replace(" ", "\\040").replace("\t", "\\011")
+            .replace("\n", "\\012"))
+
+
+def mount_table(mountinfo: Path = Path("/proc/self/mountinfo"),
+                containing: str | None = None) -> list[MountEntry]:
+    """The table; with ``containing``, only the lines that mention that path (skipped
+    before parsing: a host running a thousand sandboxes has tens of thousands of mounts,
+    and a sandbox's teardown asks for its own few)."""
     entries: list[MountEntry] = []
+    needle = None if containing is None else _escape(containing)
     for line in mountinfo.read_text().splitlines():
+        if needle is not None and needle not in line:
+            continue
         left, _, right = line.partition(" - ")
         fields = left.split()
         tail = right.split()
@@ -38,7 +50,7 @@ def mount_table(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[MountEnt
 def mounts_under(prefix: Path, table: list[MountEntry] | None = None) -> list[str]:
     """Mount points at or below ``prefix`` (deepest last, as the kernel lists them)."""
     root = str(prefix).rstrip("/")
-    rows = mount_table() if table is None else table
+    rows = mount_table(containing=root) if table is None else table
     return [m.mount_point for m in rows
             if m.mount_point == root or m.mount_point.startswith(root + "/")]
 
