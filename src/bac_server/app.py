@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from bac_server.api import ApiSettings, build_api
+from bac_server.api.mcp import McpRoute
 from bac_server.api.scrape import ScrapeConfigError, ScrapeListener, parse_address
 from bac_server.backends.base import Builder, TemplateNotFound
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
@@ -322,6 +323,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         gc.start()
         app.state.plane = plane
         dashboard.state.plane = plane
+        mcp.attach(plane)
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic,
                           telemetry=telemetry, streams=streams)
         gateways.attach(gateway)
@@ -339,7 +341,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             len(report.reattached), len(report.died) + len(report.orphans_destroyed),
         )
         try:
-            yield
+            async with mcp.endpoint.running():
+                yield
         finally:
             warming.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -362,5 +365,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
     dashboard = build_dashboard(DashboardSettings(
         admin_token=config.admin_token, secure_cookies=config.tls_cert is not None,
         domain=config.domain, streams=streams))
-    api = build_api(None, settings, front_routes(dashboard), lifespan=lifespan)
+    # The MCP endpoint, /mcp (docs/agents.md): the SDK's MCP server, calling this API.
+    mcp = McpRoute(config.self_url)
+    api = build_api(None, settings, [mcp.route, *front_routes(dashboard)], lifespan=lifespan)
     return Dispatcher(api, config.domain, gateways)

@@ -45,6 +45,10 @@ class ServerConfig:
     templates_dir: Path | None = None
     # Base domain for sandbox host names ``{port}-{sandboxId}.{domain}``.
     domain: str = "localhost"
+    # Where the MCP endpoint's tools (``/mcp``, docs/agents.md) reach this server's own API,
+    # with the caller's key; empty: this host and port over loopback (``self_url``). Set
+    # it when the server speaks TLS with a certificate that does not name 127.0.0.1.
+    mcp_api_url: str = ""
     # Database URL; empty means the embedded SQLite file inside ``data_dir``.
     database_url: str = ""
     # The key file sealing the store's secrets (env vars, access tokens); None means
@@ -242,6 +246,16 @@ class ServerConfig:
         for name in ("trace_keep_per_sandbox", "trace_burst", "otlp_queue_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"BAC_{name.upper()} must be at least 1")
+
+    @property
+    def self_url(self) -> str:
+        """Where this server's API is reached from the host it runs on."""
+        if self.mcp_api_url:
+            return self.mcp_api_url.rstrip("/")
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+        if ":" in host:
+            host = f"[{host}]"
+        return f"{'https' if self.tls_cert is not None else 'http'}://{host}:{self.port}"
 
     @property
     def template_root(self) -> Path:

@@ -22,6 +22,7 @@ from bac.cli._events import events, webhooks
 from bac.cli._exec import exec_
 from bac.cli._files import files
 from bac.cli._fleet import fleet
+from bac.cli._mcp import mcp
 from bac.cli._output import BacGroup, exit_code_help
 from bac.cli._run_code import run_code
 from bac.cli._sandbox import sandbox
@@ -81,6 +82,7 @@ cli.add_command(trace)
 cli.add_command(webhooks)
 cli.add_command(usage)
 cli.add_command(caps)
+cli.add_command(mcp)
 
 
 def main() -> NoReturn:

@@ -1,0 +1,84 @@
+"""``bac mcp`` driven over stdio by the official MCP SDK's client, against a real server
+and real sandboxes."""
+
+from __future__ import annotations
+
+import sys
+
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_session import run_scenario, texts
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def bac_mcp(env: dict[str, str]) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-c", "from bac.cli import main; main()", "mcp"],
+        env=env)
+
+
+async def test_a_session_creates_runs_charts_saves_restores_and_kills(
+        client_env: dict[str, str]) -> None:
+    """The issue's scenario through `bac mcp`: every step's answer as a model sees it."""
+    async with Client(bac_mcp(client_env)) as client:
+        await run_scenario(client)
+
+
+async def test_tools_carry_their_hints_and_schemas(client_env: dict[str, str]) -> None:
+    """Read-only, destructive and idempotent hints, and an object schema per tool."""
+    async with Client(bac_mcp(client_env)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert {"create_sandbox", "run_command", "run_code", "read_file", "write_file",
+            "list_files", "get_port_url", "pause_sandbox", "resume_sandbox",
+            "checkpoint_sandbox", "restore_sandbox", "fork_sandbox", "kill_sandbox",
+            "read_trace", "list_sandboxes"} <= set(tools)
+    for tool in tools.values():
+        assert tool.input_schema["type"] == "object" and tool.description
+        assert tool.annotations is not None
+    assert tools["read_file"].annotations.read_only_hint is True
+    assert tools["kill_sandbox"].annotations.destructive_hint is True
+    assert tools["kill_sandbox"].annotations.idempotent_hint is True
+    assert tools["create_sandbox"].annotations.destructive_hint is False
+    assert tools["run_command"].annotations.open_world_hint is True
+
+
+async def test_mistakes_come_back_as_one_clear_line(client_env: dict[str, str]) -> None:
+    """A wrong argument, an unknown sandbox and an unknown tool: isError and a sentence
+    naming the problem, never a stack trace."""
+    async with Client(bac_mcp(client_env)) as client:
+        wrong = await client.call_tool("run_command", {"sandbox_id": "nosuchbox",
+                                                       "command": 42})
+        missing = await client.call_tool("read_file", {"sandbox_id": "nosuchbox",
+                                                       "path": "/etc/hostname"})
+        unknown = await client.call_tool("launch_rockets", {})
+    for result in (wrong, missing, unknown):
+        assert result.is_error
+        assert "Traceback" not in texts(result) and len(texts(result).splitlines()) == 1
+    assert "command" in texts(wrong)
+    assert "nosuchbox" in texts(missing)
+    assert "launch_rockets" in texts(unknown)
+
+
+def test_bac_mcp_without_a_key_says_so(client_env: dict[str, str]) -> None:
+    """No API key: one line on stderr, before any client speaks."""
+    from click.testing import CliRunner
+
+    from bac.cli import cli
+
+    env = {k: None for k in ("BAC_API_KEY", "E2B_API_KEY")}
+    done = CliRunner().invoke(cli, ["mcp"], env=env)
+    assert done.exit_code == 3, done.output
+    assert "no API key" in done.output and "Traceback" not in done.output
+
+
+async def test_resources_list_the_keys_sandboxes(client_env: dict[str, str]) -> None:
+    """bac://sandboxes is listed and reads as JSON; an unknown resource is refused."""
+    async with Client(bac_mcp(client_env)) as client:
+        listed = await client.list_resources()
+        assert "bac://sandboxes" in {str(r.uri) for r in listed.resources}
+        shown = await client.read_resource("bac://sandboxes")
+        assert isinstance(shown.contents[0], types.TextResourceContents)
+        with pytest.raises(Exception, match="no resource"):
+            await client.read_resource("bac://nothing")
