@@ -68,12 +68,12 @@ def scripted_client() -> AsyncAnthropic:
 async def main() -> None:
     tools = SandboxTools()  # BAC_API_URL and BAC_API_KEY from the environment
     dispatcher = AnthropicDispatcher(tools)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    messages: list[Any] = [{"role": "user", "content": TASK}]
     async with scripted_client() as client:
         while True:
             message = await client.messages.create(
                 model="scripted", max_tokens=1024, messages=messages,
-                tools=tool_definitions(tools))  # type: ignore[arg-type]
+                tools=tool_definitions(tools))  # type: ignore[arg-type]  # plain JSON
             messages.append({"role": "assistant",
                              "content": [b.model_dump(exclude_none=True)
                                          for b in message.content]})

@@ -14,7 +14,7 @@ import asyncio
 import json
 from typing import Any
 
-import httpx
+import httpx2
 from openai import AsyncOpenAI
 
 from bac.agents import SandboxTools
@@ -51,17 +51,17 @@ def scripted_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def scripted_client() -> AsyncOpenAI:
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         message = scripted_model(body["messages"])
-        return httpx.Response(200, json={
+        return httpx2.Response(200, json={
             "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
             "model": body["model"], "choices": [{
                 "index": 0, "message": message,
                 "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}]})
 
     return AsyncOpenAI(api_key="scripted", base_url="http://scripted.model/v1",
-                       http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)))
+                       http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer)))
 
 
 async def main() -> None:
@@ -71,7 +71,8 @@ async def main() -> None:
     async with scripted_client() as client:
         while True:
             response = await client.chat.completions.create(
-                model="scripted", messages=messages, tools=chat_tool_definitions(tools))
+                model="scripted", messages=messages,
+                tools=chat_tool_definitions(tools))  # type: ignore[arg-type]  # plain JSON
             message = response.choices[0].message
             messages.append(message.model_dump(exclude_none=True))
             if not message.tool_calls:

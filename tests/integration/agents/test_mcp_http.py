@@ -75,7 +75,7 @@ async def test_the_mcp_client_with_a_wrong_key_fails_to_connect(
         bac_server: BacServer) -> None:
     """The SDK's client sees the refusal as an MCP error and never gets a session (the
     SDK keeps the status to itself; the raw 401 is checked above)."""
-    with pytest.raises(BaseException) as raised:  # noqa: PT011 - the SDK wraps it in groups
+    with pytest.raises(BaseException) as raised:
         async with mcp_client(bac_server, {"X-API-KEY": "bac_not_a_key"}) as client:
             await client.list_tools()
     assert any(isinstance(e, MCPError) for e in _leaves(raised.value))
