@@ -231,12 +231,26 @@ def _on_timeout(auto_pause: bool | None) -> OnTimeout:
     return OnTimeout.PAUSE if auto_pause else OnTimeout.KILL
 
 
+def _mcp_refusal(servers: dict[str, Any]) -> str:
+    """Why E2B's in-sandbox MCP gateway (``Sandbox.create(mcp=...)``) is refused, naming
+    what is missing: E2B's SDK starts its ``mcp-gateway`` program in the ``mcp-gateway``
+    template, which runs each server from its image in Docker's MCP catalog; Bac has
+    neither the program nor a registry of those images (docs/agents.md)."""
+    names = ", ".join(sorted(servers)[:5]) + (", ..." if len(servers) > 5 else "")
+    return (f"mcp: the MCP gateway cannot start {names or 'any server'} here: it needs "
+            "E2B's mcp-gateway program (the 'mcp-gateway' template, serving port 50005) "
+            "and the servers' images from Docker's MCP catalog, and this server has "
+            "neither. Start an MCP server yourself in the sandbox (an npm or PyPI one, "
+            "with commands.run), or give the agent Bac's own MCP server: `bac mcp` or "
+            "this server's /mcp endpoint (docs/agents.md)")
+
+
 def _create_request(body: NewSandbox) -> CreateRequest:
     """Turn the wire body into the domain request, refusing what this server cannot honour."""
     if body.volumeMounts:
         raise InvalidRequest("volumeMounts: volumes are not supported by this server yet")
     if body.mcp is not None:
-        raise InvalidRequest("mcp: the MCP gateway is not supported by this server yet")
+        raise InvalidRequest(_mcp_refusal(body.mcp))
     if body.iam is not None and (body.iam.model_extra or {}).get("tokens"):
         raise InvalidRequest("iam: identity tokens are not supported by this server yet")
     network = body.network

@@ -77,7 +77,8 @@ def test_malformed_bodies(api: httpx.Client, raw: bytes, fragments: tuple[str, .
         ({"templateID": "base", "network": {"denyOut": ["*.bad..pattern"]}},
          ("network.denyOut[0]",)),
         ({"templateID": "base", "network": {"bogus": 1}}, ("network.bogus",)),
-        ({"templateID": "base", "mcp": {"x": {}}}, ("mcp",)),
+        ({"templateID": "base", "mcp": {"github": {}}},
+         ("mcp: the MCP gateway cannot start github", "mcp-gateway", "/mcp endpoint")),
     ],
 )
 def test_invalid_create_bodies(
