@@ -69,3 +69,23 @@ def test_js_desktop_sdk_smoke(server: ServerProcess) -> None:
     assert result["screen"] == {"width": 1024, "height": 768}
     assert result["cursor"] == {"x": 100, "y": 200}
     assert result["user"] == "user"
+
+
+def test_bac_extras_from_node(server: ServerProcess) -> None:
+    """js/bac-sdk beside the official e2b SDK: checkpoint, restore by name (an unknown
+    one a 404 BacError), the trace paged and for a run, fork read through e2b's connect,
+    pause twice and resume, the trace followed until the kill, a wrong key refused."""
+    result = _run(server, "bac_extras.mjs")
+    assert result["checkpointName"] == "v1"
+    assert result["afterRestore"] == "v1"
+    assert result["checkpoints"] == ["v1"]
+    assert result["unknownCheckpoint"]["status"] == 404
+    assert result["unknownCheckpoint"]["isBacError"] is True
+    assert "no checkpoint with the id or name \"nope\"" in result["unknownCheckpoint"]["message"]
+    assert any("traced-from-js" in cmd for cmd in result["tracedCommands"])
+    assert result["runEvents"] > 0
+    assert result["forkReads"] == "v1" and result["forkIsOther"] is True
+    assert result["paused"] is True and result["pausedAgain"] is False
+    assert result["afterResume"] == "v1"
+    assert result["followedKinds"][0] == "created" and "process" in result["followedKinds"]
+    assert result["wrongKey"] == 401
