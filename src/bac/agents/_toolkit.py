@@ -260,9 +260,7 @@ class SandboxTools:
         path = args.optional_string("path", ".") or "."
         depth = args.integer("depth", 1, minimum=1, maximum=5)
         async with self._attached(args.string("sandbox_id")) as box:
-            if path == ".":
-                path = (await box.commands.run("pwd")).stdout.strip()
-            entries = await box.files.list(path, depth=depth)
+            entries = await box.files.list(path, depth=depth)  # relative: to the home
         listed = [{"path": e.path, "name": e.name,
                    "type": e.type.value if e.type else "other", "size": e.size}
                   for e in entries]

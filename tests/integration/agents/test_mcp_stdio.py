@@ -8,7 +8,7 @@ import sys
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_session import run_scenario, texts
+from mcp_session import call, run_scenario, texts
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -82,3 +82,46 @@ async def test_resources_list_the_keys_sandboxes(client_env: dict[str, str]) -> 
         assert isinstance(shown.contents[0], types.TextResourceContents)
         with pytest.raises(Exception, match="no resource"):
             await client.read_resource("bac://nothing")
+
+
+async def test_pause_resume_fork_ports_and_listing(client_env: dict[str, str]) -> None:
+    """The lifecycle tools: a port's URL, pause (twice: the second says so), resume with
+    the processes still there, a fork that sees the same files, list by metadata."""
+    async with Client(bac_mcp(client_env)) as client:
+        created = await call(client, "create_sandbox", timeout=240,
+                             metadata={"case": "lifecycle"})
+        assert created.structured_content is not None
+        box = created.structured_content["sandbox_id"]
+        forks: list[str] = []
+        try:
+            await call(client, "write_file", sandbox_id=box, path="kept.txt", content="1")
+            await call(client, "run_command", sandbox_id=box,
+                       command="sleep 600 >/dev/null 2>&1 & echo $! > sleeper.pid")
+            url = await call(client, "get_port_url", sandbox_id=box, port=8000)
+            assert url.structured_content is not None
+            assert url.structured_content["url"].startswith(f"http://8000-{box}.")
+
+            assert "Paused" in texts(await call(client, "pause_sandbox", sandbox_id=box))
+            again = await call(client, "pause_sandbox", sandbox_id=box)
+            assert "already paused" in texts(again)
+            await call(client, "resume_sandbox", sandbox_id=box, timeout=240)
+            alive = await call(client, "run_command", sandbox_id=box,
+                               command="kill -0 $(cat sleeper.pid) && echo alive")
+            assert "alive" in texts(alive)
+
+            forked = await call(client, "fork_sandbox", sandbox_id=box)
+            assert forked.structured_content is not None
+            forks = forked.structured_content["sandbox_ids"]
+            assert len(forks) == 1 and forks[0] != box
+            seen = await call(client, "read_file", sandbox_id=forks[0], path="kept.txt")
+            assert texts(seen) == "1"
+            home = await call(client, "list_files", sandbox_id=box)
+            assert "kept.txt" in texts(home)
+
+            listed = await call(client, "list_sandboxes", metadata={"case": "lifecycle"})
+            assert listed.structured_content is not None
+            ids = {s["sandboxId"] for s in listed.structured_content["sandboxes"]}
+            assert box in ids
+        finally:
+            for sandbox_id in [box, *forks]:
+                await client.call_tool("kill_sandbox", {"sandbox_id": sandbox_id})
