@@ -31,6 +31,6 @@ def mcp(ctx: click.Context) -> None:
     try:
         from bac.agents.mcp_server import serve_stdio
     except ImportError as exc:
-        raise CliError(f"bac mcp needs the MCP SDK ({exc.name} is not installed): "
-                       "pip install 'bac[mcp]'", exit_code=1) from exc
+        raise CliError(f"bac mcp needs the mcp extra: pip install 'bac[mcp]' (cannot "
+                       f"import {exc.name})", exit_code=1) from exc
     run(serve_stdio(**opts))

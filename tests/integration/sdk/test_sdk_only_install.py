@@ -63,7 +63,8 @@ def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(BLOCKER)
-    env = {**os.environ, "PYTHONPATH": str(site), "BAC_API_KEY": "bac_x"}
+    # This tree's code, as a checkout installed with pip would run it.
+    env = {**os.environ, "PYTHONPATH": f"{site}:{ROOT / 'src'}", "BAC_API_KEY": "bac_x"}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=60, check=False)
 
@@ -80,3 +81,6 @@ def test_the_sdk_and_the_cli_run_without_the_server(tmp_path: Path) -> None:
     assert served.returncode == 1
     lines = served.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'bac[server]'" in lines[0], served.stderr
+    mcp = _python(_cli("mcp"), tmp_path)  # the MCP SDK needs starlette: blocked here
+    assert mcp.returncode == 1 and mcp.stdout == ""
+    assert "bac mcp needs the mcp extra: pip install 'bac[mcp]'" in mcp.stderr, mcp.stderr
