@@ -155,6 +155,9 @@ class SandboxTools:
             envs=args.strings("envs"), lifecycle=lifecycle, **self._opts)
         try:
             info = await box.get_info()
+        except BaseException:
+            await box.kill()  # not left running unseen: the model never got its id
+            raise
         finally:
             await box.aclose()
         ends = "never ends" if info.end_at.year >= 9999 else \

@@ -182,6 +182,8 @@ class HttpEndpoint:
 
     def _tools_for(self, ctx: Context) -> SandboxTools:
         key = api_key_of(ctx.request.headers) if ctx.request is not None else None
+        if key is None:  # checked in __call__; never the server's own environment's key
+            raise MCPError(code=types.INVALID_REQUEST, message="no API key in the request")
         return SandboxTools(api_key=key, api_url=self._api_url, sandbox_url=self._api_url)
 
     @asynccontextmanager
