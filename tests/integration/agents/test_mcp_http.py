@@ -24,16 +24,20 @@ MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @asynccontextmanager
-async def mcp_client(server: BacServer, headers: dict[str, str]) -> AsyncIterator[Client]:
+async def mcp_client(server: BacServer, headers: dict[str, str],
+                     mode: str = "auto") -> AsyncIterator[Client]:
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=300)) \
-            as http, Client(streamable_http_client(server.url + "/mcp",
-                                                   http_client=http)) as client:
+            as http, Client(streamable_http_client(server.url + "/mcp", http_client=http),
+                            mode=mode) as client:
         yield client
 
 
-async def test_a_session_over_http_with_the_key_header(bac_server: BacServer) -> None:
-    """The issue's scenario through /mcp, the key in X-API-KEY."""
-    async with mcp_client(bac_server, {"X-API-KEY": bac_server.api_key}) as client:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_session_over_http_with_the_key_header(bac_server: BacServer,
+                                                       mode: str) -> None:
+    """The issue's scenario through /mcp, the key in X-API-KEY, by a client of the
+    current protocol and by one of the initialize handshake's."""
+    async with mcp_client(bac_server, {"X-API-KEY": bac_server.api_key}, mode) as client:
         await run_scenario(client)
 
 

@@ -26,9 +26,13 @@ async def test_a_session_creates_runs_charts_saves_restores_and_kills(
         await run_scenario(client)
 
 
-async def test_tools_carry_their_hints_and_schemas(client_env: dict[str, str]) -> None:
-    """Read-only, destructive and idempotent hints, and an object schema per tool."""
-    async with Client(bac_mcp(client_env)) as client:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_tools_carry_their_hints_and_schemas(client_env: dict[str, str],
+                                                   mode: str) -> None:
+    """Read-only, destructive and idempotent hints, and an object schema per tool, to a
+    client of the current protocol and to one of the initialize handshake's (what most
+    desktop clients speak)."""
+    async with Client(bac_mcp(client_env), mode=mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert {"create_sandbox", "run_command", "run_code", "read_file", "write_file",
             "list_files", "get_port_url", "pause_sandbox", "resume_sandbox",
@@ -61,7 +65,7 @@ async def test_mistakes_come_back_as_one_clear_line(client_env: dict[str, str]) 
     assert "launch_rockets" in texts(unknown)
 
 
-def test_bac_mcp_without_a_key_says_so(client_env: dict[str, str]) -> None:
+def test_bac_mcp_without_a_key_says_so() -> None:
     """No API key: one line on stderr, before any client speaks."""
     from click.testing import CliRunner
 
