@@ -12,6 +12,7 @@ line.
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import re
@@ -242,15 +243,25 @@ class SandboxTools:
     async def _read_file(self, args: Arguments, progress: Progress | None) -> ToolResult:
         path = args.string("path")
         limit = args.integer("max_bytes", 100_000, minimum=1)
+        # Streamed and stopped at the limit: a huge file never sits whole in this process
+        # (the server's, for /mcp).
         async with self._attached(args.string("sandbox_id")) as box:
-            raw = await box.files.read(path, format="bytes")
+            size = (await box.files.get_info(path)).size
+            raw = b""
+            async with await box.files.read(path, format="stream") as chunks:
+                async for chunk in chunks:
+                    raw += chunk
+                    if len(raw) > limit:
+                        break
         if b"\0" in raw[:8192]:
-            return _ok(f"{path} is a binary file of {len(raw)} bytes; not shown.",
-                       path=path, size=len(raw), binary=True)
-        text = raw[:limit].decode("utf-8", "replace")
+            return _ok(f"{path} is a binary file of {size} bytes; not shown.",
+                       path=path, size=size, binary=True)
         cut = len(raw) > limit
-        note = f"\n[... cut at {limit} of {len(raw)} bytes ...]" if cut else ""
-        return _ok(text + note, path=path, size=len(raw), content=text, truncated=cut)
+        # A character the limit cuts in two is left out, not shown as a replacement.
+        text = codecs.getincrementaldecoder("utf-8")("replace").decode(raw[:limit],
+                                                                       final=not cut)
+        note = f"\n[... cut at {limit} of {size} bytes ...]" if cut else ""
+        return _ok(text + note, path=path, size=size, content=text, truncated=cut)
 
     async def _write_file(self, args: Arguments, progress: Progress | None) -> ToolResult:
         path, content = args.string("path"), args.text("content")

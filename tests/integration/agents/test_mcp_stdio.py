@@ -99,6 +99,11 @@ async def test_pause_resume_fork_ports_and_listing(client_env: dict[str, str]) -
         forks: list[str] = []
         try:
             await call(client, "write_file", sandbox_id=box, path="kept.txt", content="1")
+            await call(client, "write_file", sandbox_id=box, path="long.txt",
+                       content="héllo" * 1000)
+            cut = await call(client, "read_file", sandbox_id=box, path="long.txt",
+                             max_bytes=2)  # inside the é: left out, not mangled
+            assert texts(cut) == "h\n[... cut at 2 of 6000 bytes ...]"
             await call(client, "run_command", sandbox_id=box,
                        command="sleep 600 >/dev/null 2>&1 & echo $! > sleeper.pid")
             url = await call(client, "get_port_url", sandbox_id=box, port=8000)
