@@ -241,6 +241,11 @@ class ServerConfig:
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ConfigError(f"the OTLP endpoint {self.otlp_endpoint!r} is not an "
                                   "http:// or https:// URL")
+        if self.mcp_api_url:
+            parts = urlsplit(self.mcp_api_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"BAC_MCP_API_URL {self.mcp_api_url!r} is not an http:// "
+                                  "or https:// URL")
         if not self.otlp_timeout_s > 0:
             raise ConfigError("BAC_OTLP_TIMEOUT_S must be more than 0")
         for name in ("trace_keep_per_sandbox", "trace_burst", "otlp_queue_size"):

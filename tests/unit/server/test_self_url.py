@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bac_server.config import ServerConfig
+from bac_server.config import ConfigError, ServerConfig
 
 
 @pytest.mark.parametrize(("given", "url"), [
@@ -25,3 +25,8 @@ def test_the_server_reaches_itself_where_it_listens(given: dict[str, object],
 def test_the_override_comes_from_the_environment() -> None:
     config = ServerConfig.from_env({"BAC_MCP_API_URL": "https://bac.internal:8443"})
     assert config.self_url == "https://bac.internal:8443"
+
+
+def test_an_override_that_is_no_url_is_refused_at_start() -> None:
+    with pytest.raises(ConfigError, match="BAC_MCP_API_URL 'bac:3000' is not an http"):
+        ServerConfig(mcp_api_url="bac:3000")
