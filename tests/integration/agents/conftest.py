@@ -15,8 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sdk"))
 
 from sdk_server import BacServer, running_server
 
-pytestmark = [pytest.mark.root]
-
 
 @pytest.fixture(scope="session")
 def bac_server() -> Iterator[BacServer]:

@@ -77,8 +77,11 @@ async def run_scenario(client: Client) -> None:
         read = await call(client, "read_file", sandbox_id=sandbox_id, path="/tmp/notes.txt")
         assert texts(read) == "first draft\n"
 
-        trace = await call(client, "read_trace", sandbox_id=sandbox_id, kinds="process")
-        assert "exit 3" in texts(trace) or "echo one" in texts(trace)
+        # Lifecycle events are written with the change (process reports come in batches).
+        trace = await call(client, "read_trace", sandbox_id=sandbox_id)
+        assert trace.structured_content is not None
+        kinds = [event["kind"] for event in trace.structured_content["events"]]
+        assert kinds[0] == "created" and "created" in texts(trace)
 
         resources = await client.list_resources()
         uris = {str(r.uri) for r in resources.resources}
