@@ -17,9 +17,10 @@ def mcp(ctx: click.Context) -> None:
 
     The client starts this command itself; give it BAC_API_URL and BAC_API_KEY in the
     environment (or --api-url/--api-key). Tools: create_sandbox, run_command, run_code,
-    read_file, write_file, list_files, get_port_url, pause/resume/checkpoint/restore/
-    fork/kill_sandbox, read_trace, list_sandboxes; resources: bac://sandboxes.
-    docs/agents.md has the set-up of Claude Desktop, Cursor and others.
+    read_file, write_file, list_files, get_port_url, pause_sandbox, resume_sandbox,
+    checkpoint_sandbox, restore_sandbox, fork_sandbox, kill_sandbox, read_trace,
+    list_sandboxes; resources: bac://sandboxes. docs/agents.md has the set-up of Claude
+    Desktop, Cursor and others.
 
     \b
     Examples:
