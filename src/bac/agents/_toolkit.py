@@ -113,7 +113,9 @@ class SandboxTools:
         except ArgumentError as exc:
             return ToolResult.failure(str(exc))
         except SandboxError as exc:
-            return ToolResult.failure(f"{name}: {exc}")
+            said = str(exc)  # the SDK's run_code errors already start with "run_code: "
+            return ToolResult.failure(said if said.startswith(f"{name}: ") else
+                                      f"{name}: {said}")
         except Exception as exc:
             log.exception("tool %s failed unexpectedly", name)
             return ToolResult.failure(

@@ -49,20 +49,30 @@ async def test_tools_carry_their_hints_and_schemas(client_env: dict[str, str],
 
 
 async def test_mistakes_come_back_as_one_clear_line(client_env: dict[str, str]) -> None:
-    """A wrong argument, an unknown sandbox and an unknown tool: isError and a sentence
-    naming the problem, never a stack trace."""
+    """A wrong argument, an unknown sandbox, an unknown tool, code in a sandbox without a
+    kernel: isError and a sentence naming the problem, never a stack trace."""
     async with Client(bac_mcp(client_env)) as client:
         wrong = await client.call_tool("run_command", {"sandbox_id": "nosuchbox",
                                                        "command": 42})
         missing = await client.call_tool("read_file", {"sandbox_id": "nosuchbox",
                                                        "path": "/etc/hostname"})
         unknown = await client.call_tool("launch_rockets", {})
-    for result in (wrong, missing, unknown):
+        created = await call(client, "create_sandbox", timeout=120)
+        assert created.structured_content is not None
+        box = created.structured_content["sandbox_id"]
+        try:
+            no_kernel = await client.call_tool("run_code", {"sandbox_id": box,
+                                                            "code": "1 + 1"})
+        finally:
+            await call(client, "kill_sandbox", sandbox_id=box)
+    for result in (wrong, missing, unknown, no_kernel):
         assert result.is_error
         assert "Traceback" not in texts(result) and len(texts(result).splitlines()) == 1
     assert "command" in texts(wrong)
     assert "nosuchbox" in texts(missing)
     assert "launch_rockets" in texts(unknown)
+    assert texts(no_kernel).startswith("run_code: nothing listens on port 49999")
+    assert "code-interpreter template" in texts(no_kernel)
 
 
 def test_bac_mcp_without_a_key_says_so() -> None:
