@@ -76,6 +76,7 @@ READY_BOUND_S = 60.0
 # Run in a template without a ready command before its snapshot is taken: envd has then
 # served a command (imports done, first allocations made) in every sandbox restored from it.
 WARM_UP_CMD = "true"
+BUILTIN_DELAY_S = 2.0  # after a built-in's first create, before its snapshot is taken
 Say = Callable[[LogLevel, str], None]
 _Key = tuple[str, str]
 
@@ -197,6 +198,9 @@ class StartSnapshots:
                             image: TemplateImage) -> None:
         vcpus, memory_mb = self._builtin_shape
         try:
+            # Not a synchronisation: the create that asked is about to run its first
+            # commands; the snapshot's boot and dump take both CPUs of a small host.
+            await asyncio.sleep(BUILTIN_DELAY_S)
             async with self._locks.setdefault(key, asyncio.Lock()):
                 made = await self._checkpoint(backend, key[0], key[1], image, vcpus,
                                               memory_mb, WARM_UP_CMD)

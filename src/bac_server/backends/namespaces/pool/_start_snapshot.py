@@ -32,7 +32,9 @@ async def take_start_snapshot(slots: SlotTable, checkpointer: Checkpointer,
     spec = SandboxSpec(sandbox_id="snap" + secrets.token_hex(8),
                        template=dataclasses.replace(image, start_snapshot=None), vcpus=vcpus,
                        memory_mb=memory_mb, envd_access_token=token)
-    endpoint = await slots.boot(spec)
+    # Nobody waits on it: the sandboxes in use get the CPUs first (the weight is not part
+    # of the checkpoint; each sandbox restored from it gets its own create's).
+    endpoint = await slots.boot(spec, background=True)
     try:
         if ready_cmd is not None:
             await wait_until_ready(endpoint, token=token, user=image.default_user,

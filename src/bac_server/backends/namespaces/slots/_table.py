@@ -12,6 +12,7 @@ locks.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable
 
@@ -98,9 +99,12 @@ class SlotTable:
         await self.traces.open(record.slot, self.ctx.paths(record.slot))
         return SandboxEndpoint(sandbox_id, record.sandbox_address)
 
-    async def boot(self, spec: SandboxSpec) -> SandboxEndpoint:
-        """A sandbox started cold for ``spec``, never from the pool (a start snapshot's)."""
+    async def boot(self, spec: SandboxSpec, *, background: bool = False) -> SandboxEndpoint:
+        """A sandbox started cold for ``spec``, never from the pool (a start snapshot's);
+        ``background``: at a low CPU weight, so the sandboxes people wait on go first."""
         limits = validate(self.ctx.config, spec, self.ctx.cgroups.supports_swap)
+        if background:
+            limits = dataclasses.replace(limits, background=True)
         return await self.start(spec.sandbox_id, lambda: boot(self.ctx, spec, limits))
 
     async def destroy(self, sandbox_id: str) -> SlotRecord | None:
