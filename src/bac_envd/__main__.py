@@ -143,6 +143,9 @@ def _exit_on_signal(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse(sys.argv[1:] if argv is None else argv)
+    from bac_envd._memory import merge_pages
+
+    merge_pages()  # before anything is allocated or forked
     try:
         sock = _listen(options.host, options.port)
     except OSError as exc:

@@ -17,6 +17,7 @@ from bac_envd._http import (
     send_error,
     send_json,
 )
+from bac_envd._memory import merge_pages
 from bac_envd._state import EnvdState
 
 _INIT_BODY_LIMIT = 1 << 20
@@ -37,6 +38,7 @@ async def init(scope: Scope, receive: Receive, send: Send, state: EnvdState) -> 
     try:
         body = json.loads(raw) if raw.strip() else None
         state.apply_init(body)
+        merge_pages()  # again after a restore: the process-wide mark is not restored
     except (ValueError, InitError) as exc:
         await send_error(send, 400, f"invalid init body: {exc}")
         return

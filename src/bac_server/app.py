@@ -143,6 +143,7 @@ def sandbox_ca_of(config: ServerConfig) -> bytes:
 def build_backend(config: ServerConfig) -> NamespaceBackend:
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size, pool_max=config.pool_max,
+        ksm=config.ksm, ksm_max_cpu_pct=config.ksm_max_cpu_pct,
         pool_demand_window_s=config.pool_demand_window_s,
         start_snapshot_pool_size=config.start_snapshot_pool,
         runtime=choose_runtime(config.runtime),

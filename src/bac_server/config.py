@@ -132,6 +132,12 @@ class ServerConfig:
     # A template asked for faster than that keeps up to this many ahead: as many as the
     # creates of the last window (seconds), so the next burst is handed out (0: fixed).
     pool_max: int = 32
+    # Let the kernel merge identical memory pages across sandboxes (KSM): an idle sandbox
+    # restored from a start snapshot takes about half the memory, at the cost of the
+    # scanner's CPU (at most ksm_max_cpu_pct % of one CPU) and of a side channel between
+    # sandboxes (docs/security.md, "Memory merging"): for hosts serving one tenant.
+    ksm: bool = False
+    ksm_max_cpu_pct: int = 10
     pool_demand_window_s: float = 120.0
     # OCI runtime: "auto" (runc when CRIU >= 4.2 is installed, so sandboxes pause with their
     # memory; crun otherwise), "crun" or "runc".

@@ -20,6 +20,7 @@ from ._destinations import (
 from ._devices import SANDBOX_DEVICES, DeviceNode, HostDeviceTaken, check_device_nodes
 from ._errors import HostChangeFailed, HostSetupError, MissingDependency, UnsafeDataDir
 from ._forwarding import ensure_firewall
+from ._ksm import enable_ksm
 from ._lxcfs import LXCFS_DIR, ensure_lxcfs, lxcfs_files
 from ._mounts import is_mount_point, mount_table, mounts_under
 from ._nft import NftError, nft, nft_json
@@ -106,6 +107,7 @@ __all__ = [
     "controller_dirs",
     "default_data_dir",
     "dynamic_migrations_favored",
+    "enable_ksm",
     "ensure_firewall",
     "ensure_lxcfs",
     "host_addresses",

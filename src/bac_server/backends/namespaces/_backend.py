@@ -44,6 +44,7 @@ from bac_server.backends.base import (
     TraceSink,
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
+from bac_server.host import enable_ksm
 
 from ._config import NamespaceConfig
 from .build import run_build_step
@@ -114,6 +115,8 @@ class NamespaceBackend:
             with contextlib.suppress(ValueError, OSError):
                 resource.setrlimit(resource.RLIMIT_NOFILE, (soft, NOFILE_LIMIT))
         prepare_data_dirs(cfg)
+        if cfg.ksm:
+            enable_ksm(cfg.ksm_max_cpu_pct)
         for directory in (cfg.leases_dir, cfg.claims_dir):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:

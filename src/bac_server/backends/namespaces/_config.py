@@ -37,6 +37,10 @@ class NamespaceConfig:
     start_snapshot_pool_size: int = 0
     # Following demand: a key asked for faster than its size keeps up to this many, as
     # many as creates asked for it in the last window (0: fixed sizes).
+    # Let KSM merge identical pages across sandboxes (``host._ksm``: a side channel between
+    # them; off by default), its scanner bounded to this share of one CPU.
+    ksm: bool = False
+    ksm_max_cpu_pct: int = 10
     pool_max: int = 0
     pool_demand_window_s: float = 120.0
     # Seconds to wait for envd to listen, and then to answer /init.

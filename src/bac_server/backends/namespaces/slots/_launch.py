@@ -151,7 +151,7 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
                 cgroup_path=record.cgroup_path, id_range=ctx.config.id_range, limits=limits,
                 allow_setuid=template.allow_setuid, envd_bundle=bundle, etc_dir=paths.etc,
                 recursive_sys=ctx.runtime.name != "crun", trace_dir=paths.trace,
-                proc_files=proc_files_of(ctx))
+                proc_files=proc_files_of(ctx), merge_memory=ctx.config.ksm)
             config = await off_loop(lambda: _write_config(paths, plan, preload, ctx.runtime))
             try:
                 await to_the_end(ctx.runtime.run_detached(
@@ -343,7 +343,8 @@ async def cold_start(ctx: Context, record: SlotRecord, spec: SandboxSpec) -> Non
         limits=limits_of(ctx, record), allow_setuid=spec.template.allow_setuid,
         envd_bundle=Path(record.envd_bundle), etc_dir=paths.etc,
         recursive_sys=ctx.runtime.name != "crun",
-        trace_dir=paths.trace if paths.trace.is_dir() else None, proc_files=proc_files_of(ctx))
+        trace_dir=paths.trace if paths.trace.is_dir() else None, proc_files=proc_files_of(ctx),
+        merge_memory=ctx.config.ksm)
     read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
     try:
         try:

@@ -100,6 +100,8 @@ class SandboxPlan:
     # (/proc or /sys file, LXCFS's file) bound read-only over it: the sandbox's own
     # memory, CPUs, load and uptime (``host.lxcfs_files``); empty without LXCFS.
     proc_files: tuple[tuple[str, Path], ...] = ()
+    # envd marks its memory mergeable (the host runs KSM: ``host._ksm``).
+    merge_memory: bool = False
 
 
 def _bind(source: Path | str, destination: str, *extra: str) -> dict[str, Any]:
@@ -164,6 +166,7 @@ def build_config(plan: SandboxPlan) -> dict[str, Any]:
                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "LANG=C.UTF-8", "HOME=/root", f"PYTHONPATH={ENVD_MOUNT}/lib",
                 "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+                *(["BAC_ENVD_MERGE=1"] if plan.merge_memory else []),
             ],
             "cwd": "/",
             "capabilities": {key: CAPABILITIES for key in ("bounding", "effective", "permitted")},
