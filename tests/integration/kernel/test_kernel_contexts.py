@@ -155,5 +155,5 @@ def test_context_cwd_can_be_any_directory_root_can_enter(sandbox: Sandbox) -> No
 
 def test_context_cwd_that_does_not_exist_is_a_400(sandbox: Sandbox) -> None:
     """A cwd that is no directory is the caller's mistake (400 with the reason)."""
-    with pytest.raises(SandboxException, match="400.*not an existing directory"):
+    with pytest.raises(SandboxException, match=r"400.*not an existing directory"):
         sandbox.create_code_context(cwd="/no/such/place")
