@@ -5,7 +5,8 @@ files on disk are needed): ipykernel for Python, bash_kernel for Bash, tslab for
 JavaScript and TypeScript (both with top-level await), IRkernel for R. JavaScript,
 TypeScript and R start through small launchers beside this module (`launchers/`) that make
 a cell's last value an `execute_result` and, for JS/TS, a thrown error an `error`
-message, as other kernels do. A language whose runtime is missing is known but
+message, as other kernels do. Java is Bac's own kernel around the JDK's JShell
+(`bac_kernel.jshell`). A language whose runtime is missing is known but
 unavailable, and says what is missing.
 
 Env var changes run as silent cells in the kernel's own language, because a kernel that
@@ -62,6 +63,20 @@ def _r_env(assign: Mapping[str, str], unset: Sequence[str]) -> str:
     if unset:
         lines.append(f"invisible(Sys.unsetenv(c({', '.join(json.dumps(k) for k in unset)})))")
     return "\n".join(lines) or "invisible(NULL)"
+
+
+def _java_env(assign: Mapping[str, str], unset: Sequence[str]) -> str:
+    # Java's environment is read-only: the map behind System.getenv() is edited by
+    # reflection (JShellHost opens java.util to the agent JVM). One block: no declarations
+    # are left in the user's namespace.
+    puts = "".join(f"m.put({json.dumps(k)}, {json.dumps(v)}); " for k, v in assign.items())
+    removes = "".join(f"m.remove({json.dumps(k)}); " for k in unset)
+    return (
+        "{ try { var env = System.getenv(); var f = env.getClass().getDeclaredField(\"m\"); "
+        "f.setAccessible(true); @SuppressWarnings(\"unchecked\") var m = "
+        f"(java.util.Map<String, String>) f.get(env); {puts}{removes}}} "
+        "catch (ReflectiveOperationException e) { throw new RuntimeException(e); } }"
+    )
 
 
 @dataclass(frozen=True)
@@ -143,6 +158,14 @@ LANGUAGES: dict[str, Language] = {
              "--args", "{connection_file}"),
             _r_env,
             needs_programs=("R",),
+        ),
+        Language(
+            "java",
+            (_PY, "-m", "bac_kernel.jshell", "-f", "{connection_file}"),
+            _java_env,
+            # jshell marks a JDK (its jdk.jshell module), not only a JRE.
+            needs_programs=("java", "jshell"),
+            needs_modules=("ipykernel",),
         ),
     )
 }
