@@ -96,6 +96,7 @@ class Cell:
             state = _Collected(self)
             reply = await round_trip(kernel, send, state.route, interruptible=True)
             if reply is None:
+                state.flush_main()  # a value sent before the kernel died is still its value
                 self._report_death(kernel)
                 return Outcome.KERNEL_DIED
             if reply.get("status") in ("abort", "aborted") and not state.emitted:
