@@ -212,3 +212,23 @@ def test_async_sdk_js_error_and_image() -> None:
             await sandbox.kill()
 
     asyncio.run(scenario())
+
+
+def test_timeout_interrupts_the_cell_through_the_gateway(ci: object) -> None:
+    """`run_code(timeout=N)` through Bac's gateway: the SDK gives up after 2N (its
+    transport adds the read and write timeouts), and the kernel is interrupted as soon as
+    it does, keeping its state (docs/code-interpreter.md, *Contexts and kernels*)."""
+    from e2b import TimeoutException
+
+    ci.run_code("import time\ninterrupted_at = None")  # type: ignore[attr-defined]
+    code = "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    interrupted_at = time.time()"
+    started = time.time()
+    with pytest.raises(TimeoutException):
+        ci.run_code(code, timeout=1)  # type: ignore[attr-defined]
+    gave_up = time.time()
+    assert 1 <= gave_up - started < 4
+    execution = ci.run_code("interrupted_at", timeout=60)  # type: ignore[attr-defined]
+    assert execution.error is None, execution.error
+    assert execution.text is not None
+    # The sandbox's clock is the host's (same kernel): comparable with ours.
+    assert 0 <= float(execution.text) - gave_up < 0.5
