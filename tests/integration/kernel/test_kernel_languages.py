@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import needs
+from e2b import TimeoutException
 from e2b_code_interpreter import AsyncSandbox, Sandbox
 from kernel_harness import Daemon
 
@@ -88,3 +89,14 @@ async def test_async_sdk_gets_js_and_python_results(kernel_server: Daemon) -> No
     assert (await sandbox.run_code("6 * 7")).text == "42"
     failed = await sandbox.run_code("throw new SyntaxError('odd')", language="js")
     assert failed.error is not None and failed.error.name == "SyntaxError"
+
+
+@needs("tslab")
+def test_js_client_timeout_interrupts_and_keeps_state(sandbox: Sandbox) -> None:
+    """A JS cell stuck in a loop is interrupted when the client times out; earlier
+    variables survive and the next cell runs."""
+    context = sandbox.create_code_context(language="js")
+    sandbox.run_code("var kept = 21", context=context)
+    with pytest.raises(TimeoutException):
+        sandbox.run_code("while (true) {}", context=context, timeout=1)
+    assert sandbox.run_code("kept * 2", context=context, timeout=30).text == "42"
