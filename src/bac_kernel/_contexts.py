@@ -52,6 +52,9 @@ class Context:
         return {"id": self.id, "language": self.language.name, "cwd": self.cwd}
 
     async def start(self) -> None:
+        """Start the kernel unless it ever was; KernelError if it cannot start."""
+        if self.started:
+            return
         async with self._lock:
             await self._ensure_started()
 
