@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import needs
 from e2b import NotFoundException, SandboxException
-from e2b_code_interpreter import Sandbox
-from kernel_harness import running_kernel_server
+from e2b_code_interpreter import AsyncSandbox, Sandbox
+from kernel_harness import Daemon, running_kernel_server
 
 
 def test_contexts_are_isolated_and_keep_their_cwd(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -157,3 +157,23 @@ def test_context_cwd_that_does_not_exist_is_a_400(sandbox: Sandbox) -> None:
     """A cwd that is no directory is the caller's mistake (400 with the reason)."""
     with pytest.raises(SandboxException, match=r"400.*not an existing directory"):
         sandbox.create_code_context(cwd="/no/such/place")
+
+
+async def test_async_sdk_contexts(kernel_server: Daemon) -> None:
+    """The async SDK lists the defaults, creates a context in /root, restarts and removes
+    it; a removed default context is made again on the next cell of its language."""
+    sandbox = await AsyncSandbox.create(debug=True, sandbox_url=kernel_server.url)
+    listed = {c.language: c for c in await sandbox.list_code_contexts()}
+    assert "python" in listed
+    context = await sandbox.create_code_context(cwd="/root")
+    assert (await sandbox.run_code("import os; os.getcwd()", context=context)).text == "/root"
+    await sandbox.run_code("gone = 1", context=context)
+    await sandbox.restart_code_context(context)
+    after = await sandbox.run_code("'gone' in globals()", context=context)
+    assert after.text == "False"
+    await sandbox.remove_code_context(context)
+    await sandbox.remove_code_context(listed["python"])
+    assert (await sandbox.run_code("2 + 2")).text == "4"
+    ids = {c.id for c in await sandbox.list_code_contexts()}
+    assert context.id not in ids and listed["python"].id not in ids
+    assert "python" in {c.language for c in await sandbox.list_code_contexts()}
