@@ -89,6 +89,9 @@ command -v tslab >/dev/null 2>&1 || npm install -g --silent tslab@1.0.22
 # Java's kernel wraps the JDK's jshell (Debian's default JDK: 17 on bookworm, 21 on trixie).
 if ! command -v jshell >/dev/null 2>&1; then
     echo "setup-host: installing default-jdk-headless (jshell)"
+    # Slim Debian images drop man pages, and the JDK's postinst then fails registering its
+    # man page alternatives (Debian bug #863199).
+    mkdir -p /usr/share/man/man1
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends default-jdk-headless
 fi
