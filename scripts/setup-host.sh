@@ -73,7 +73,8 @@ bash "$(dirname "$0")/build-criu.sh" || echo "setup-host: no working CRIU >= 4.1
 crun --version | head -1
 
 # Kernels the code interpreter's host-side tests drive (the code-interpreter template
-# installs its own copies): R's IRkernel from Debian, tslab (JavaScript/TypeScript) from npm.
+# installs its own copies): R's IRkernel from Debian, tslab (JavaScript/TypeScript) from npm,
+# a JDK for Java.
 # npm itself also installs tslab into that template, so it is required, not optional.
 if ! dpkg-query -W -f='${Status}' r-cran-irkernel 2>/dev/null | grep -q "install ok installed"; then
     echo "setup-host: installing r-cran-irkernel"
@@ -85,6 +86,15 @@ if ! command -v npm >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm
 fi
 command -v tslab >/dev/null 2>&1 || npm install -g --silent tslab@1.0.22
+# Java's kernel wraps the JDK's jshell (Debian's default JDK: 17 on bookworm, 21 on trixie).
+if ! command -v jshell >/dev/null 2>&1; then
+    echo "setup-host: installing default-jdk-headless (jshell)"
+    # Slim Debian images drop man pages, and the JDK's postinst then fails registering its
+    # man page alternatives (Debian bug #863199).
+    mkdir -p /usr/share/man/man1
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends default-jdk-headless
+fi
 # Mission Control's browser tests drive Debian's Chromium through Playwright (never a
 # browser Playwright downloads).
 if [ ! -x /usr/bin/chromium ]; then

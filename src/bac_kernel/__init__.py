@@ -1,7 +1,7 @@
 """Bac's in-sandbox code interpreter: Jupyter kernels behind E2B's `/execute` protocol.
 
 Run it as `python3 -m bac_kernel --port 49999 [--ready-fd N]`. Contexts are kernels
-(Python, Bash, JavaScript, TypeScript, R); `POST /execute` streams a cell's output as
+(Python, Bash, JavaScript, TypeScript, R, Java); `POST /execute` streams a cell's output as
 NDJSON. Errors are drawn in `bac_kernel._errors`.
 
 Exports resolve lazily: every Python kernel imports `bac_kernel.inkernel`, and must not

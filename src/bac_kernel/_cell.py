@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bac_kernel import _outputs
 from bac_kernel._exchange import round_trip
@@ -95,10 +96,12 @@ class Cell:
             state = _Collected(self)
             reply = await round_trip(kernel, send, state.route, interruptible=True)
             if reply is None:
+                state.flush_main()  # a value sent before the kernel died is still its value
                 self._report_death(kernel)
                 return Outcome.KERNEL_DIED
             if reply.get("status") in ("abort", "aborted") and not state.emitted:
                 continue
+            state.flush_main()
             if reply.get("status") == "error" and not state.error_sent:
                 self.emit(_outputs.error_from_reply(reply, "".join(state.stderr)))
             count = reply.get("execution_count")
@@ -122,6 +125,15 @@ class _Collected:
         self.emitted = False
         self.error_sent = False
         self.stderr: list[str] = []
+        #: The latest `execute_result`, held until the cell ends: R sends one per visible
+        #: top-level value, and only the last is the cell's value (the SDK takes the first
+        #: main result as `execution.text`).
+        self._main: dict[str, Any] | None = None
+
+    def flush_main(self) -> None:
+        if self._main is not None:
+            self._cell.emit(_outputs.result(self._main, is_main=True))
+            self._main = None
 
     def route(self, item: Incoming) -> None:
         msg, kind = item.msg, item.msg_type
@@ -130,8 +142,14 @@ class _Collected:
             event = _outputs.stream(msg)
             if event["type"] == "stderr":
                 self.stderr.append(event["text"])
-        elif kind in ("execute_result", "display_data"):
-            event = _outputs.result(content.get("data") or {}, is_main=kind == "execute_result")
+        elif kind == "execute_result":
+            earlier, self._main = self._main, content.get("data") or {}
+            self.emitted = True
+            if earlier is None:
+                return
+            event = _outputs.result(earlier, is_main=False)
+        elif kind == "display_data":
+            event = _outputs.result(content.get("data") or {}, is_main=False)
         elif kind == "error":
             if self.error_sent:
                 return

@@ -4,6 +4,9 @@ A context runs one cell at a time (its lock); later cells queue behind it. Resta
 removal kill the process first so a running cell ends at once (with an error line), then
 take the lock. A kernel that died under a cell is restarted while the lock is still held,
 so the next cell never sees a dead kernel.
+
+The default contexts of Python and JavaScript exist (and are listed) from the start, as
+E2B's are; a default context's kernel starts on its first cell unless prestarted.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from bac_kernel._kernel import ACK_TIMEOUT, Kernel, KernelState
 from bac_kernel._languages import Language, resolve_language
 
 DEFAULT_CWD = "/home/user"
+#: Languages whose default context exists before any call (E2B lists these two).
+LISTED_DEFAULTS = ("python", "javascript")
 
 _log = logging.getLogger(__name__)
 
@@ -38,6 +43,7 @@ class Context:
         self.cwd = cwd
         self.kernel = Kernel(language, cwd, ack_timeout=ack_timeout)
         self.closed = False
+        self.started = False
         self._envd = envd
         self._lock = asyncio.Lock()
         self._sandbox_envs: dict[str, str] | None = None
@@ -46,8 +52,16 @@ class Context:
         return {"id": self.id, "language": self.language.name, "cwd": self.cwd}
 
     async def start(self) -> None:
+        """Start the kernel unless it ever was; KernelError if it cannot start."""
+        if self.started:
+            return
         async with self._lock:
+            await self._ensure_started()
+
+    async def _ensure_started(self) -> None:
+        if not self.started:
             await self.kernel.start()
+            self.started = True
 
     async def execute(self, cell: Cell) -> None:
         """Run `cell` after the cells before it; always ends its stream."""
@@ -58,6 +72,7 @@ class Context:
                     return
                 if self.closed:
                     raise ContextNotFoundError(f"context {self.id} was removed")
+                await self._ensure_started()
                 if self.kernel.state is KernelState.DEAD:
                     await self._restart_kernel()
                 await self._load_sandbox_envs(cell)
@@ -95,6 +110,8 @@ class Context:
         self.kernel.exit_reason = "the context was restarted; its state is lost"
         self.kernel.kill()
         async with self._lock:
+            if not self.started:
+                return  # no kernel yet: its first cell starts a fresh one anyway
             if self.kernel.generation == generation or self.kernel.state is not KernelState.READY:
                 await self._restart_kernel()
 
@@ -122,6 +139,16 @@ class ContextRegistry:
         self._defaults: dict[str, str] = {}
         self._default_locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        for name in LISTED_DEFAULTS:
+            try:
+                language = resolve_language(name)
+            except BadRequestError:
+                continue  # its runtime is not installed here: nothing to list
+            self._add_default(Context(language, self._cwd(None), envd, ack_timeout=ack_timeout))
+
+    def _add_default(self, context: Context) -> None:
+        self._contexts[context.id] = context
+        self._defaults[context.language.name] = context.id
 
     def _cwd(self, cwd: str | None) -> str:
         if cwd is None:
@@ -130,6 +157,8 @@ class ContextRegistry:
             raise BadRequestError(f"cwd must be an absolute path, got {cwd!r}")
         if not os.path.isdir(cwd):
             raise BadRequestError(f"cwd {cwd!r} is not an existing directory")
+        if not os.access(cwd, os.X_OK):
+            raise BadRequestError(f"cwd {cwd!r} cannot be entered by the kernels' user")
         return cwd
 
     async def create(self, language: str | None, cwd: str | None) -> Context:
@@ -150,7 +179,7 @@ class ContextRegistry:
             if context_id is not None and context_id in self._contexts:
                 return self._contexts[context_id]
             context = await self.create(lang.name, None)
-            self._defaults[lang.name] = context.id
+            self._add_default(context)
             return context
 
     def get(self, context_id: str) -> Context:
@@ -180,7 +209,7 @@ class ContextRegistry:
     async def prestart(self, languages: list[str]) -> None:
         for language in languages:
             try:
-                await self.default(language)
+                await (await self.default(language)).start()
             except KernelServerError:
                 _log.exception("could not start the default %s context", language)
 

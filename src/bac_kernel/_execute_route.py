@@ -104,7 +104,11 @@ class ExecuteEndpoint:
         context_id = request.get("context_id")
         if context_id:
             return self._registry.get(context_id)
-        return await self._registry.default(request.get("language"))
+        context = await self._registry.default(request.get("language"))
+        # A listed default context starts its kernel on first use: one that cannot start
+        # is this request's 500, before the stream begins, as for any default context.
+        await context.start()
+        return context
 
 
 async def _watch_disconnect(receive: Receive, cell: Cell) -> None:

@@ -2,8 +2,12 @@
 
 Every language maps to one Jupyter kernel started by its own command line (no kernelspec
 files on disk are needed): ipykernel for Python, bash_kernel for Bash, tslab for
-JavaScript and TypeScript (both with top-level await), IRkernel for R. A language whose
-runtime is missing is known but unavailable, and says what is missing.
+JavaScript and TypeScript (both with top-level await), IRkernel for R. JavaScript,
+TypeScript and R start through small launchers beside this module (`launchers/`) that make
+a cell's last value an `execute_result` and, for JS/TS, a thrown error an `error`
+message, as other kernels do. Java is Bac's own kernel around the JDK's JShell
+(`bac_kernel.jshell`). A language whose runtime is missing is known but
+unavailable, and says what is missing.
 
 Env var changes run as silent cells in the kernel's own language, because a kernel that
 is already running cannot have its process environment changed from outside.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import shutil
@@ -60,6 +65,20 @@ def _r_env(assign: Mapping[str, str], unset: Sequence[str]) -> str:
     return "\n".join(lines) or "invisible(NULL)"
 
 
+def _java_env(assign: Mapping[str, str], unset: Sequence[str]) -> str:
+    # Java's environment is read-only: the map behind System.getenv() is edited by
+    # reflection (JShellHost opens java.util to the agent JVM). One block: no declarations
+    # are left in the user's namespace.
+    puts = "".join(f"m.put({json.dumps(k)}, {json.dumps(v)}); " for k, v in assign.items())
+    removes = "".join(f"m.remove({json.dumps(k)}); " for k in unset)
+    return (
+        "{ try { var env = System.getenv(); var f = env.getClass().getDeclaredField(\"m\"); "
+        "f.setAccessible(true); @SuppressWarnings(\"unchecked\") var m = "
+        f"(java.util.Map<String, String>) f.get(env); {puts}{removes}}} "
+        "catch (ReflectiveOperationException e) { throw new RuntimeException(e); } }"
+    )
+
+
 @dataclass(frozen=True)
 class Language:
     """One language a context can be created with."""
@@ -83,6 +102,18 @@ class Language:
 
 
 _PY = sys.executable
+_LAUNCHERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launchers")
+
+
+def _tslab_dist() -> str:
+    """tslab's `dist` directory (its modules, which the JS/TS launcher builds on)."""
+    tslab = shutil.which("tslab")
+    if tslab is None:
+        return "/nonexistent/tslab/dist"  # the language reports tslab missing first
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(tslab))), "dist")
+
+
+_JSLAB = ("node", os.path.join(_LAUNCHERS, "jslab.js"), _tslab_dist(), "{connection_file}")
 
 LANGUAGES: dict[str, Language] = {
     lang.name: lang
@@ -111,21 +142,30 @@ LANGUAGES: dict[str, Language] = {
         ),
         Language(
             "javascript",
-            ("tslab", "kernel", "--config-path", "{connection_file}", "--js"),
+            (*_JSLAB, "--js"),
             _node_env,
             needs_programs=("tslab", "node"),
         ),
         Language(
             "typescript",
-            ("tslab", "kernel", "--config-path", "{connection_file}"),
+            _JSLAB,
             _node_env,
             needs_programs=("tslab", "node"),
         ),
         Language(
             "r",
-            ("R", "--slave", "-e", "IRkernel::main()", "--args", "{connection_file}"),
+            ("R", "--slave", "-f", os.path.join(_LAUNCHERS, "irkernel.R"),
+             "--args", "{connection_file}"),
             _r_env,
             needs_programs=("R",),
+        ),
+        Language(
+            "java",
+            (_PY, "-m", "bac_kernel.jshell", "-f", "{connection_file}"),
+            _java_env,
+            # jshell marks a JDK (its jdk.jshell module), not only a JRE.
+            needs_programs=("java", "jshell"),
+            needs_modules=("ipykernel",),
         ),
     )
 }

@@ -108,8 +108,9 @@ def error(name: str, value: str, traceback: Sequence[str] | str) -> Event:
 def error_from_reply(content: Mapping[str, Any], stderr: str) -> Event:
     """An error for a failed execute_reply that came without an iopub error message.
 
-    tslab reports JavaScript exceptions only as stderr text plus a failed reply, so the
-    name and message are read from the first "Name: message" line of that text.
+    Bac's kernels all send one; a kernel that reports a failure only as stderr text plus a
+    failed reply (tslab started without Bac's launcher does) gets its name and message
+    read from the first "Name: message" line of that text.
     """
     name = str(content.get("ename") or "")
     value = str(content.get("evalue") or "")

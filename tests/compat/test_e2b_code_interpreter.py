@@ -148,7 +148,8 @@ def test_kernel_server_is_restarted_after_it_is_killed(ci: object) -> None:
     find = "pgrep -f '[b]ac_kernel --port' || true"
     old = ci.commands.run(find).stdout.split()  # type: ignore[attr-defined]
     assert len(old) == 1
-    ci.commands.run("pkill -f '[b]ac_kernel --port'")  # type: ignore[attr-defined]
+    # The kernel server runs as root, as E2B's does: only root may signal it.
+    ci.commands.run("pkill -f '[b]ac_kernel --port'", user="root")  # type: ignore[attr-defined]
     deadline = time.monotonic() + 30
     # Nothing inside the sandbox announces the restart: poll with a deadline.
     while True:
@@ -165,3 +166,69 @@ def test_kernel_server_is_restarted_after_it_is_killed(ci: object) -> None:
         time.sleep(0.2)
     fresh = ci.run_code("'x' in globals()")  # type: ignore[attr-defined]
     assert fresh.text == "False"  # a new kernel server, so a new kernel
+
+
+def test_defaults_listed_and_kernels_run_as_root(ci: object) -> None:
+    """Before any code ran, the Python and JavaScript default contexts are listed; kernels
+    run as root (as in E2B's template), so `/root` works as a context's cwd."""
+    listed = {c.language for c in ci.list_code_contexts()}  # type: ignore[attr-defined]
+    assert {"python", "javascript"} <= listed
+    context = ci.create_code_context(cwd="/root")  # type: ignore[attr-defined]
+    execution = ci.run_code(  # type: ignore[attr-defined]
+        "import os, getpass; (getpass.getuser(), os.getcwd())", context=context)
+    assert execution.text == "('root', '/root')"
+
+
+@pytest.mark.parametrize(("language", "code", "text"), [
+    ("js", "const a = await Promise.resolve(40); a + 2", "42"),
+    ("ts", "const n: number = 6; n * 7", "42"),
+    ("r", "x <- 41\nx + 1", "[1] 42"),
+    ("java", "int x = 41;\nx + 1", "42"),
+])
+def test_every_language_returns_its_last_value(
+    ci: object, language: str, code: str, text: str
+) -> None:
+    """JavaScript, TypeScript, R and Java cells' last value is `execution.text`."""
+    execution = ci.run_code(code, language=language)  # type: ignore[attr-defined]
+    assert execution.error is None, execution.error
+    assert execution.text == text
+
+
+def test_async_sdk_js_error_and_image() -> None:
+    """The async SDK: a thrown JS error is named, and PIL's show() returns the image."""
+    from e2b_code_interpreter import AsyncSandbox
+
+    async def scenario() -> None:
+        sandbox = await AsyncSandbox.create(timeout=120)
+        try:
+            failed = await sandbox.run_code("throw new RangeError('far')", language="js")
+            assert failed.error is not None
+            assert (failed.error.name, failed.error.value) == ("RangeError", "far")
+            shown = await sandbox.run_code(
+                "from PIL import Image\nImage.new('RGB', (2, 2), 'red').show()")
+            assert shown.error is None, shown.error
+            assert base64.b64decode(shown.results[0].png).startswith(b"\x89PNG")
+        finally:
+            await sandbox.kill()
+
+    asyncio.run(scenario())
+
+
+def test_timeout_interrupts_the_cell_through_the_gateway(ci: object) -> None:
+    """`run_code(timeout=N)` through Bac's gateway: the SDK gives up after 2N (its
+    transport adds the read and write timeouts), and the kernel is interrupted as soon as
+    it does, keeping its state (docs/code-interpreter.md, *Contexts and kernels*)."""
+    from e2b import TimeoutException
+
+    ci.run_code("import time\ninterrupted_at = None")  # type: ignore[attr-defined]
+    code = "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    interrupted_at = time.time()"
+    started = time.time()
+    with pytest.raises(TimeoutException):
+        ci.run_code(code, timeout=1)  # type: ignore[attr-defined]
+    gave_up = time.time()
+    assert 1 <= gave_up - started < 4
+    execution = ci.run_code("interrupted_at", timeout=60)  # type: ignore[attr-defined]
+    assert execution.error is None, execution.error
+    assert execution.text is not None
+    # The sandbox's clock is the host's (same kernel): comparable with ours.
+    assert 0 <= float(execution.text) - gave_up < 0.5

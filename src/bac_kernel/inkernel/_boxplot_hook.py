@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.abc
-import importlib.machinery
 import inspect
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
+
+from bac_kernel.inkernel._on_import import when_imported
 
 _TARGET = "matplotlib.axes._axes"
 _RECORDS = "_bac_box_records"
@@ -65,36 +63,5 @@ def _wrap(axes_class: type) -> None:
     axes_class.bxp = bxp  # type: ignore[attr-defined]
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner: importlib.abc.Loader) -> None:
-        self._inner = inner
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._inner.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._inner.exec_module(module)
-        _wrap(module.Axes)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != _TARGET:
-            return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader)
-                return spec
-        return None
-
-
 def install() -> None:
-    module = sys.modules.get(_TARGET)
-    if module is not None:
-        _wrap(module.Axes)
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())
+    when_imported(_TARGET, lambda module: _wrap(module.Axes))

@@ -11,7 +11,8 @@ import math
 import re
 from typing import Any
 
-_UNIT = re.compile(r"[(\[]\s*([^()\[\]]+?)\s*[)\]]\s*$")
+# E2B's chart model reads a unit from the first " (unit)" or "[unit]" in a label.
+_UNIT = re.compile(r"\s\((.*?)\)|\[(.*?)\]")
 
 
 def unit_of(label: str | None) -> str | None:
@@ -19,7 +20,7 @@ def unit_of(label: str | None) -> str | None:
     if not label:
         return None
     found = _UNIT.search(label)
-    return found.group(1) if found else None
+    return (found.group(1) or found.group(2)) if found else None
 
 
 def number(value: Any) -> float | None:
@@ -102,13 +103,16 @@ class AxisReader:
         value = self.value(position)
         return str(value)
 
+    def labels(self, as_axis: str) -> dict[str, Any]:
+        """The `<axis>_label/_unit` keys every 2-D chart has, named for `as_axis`."""
+        return {f"{as_axis}_label": self.label, f"{as_axis}_unit": unit_of(self.label)}
+
     def describe(self) -> dict[str, Any]:
-        """The `<axis>_label/_unit/_scale/_ticks/_tick_labels` keys of a 2-D chart."""
+        """The label, unit, scale and ticks keys of a point (line or scatter) chart."""
         ticks, labels = self.ticks()
         w = self._which
         return {
-            f"{w}_label": self.label,
-            f"{w}_unit": unit_of(self.label),
+            **self.labels(w),
             f"{w}_scale": self.scale,
             f"{w}_ticks": ticks,
             f"{w}_tick_labels": labels,

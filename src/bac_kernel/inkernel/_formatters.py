@@ -13,7 +13,7 @@ from typing import Any
 from IPython.core.formatters import BaseFormatter
 
 from bac_kernel._outputs import CHART_MIME, DATA_MIME
-from bac_kernel.inkernel import _boxplot_hook
+from bac_kernel.inkernel import _boxplot_hook, _image_show
 from bac_kernel.inkernel._charts import figure_to_chart
 from bac_kernel.inkernel._data import dataframe_to_data
 
@@ -50,3 +50,4 @@ def install(ipython: Any) -> None:
     _formatter(display, DATA_MIME, frame)
     _formatter(display, CHART_MIME, {("matplotlib.figure", "Figure"): figure_to_chart})
     _boxplot_hook.install()
+    _image_show.install()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 from conftest import needs
-from e2b import NotFoundException
-from e2b_code_interpreter import Sandbox
+from e2b import NotFoundException, SandboxException
+from e2b_code_interpreter import AsyncSandbox, Sandbox
+from kernel_harness import Daemon, running_kernel_server
 
 
 def test_contexts_are_isolated_and_keep_their_cwd(sandbox: Sandbox, tmp_path: Path) -> None:
@@ -118,3 +121,59 @@ def test_r_context(sandbox: Sandbox, tmp_path: Path) -> None:
     assert execution.logs.stdout == [f"42 {tmp_path}"]
     failed = sandbox.run_code("stop('boom')", context=context)
     assert failed.error is not None and "boom" in failed.error.value
+
+
+def test_default_contexts_are_listed_before_any_call(tmp_path: Path) -> None:
+    """A fresh server lists its Python and JavaScript default contexts before any cell ran,
+    and running code by language uses exactly those contexts."""
+    with running_kernel_server(tmp_path, tmp_path / "server.log", prestart="") as server:
+        sandbox = Sandbox.create(debug=True, sandbox_url=server.url)
+        listed = {c.language: c for c in sandbox.list_code_contexts()}
+        expected = {"python", "javascript"} if shutil.which("tslab") else {"python"}
+        assert set(listed) == expected
+        assert {c.cwd for c in listed.values()} == {str(tmp_path)}
+        sandbox.run_code("shared = 5", context=listed["python"])
+        assert sandbox.run_code("shared").text == "5"
+        sandbox.restart_code_context(listed["python"])
+        assert sandbox.run_code("'shared' in globals()").text == "False"
+        if "javascript" in listed:
+            sandbox.run_code("var fromListed = 6", context=listed["javascript"])
+            assert sandbox.run_code("fromListed", language="js").text == "6"
+        assert {c.id for c in sandbox.list_code_contexts()} == {c.id for c in listed.values()}
+
+
+def test_context_cwd_can_be_any_directory_root_can_enter(sandbox: Sandbox) -> None:
+    """Kernels run as the server's user (root in a sandbox, as in E2B's): `/root` and other
+    directories outside the home work as a context's cwd, for every language."""
+    assert os.geteuid() == 0, "the kernel tests run as root, as the sandbox's server does"
+    context = sandbox.create_code_context(cwd="/root")
+    assert context.cwd == "/root"
+    assert sandbox.run_code("import os; os.getcwd()", context=context).text == "/root"
+    bash = sandbox.create_code_context(language="bash", cwd="/root")
+    assert sandbox.run_code("pwd", context=bash).logs.stdout == ["/root\n"]
+
+
+def test_context_cwd_that_does_not_exist_is_a_400(sandbox: Sandbox) -> None:
+    """A cwd that is no directory is the caller's mistake (400 with the reason)."""
+    with pytest.raises(SandboxException, match=r"400.*not an existing directory"):
+        sandbox.create_code_context(cwd="/no/such/place")
+
+
+async def test_async_sdk_contexts(kernel_server: Daemon) -> None:
+    """The async SDK lists the defaults, creates a context in /root, restarts and removes
+    it; a removed default context is made again on the next cell of its language."""
+    sandbox = await AsyncSandbox.create(debug=True, sandbox_url=kernel_server.url)
+    listed = {c.language: c for c in await sandbox.list_code_contexts()}
+    assert "python" in listed
+    context = await sandbox.create_code_context(cwd="/root")
+    assert (await sandbox.run_code("import os; os.getcwd()", context=context)).text == "/root"
+    await sandbox.run_code("gone = 1", context=context)
+    await sandbox.restart_code_context(context)
+    after = await sandbox.run_code("'gone' in globals()", context=context)
+    assert after.text == "False"
+    await sandbox.remove_code_context(context)
+    await sandbox.remove_code_context(listed["python"])
+    assert (await sandbox.run_code("2 + 2")).text == "4"
+    ids = {c.id for c in await sandbox.list_code_contexts()}
+    assert context.id not in ids and listed["python"].id not in ids
+    assert "python" in {c.language for c in await sandbox.list_code_contexts()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,3 +93,35 @@ def test_bad_env_var_name_is_rejected(sbx: Sandbox) -> None:
 
     with pytest.raises(SandboxException, match=r"400.*Invalid environment variable name"):
         sbx.run_code("1", envs={"A; rm -rf /": "x"})
+
+
+@pytest.mark.parametrize(
+    ("language", "program", "read"),
+    [
+        ("javascript", "tslab", "process.env.{name} ?? '<unset>'"),
+        ("typescript", "tslab", "process.env.{name} ?? '<unset>'"),
+        ("r", "R", "Sys.getenv('{name}', '<unset>')"),
+        ("java", "jshell",
+         'java.util.Objects.requireNonNullElse(System.getenv("{name}"), "<unset>")'),
+    ],
+)
+def test_every_language_sees_sandbox_and_per_execution_vars(
+    sbx: Sandbox, language: str, program: str, read: str
+) -> None:
+    """Sandbox-wide vars reach each language's kernel; per-execution ones last one cell."""
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed on this machine")
+    context = sbx.create_code_context(language=language)
+
+    def value(name: str, envs: dict[str, str] | None = None) -> str | None:
+        execution = sbx.run_code(read.format(name=name), context=context, envs=envs)
+        assert execution.error is None, execution.error
+        return execution.text
+
+    wide = value("BAC_WIDE")
+    once = value("BAC_ONCE", {"BAC_ONCE": "just this cell"})
+    after = value("BAC_ONCE")
+    assert [wide, once, after] == (
+        ['[1] "sandbox-wide"', '[1] "just this cell"', '[1] "<unset>"']
+        if language == "r" else ["sandbox-wide", "just this cell", "<unset>"]
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -31,6 +32,29 @@ def test_client_timeout_interrupts_and_state_survives(sandbox: Sandbox) -> None:
     execution = sandbox.run_code("survivor", context=context, timeout=60)
     assert execution.error is None, execution.error
     assert execution.text == "7"
+
+
+def test_timeout_ends_when_the_client_gives_up_and_the_kernel_stops_then(
+    sandbox: Sandbox,
+) -> None:
+    """`run_code(timeout=N)`: the server interrupts the cell the moment the client leaves.
+
+    The SDK (2.11.5) leaves only after 2N: its transport (pyqwest's httpx adapter) makes
+    one deadline of the read and write timeouts added up, and the request carries no
+    trace of N, so the server cannot end it sooner. What the server owes, it does: the
+    kernel is interrupted at the client's departure, and its state is kept."""
+    context = sandbox.create_code_context()
+    sandbox.run_code("import time\ninterrupted_at = None", context=context)
+    code = "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    interrupted_at = time.time()"
+    started = time.time()
+    with pytest.raises(TimeoutException):
+        sandbox.run_code(code, context=context, timeout=1)
+    gave_up = time.time()
+    assert 1 <= gave_up - started < 4  # 2 s (2N) with the pinned SDK
+    execution = sandbox.run_code("interrupted_at", context=context, timeout=60)
+    assert execution.error is None, execution.error
+    assert execution.text is not None
+    assert 0 <= float(execution.text) - gave_up < 0.5
 
 
 def test_kernel_ignoring_the_interrupt_is_replaced(sandbox: Sandbox) -> None:

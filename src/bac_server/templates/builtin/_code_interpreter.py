@@ -7,8 +7,10 @@ the sandbox, and how the kernel server is started and known to be ready.
 
 The kernel server (`python3 -m bac_kernel`) listens on 49999, the port the official
 `e2b-code-interpreter` SDK talks to, and writes `ready` to `--ready-fd` once it listens.
-It starts a Python kernel at once and the other languages on first use; it must run as
-the sandbox user in its home, and be restarted if it exits.
+It starts a Python kernel at once and the other languages on first use; it runs as root
+in the sandbox user's home, as E2B's interpreter does (its Jupyter server runs under sudo),
+so a context may work in any directory (docs/code-interpreter.md, *Security*), and it is
+restarted if it exits.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ CODE_INTERPRETER = LayerRecipe(
         # R kernel.
         "r-base-core",
         "r-cran-irkernel",
+        # Java kernel: Bac's kernel around the JDK's jshell (IJava is not packaged).
+        "default-jdk-headless",
         # matplotlib's default font, so charts render the same as on the host.
         "fonts-dejavu-core",
     ),
@@ -97,7 +101,9 @@ CODE_INTERPRETER = LayerRecipe(
         argv=(
             "python3", "-m", "bac_kernel", "--port", str(KERNEL_PORT), "--ready-fd", "{ready_fd}",
         ),
-        user="user",
+        # E2B's template runs its kernels as root; the sandbox's root is an unprivileged
+        # host uid, and `user` can become root with sudo anyway.
+        user="root",
         cwd="/home/user",
         env=(("PYTHONPATH", "/opt/bac/guest"),),
         ready_line=b"ready\n",

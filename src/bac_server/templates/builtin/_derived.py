@@ -87,6 +87,9 @@ def _chroot_script(recipe: LayerRecipe) -> str:
     ]
     if recipe.debian_packages:
         packages = " ".join(shlex.quote(p) for p in recipe.debian_packages)
+        # Debian's minbase drops man pages, and the JDK's postinst fails registering its
+        # man page alternatives without this directory (Debian bug #863199).
+        lines += ['mkdir -p "$R/usr/share/man/man1"']
         lines += ["echo '>>> apt-get update'", f"{apt} update",
                   "echo " + shlex.quote(f">>> apt-get install {packages}"),
                   f"{apt} --no-install-recommends -o APT::Keep-Downloaded-Packages=true "
