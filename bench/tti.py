@@ -15,7 +15,7 @@ Starts a real Bac server (fresh data dir, the machine's built templates), then m
     .venv/bin/python bench/tti.py [-n 30] [--concurrent 50] [--pool 8] [--sustained 200]
 
 Targets on the 2-vCPU reference machine: TTI p50 ≤ 50 ms, command round trip p50 ≤ 5 ms;
-issue 21's: 50 at once ≤ 1.5 s, sustained p50 ≤ 30 ms, round trip ≤ 1.3× the in-sandbox
+issue 21's: 50 at once ≤ 1.5 s, sustained p50 ≤ 30 ms, round trip ≤ 1.3x the in-sandbox
 spawn.
 """
 
