@@ -75,5 +75,12 @@ async def restart_context(request: Request) -> Response:
     return JSONResponse({"status": "restarted"})
 
 
+@_errors_as_text
 async def health(request: Request) -> Response:
+    """``OK``; with ``?kernel=LANGUAGE`` (Bac's own), once that language's default context
+    has started its kernel: what the template's warm-up waits for before its start
+    snapshot, so no sandbox restored from it waits for a kernel, and nothing runs in it."""
+    language = request.query_params.get("kernel")
+    if language:
+        await (await _registry(request).default(language)).start()
     return JSONResponse("OK")

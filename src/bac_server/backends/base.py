@@ -110,6 +110,9 @@ class TemplateImage:
     # Set by the control plane when the template has one: a ``StartSnapshotter`` then makes
     # its sandboxes from it (handed out restored ahead, or restored), else boots them.
     start_snapshot: StartSnapshotRef | None = None
+    # A built-in's command run in a started sandbox until it succeeds before its start
+    # snapshot is taken (a built template's is its ready command, from its build).
+    warm_up: str | None = None
 
     @property
     def layer_stack(self) -> tuple[Path, ...]:

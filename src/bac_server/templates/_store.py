@@ -64,9 +64,10 @@ class TemplateStore:
         # The built-ins (`base`, and `code-interpreter` on it) opt in to setuid: their `user`
         # has passwordless sudo, as E2B's do and the SDKs' tests rely on; docs/security.md,
         # "The setuid trade-off".
+        layer = find_layer(template_id)
         return TemplateImage(template_id=template_id, rootfs=build_dir / "rootfs",
                              default_user="user", default_workdir="/home/user",
-                             allow_setuid=True)
+                             allow_setuid=True, warm_up=None if layer is None else layer.warm_up)
 
     def _complete_builds(self, name: str) -> list[Path]:
         parent = self.root / name

@@ -83,3 +83,24 @@ def test_a_restart_drops_the_snapshot_and_takes_it_again(server: ServerProcess) 
         assert not (server.data_dir / "checkpoints" / before["checkpoint_id"]).exists()
     again = _snapshot_of_base(server)
     assert again["checkpoint_id"] != before["checkpoint_id"]
+
+
+def test_a_restored_code_interpreter_has_its_kernel_up_and_nothing_run_in_it(
+        server: ServerProcess) -> None:
+    """The code-interpreter's snapshot is taken once the default Python kernel is up
+    (its warm-up waits for it, running nothing in it): a restored sandbox's first cell is
+    the kernel's first."""
+    from e2b_code_interpreter import Sandbox as CodeSandbox
+
+    with CodeSandbox.create(timeout=120, **_opts(server)) as first:
+        assert _how(server, first.sandbox_id) == "boot"
+        deadline = time.monotonic() + 90
+        while not [r for r in _records(server)
+                   if r["template_id"] == "code-interpreter" and r["complete"]]:
+            assert time.monotonic() < deadline, _records(server)
+            time.sleep(0.2)
+    with CodeSandbox.create(timeout=120, **_opts(server)) as restored:
+        assert _how(server, restored.sandbox_id) == "start_snapshot"
+        first_cell = restored.run_code("x = 1 + 1\nx")
+        assert first_cell.text == "2" and first_cell.execution_count == 1, first_cell
+        assert restored.run_code("'_' in dir() and Out").text == "{1: 2}"

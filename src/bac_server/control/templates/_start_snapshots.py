@@ -203,7 +203,7 @@ class StartSnapshots:
             await asyncio.sleep(BUILTIN_DELAY_S)
             async with self._locks.setdefault(key, asyncio.Lock()):
                 made = await self._checkpoint(backend, key[0], key[1], image, vcpus,
-                                              memory_mb, WARM_UP_CMD)
+                                              memory_mb, image.warm_up or WARM_UP_CMD)
             log.info("start snapshot of built-in template %s taken in %.1f s (%s)",
                      image.template_id, made.took_s, _mib(made.size_bytes))
         except (BackendError, OSError) as exc:

@@ -57,7 +57,16 @@ class LayerRecipe:
     post_install: tuple[tuple[str, ...], ...] = field(default=())
     #: Files written into the template after its packages: (absolute path, text, mode).
     files: tuple[tuple[str, str, int], ...] = field(default=())
+    #: Run (as the template's user) in a started sandbox until it succeeds, before its
+    #: start snapshot is taken: what the service should have done once in every sandbox
+    #: restored from it. Not part of the build (the digest leaves it out).
+    warm_up: str | None = None
 
+
+_WARM_UP = (
+    "python3 -c 'import urllib.request; urllib.request.urlopen("
+    f'"http://127.0.0.1:{KERNEL_PORT}/health?kernel=python", timeout=60).read()\''
+)
 
 CODE_INTERPRETER = LayerRecipe(
     name="code-interpreter",
@@ -110,4 +119,7 @@ CODE_INTERPRETER = LayerRecipe(
         ready_url=f"http://127.0.0.1:{KERNEL_PORT}/health",
         restart_on_exit=True,
     ),
+    # The default Python context has started its kernel (nothing run in it): the first
+    # run_code of a sandbox restored from the snapshot does not wait for one.
+    warm_up=_WARM_UP,
 )
