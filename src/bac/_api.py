@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from bac import _errors as e
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, http_client
 from bac._version import USER_AGENT
 
 _RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -80,7 +80,7 @@ class ApiClient:
         self.config = config
         headers = {"X-API-KEY": config.require_api_key(), "User-Agent": USER_AGENT}
         headers.update(config.headers)
-        self._http = httpx.AsyncClient(
+        self._http = http_client(
             base_url=config.api_url,
             headers=headers,
             timeout=httpx.Timeout(config.request_timeout),

@@ -35,7 +35,7 @@ from bac._code_results import (
     OutputMessage,
     Result,
 )
-from bac._config import ConnectionConfig, seconds
+from bac._config import ConnectionConfig, http_client, seconds
 from bac._envd import PORT_CLOSED, SANDBOX_GONE
 from bac._version import USER_AGENT
 
@@ -115,7 +115,7 @@ class CodeClient:
         }
         if traffic_token:
             headers[TRAFFIC_HEADER] = traffic_token
-        self._http = httpx.AsyncClient(base_url=config.envd_url(), headers=headers)
+        self._http = http_client(base_url=config.envd_url(), headers=headers)
 
     def _timeout(self, request_timeout: float | None, read: bool = True) -> httpx.Timeout:
         limit = self._config.timeout(request_timeout)

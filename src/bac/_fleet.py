@@ -23,7 +23,7 @@ import httpx
 
 from bac import _errors as e
 from bac._api import api_error
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, http_client
 from bac._version import USER_AGENT
 
 
@@ -69,7 +69,7 @@ class AsyncFleet:
             raise e.AuthenticationError("no admin token: pass admin_token=, or set "
                                         "BAC_ADMIN_TOKEN (the server's own)")
         self._url = config.api_url
-        self._http = httpx.AsyncClient(
+        self._http = http_client(
             base_url=config.api_url, timeout=httpx.Timeout(config.request_timeout),
             headers={"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT})
 

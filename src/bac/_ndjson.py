@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from bac import _errors as e
-from bac._config import ConnectionConfig
+from bac._config import ConnectionConfig, http_client
 from bac._version import USER_AGENT
 
 
@@ -24,7 +24,7 @@ async def opened(config: ConnectionConfig, path: str, params: Mapping[str, str],
     headers = {"X-API-KEY": config.require_api_key(), "User-Agent": USER_AGENT,
                **config.headers}
     timeout = httpx.Timeout(config.request_timeout, read=None)
-    async with httpx.AsyncClient(base_url=config.api_url, headers=headers,
+    async with http_client(base_url=config.api_url, headers=headers,
                                  timeout=timeout) as client:
         try:
             async with client.stream("GET", path, params=params) as response:

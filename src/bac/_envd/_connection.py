@@ -19,7 +19,7 @@ from connectrpc.errors import ConnectError
 from pyqwest import Client, Request, Response, Transport, WriteError, get_default_transport
 
 from bac import _errors as e
-from bac._config import ENVD_PORT, ConnectionConfig, seconds
+from bac._config import ENVD_PORT, ConnectionConfig, http_client, seconds
 from bac._envd._errors import SANDBOX_GONE, http_error, plain_http_error
 from bac._version import USER_AGENT
 from bac_protocol.envd import filesystem_connect, process_connect
@@ -117,7 +117,7 @@ class EnvdConnection:
         if access_token:
             headers["X-Access-Token"] = access_token
         self.headers = headers
-        self.http = httpx.AsyncClient(
+        self.http = http_client(
             base_url=self.base_url, headers=headers, timeout=httpx.Timeout(config.request_timeout)
         )
         rpc_http = Client(_PlainErrorTransport(get_default_transport()))

@@ -29,6 +29,7 @@ import httpx
 
 from bac import _errors as e
 from bac._api import ApiClient, api_error
+from bac._config import http_client
 from bac._template import _files as files
 from bac._template._dockerignore import IgnoreRules, read_patterns
 from bac._template._errors import TemplateBuildError
@@ -73,7 +74,7 @@ async def upload(url: str, headers: dict[str, str], selected: list[files.Selecte
         spool.seek(0)
         sent = {k: v for k, v in headers.items() if k.lower() != "content-length"}
         sent["Content-Length"] = str(size)
-        async with httpx.AsyncClient(timeout=httpx.Timeout(UPLOAD_TIMEOUT)) as client:
+        async with http_client(timeout=httpx.Timeout(UPLOAD_TIMEOUT)) as client:
             try:
                 response = await client.put(url, content=_chunks(spool), headers=sent)
             except httpx.TransportError as exc:
