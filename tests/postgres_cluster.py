@@ -65,10 +65,11 @@ class Cluster:
         """The SQLAlchemy URL of ``database`` over the unix socket."""
         return f"postgresql+asyncpg://{_SUPERUSER}@/{database}?host={self.socket_dir}"
 
-    def _run(self, *argv: str) -> str:
+    def _run(self, *argv: str, as_owner: bool = False) -> str:
         command = [str(self.bin / argv[0]), *argv[1:]]
-        if os.geteuid() == 0:
+        if as_owner and os.geteuid() == 0:
             # The server refuses to run as root; the cluster's files are postgres's.
+            # (Clients connect as anyone: the socket trusts every local user.)
             command = ["runuser", "-u", _USER, "--", *command]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
@@ -96,7 +97,7 @@ class Cluster:
 
     def start(self) -> None:
         self._run("initdb", "-D", str(self.data), "-U", _SUPERUSER, "-A", "trust",
-                  "-E", "UTF8", "--locale=C", "--no-sync")
+                  "-E", "UTF8", "--locale=C", "--no-sync", as_owner=True)
         options = " ".join((
             f"-k {self.socket_dir}", "-c listen_addresses=''", "-c fsync=off",
             "-c synchronous_commit=off", "-c full_page_writes=off",
@@ -104,11 +105,12 @@ class Cluster:
         # -w: pg_ctl returns once the server accepts connections (it reads the server's
         # own status in postmaster.pid), so no test polls or sleeps.
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
-                  str(self.root / "server.log"), "-w", "-t", "60", "start")
+                  str(self.root / "server.log"), "-w", "-t", "60", "start", as_owner=True)
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError):
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop",
+                      as_owner=True)
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The SQL store's checkpoints and lifecycle settings on a real SQLite file."""
+"""The SQL store's checkpoints and lifecycle settings on each engine."""
 
 from __future__ import annotations
 

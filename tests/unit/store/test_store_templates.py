@@ -1,4 +1,4 @@
-"""The SQL store's templates, builds, build logs, tags, uploads and pins on a real SQLite file."""
+"""The SQL store's templates, builds, build logs, tags, uploads and pins on each engine."""
 
 from __future__ import annotations
 

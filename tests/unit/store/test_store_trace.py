@@ -1,4 +1,4 @@
-"""The event log as a trace, on a real SQLite store: metadata copied into each event, the
+"""The event log as a trace, on each engine: metadata copied into each event, the
 trace query (sandbox, run, kinds, time, cursor), retention with an injected clock, the
 migration that adds the column, and the intake's checks on reports from inside."""
 

@@ -1,4 +1,4 @@
-"""Usage rows and cost caps in the SQL store on a real SQLite file: deltas add up (never
+"""Usage rows and cost caps in the SQL store on each engine: deltas add up (never
 replace), sums group by sandbox, team, day and metadata value, caps round-trip."""
 
 from __future__ import annotations

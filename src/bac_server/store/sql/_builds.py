@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bac_server.store.builds import BuildLogRecord, BuildRecord
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
+from bac_server.store.sql._dialect import serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 _UNFINISHED = ("waiting", "building")
@@ -117,14 +118,12 @@ class SqlBuilds:
 
     async def fail_unfinished_builds(self, reason: str, at: datetime) -> list[str]:
         c = t.template_builds.c
+        # One statement: a build that finishes meanwhile is not turned into an error.
+        query = (sa.update(t.template_builds).where(c.status.in_(_UNFINISHED))
+                 .values(status="error", reason=reason, updated_at=ts(at), finished_at=ts(at))
+                 .returning(c.build_id))
         async with self._engine.begin() as conn:
-            ids = list((await conn.execute(
-                sa.select(c.build_id).where(c.status.in_(_UNFINISHED)))).scalars())
-            if ids:
-                await conn.execute(
-                    sa.update(t.template_builds).where(c.build_id.in_(ids)).values(
-                        status="error", reason=reason, updated_at=ts(at), finished_at=ts(at)))
-        return ids
+            return sorted((await conn.execute(query)).scalars())
 
     # build logs ---------------------------------------------------------------------------
     async def add_build_logs(self, entries: Sequence[BuildLogRecord]) -> None:
@@ -154,6 +153,9 @@ async def _take_tags(conn: AsyncConnection, build: BuildRecord, at: datetime) ->
     """Give ``build`` each of its tags unless a build created later holds it; then make its
     resources the template's defaults if it took any tag."""
     tags, builds = t.template_tags.c, t.template_builds.c
+    # Read the holders and move the tags as one (._dialect); SQLite's writer is held
+    # already by the status update before.
+    await serialize(conn, "template_tags", build.template_id)
     taken: list[str] = []
     for tag in build.tags:
         holder = (await conn.execute(

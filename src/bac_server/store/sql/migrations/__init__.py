@@ -18,6 +18,7 @@ to the program later) still runs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -70,6 +71,10 @@ _version_table = sa.Table(
 )
 
 
+# The migration lock's key on PostgreSQL (any fixed 64-bit number: "bac-migr" in ASCII).
+_LOCK_KEY = 0x6261632D6D696772
+
+
 class MigrationError(RuntimeError):
     """The database is newer than this program, or a step failed."""
 
@@ -95,7 +100,22 @@ async def _compact(engine: AsyncEngine) -> None:
 
 
 async def migrate(engine: AsyncEngine, sealer: Sealer) -> int:
-    """Apply every step not applied yet; returns the highest version applied before."""
+    """Apply every step not applied yet; returns the highest version applied before.
+
+    Servers starting together on one PostgreSQL database (replicas, an upgrade rolling
+    out) migrate one at a time: each holds a session lock for the whole run, and the next
+    finds the steps recorded. On SQLite one process owns the file."""
+    async with contextlib.AsyncExitStack() as stack:
+        if engine.dialect.name == "postgresql":
+            lock = await stack.enter_async_context(engine.connect())
+            lock = await lock.execution_options(isolation_level="AUTOCOMMIT")
+            await lock.execute(sa.select(sa.func.pg_advisory_lock(_LOCK_KEY)))
+            stack.push_async_callback(
+                lock.execute, sa.select(sa.func.pg_advisory_unlock(_LOCK_KEY)))
+        return await _migrate(engine, sealer)
+
+
+async def _migrate(engine: AsyncEngine, sealer: Sealer) -> int:
     async with engine.begin() as conn:
         applied = await conn.run_sync(_applied)
     before = max(applied, default=0)
