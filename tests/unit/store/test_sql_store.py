@@ -11,10 +11,12 @@ import sqlalchemy as sa
 
 from bac_server.store import (
     ApiKeyRecord,
+    BuildLogRecord,
     EventRecord,
     MetricRecord,
     SandboxRecord,
     StoreConflict,
+    TraceQuery,
 )
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore, schema
@@ -152,4 +154,44 @@ async def test_api_keys_by_hash_and_revocation(database_url: str) -> None:
     assert await store.keys.revoke_api_key("id1", NOW) == 0
     found = await store.keys.find_api_key("h" * 64)
     assert found is not None and found.revoked_at == NOW
+    await store.close()
+
+
+async def test_event_ids_count_past_32_bits(database_url: str) -> None:
+    """The event log's ids go on past 2³¹ (PostgreSQL's SERIAL stopped there before
+    migration 10), and a cursor that far is a valid query on either engine."""
+    store = await SqlStore.open(database_url, SEALER)
+    far = 2**31 + 5
+    engine = open_engine(database_url)
+    async with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            await conn.exec_driver_sql(
+                f"SELECT setval(pg_get_serial_sequence('sandbox_events', 'event_id'), {far})")
+        else:  # the rowid goes on from the largest one
+            await conn.execute(sa.insert(schema.sandbox_events).values(
+                event_id=far, sandbox_id="abc", team_id="team", at=0.0, kind="old",
+                level="info", message="", fields={}))
+    await engine.dispose()
+    await store.sandboxes.add_event(_event())
+    [event] = await store.sandboxes.events("abc", since=NOW, limit=10, newest_first=False)
+    assert event.event_id == far + 1
+    assert await store.sandboxes.trace(TraceQuery(team_id="team", after_id=far + 1)) == []
+    assert await store.event_log.events_for_delivery(
+        team_ids=["team"], types=["x"], after_id=2**40, limit=10) == []
+    await store.webhooks.owe([], far + 1)
+    assert await store.webhooks.cursor() == far + 1
+    await store.close()
+
+
+async def test_nul_in_free_text_is_kept_alike_on_each_engine(database_url: str) -> None:
+    """A build's output or an event's message with a NUL character (binary output) is
+    logged on PostgreSQL, whose text cannot hold NUL, as on SQLite: NUL made U+FFFD."""
+    store = await SqlStore.open(database_url, SEALER)
+    await store.sandboxes.add_event(EventRecord("abc", "team", NOW, "process", "a\x00b",
+                                                "info", {"cmd": "x\x00y"}))
+    [event] = await store.sandboxes.events("abc", since=None, limit=1, newest_first=False)
+    assert (event.message, event.fields) == ("a\ufffdb", {"cmd": "x\x00y"})
+    await store.builds.add_build_logs([BuildLogRecord("b1", 1, NOW, "info", "out\x00put")])
+    [line] = await store.builds.build_logs("b1", limit=10)
+    assert line.message == "out\ufffdput"
     await store.close()

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bac_server.store.builds import BuildLogRecord, BuildRecord
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
-from bac_server.store.sql._dialect import serialize
+from bac_server.store.sql._dialect import free_text, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 _UNFINISHED = ("waiting", "building")
@@ -46,7 +46,7 @@ def _build_record(r: Any) -> BuildRecord:
 
 def _log_values(e: BuildLogRecord) -> dict[str, Any]:
     return {"build_id": e.build_id, "seq": e.seq, "at": ts(e.at), "level": e.level,
-            "step": e.step, "message": e.message}
+            "step": e.step, "message": free_text(e.message)}
 
 
 def _log_record(r: Any) -> BuildLogRecord:
@@ -106,7 +106,8 @@ class SqlBuilds:
         query = (sa.update(t.template_builds)
                  .where(c.build_id == build_id, c.status.in_(list(from_states)))
                  .values(status=status, updated_at=ts(at), finished_at=ts(at), digest=digest,
-                         config=config, reason=reason, reason_step=reason_step))
+                         config=config, reason=None if reason is None else free_text(reason),
+                         reason_step=reason_step))
         async with self._engine.begin() as conn:
             if not (await conn.execute(query)).rowcount:
                 return []

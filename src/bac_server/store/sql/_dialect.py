@@ -24,6 +24,12 @@ rolls back. Two of them matter beyond a single row:
 
 On SQLite :func:`serialize` does nothing: the caller's transaction must already hold the
 write lock, i.e. have written before it reads what it depends on.
+
+**Free text** (:func:`free_text`): PostgreSQL's text holds no NUL character, SQLite's
+does. Text the store is handed from outside (an event's message, a build's output and
+failure, a receiver's error) has any NUL replaced by U+FFFD on both engines, so a
+build printing binary output is logged alike on either. (JSON columns keep NUL escaped
+as ``\\u0000`` on both.)
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+
+def free_text(value: str) -> str:
+    """``value`` storable on every engine (no NUL; see above)."""
+    return value.replace("\x00", "\ufffd")
 
 
 def insert(conn: AsyncConnection, table: sa.Table) -> Any:

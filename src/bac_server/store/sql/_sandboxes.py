@@ -17,7 +17,7 @@ from bac_server.store.sandboxes import EventRecord, SandboxChange, SandboxRecord
 from bac_server.store.sealing import Sealer, open_event_fields, seal_event_fields
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
-from bac_server.store.sql._dialect import serialize
+from bac_server.store.sql._dialect import free_text, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _event_values(e: EventRecord, sealer: Sealer,
         "at": ts(e.at),
         "kind": e.kind,
         "level": e.level,
-        "message": e.message,
+        "message": free_text(e.message),
         "fields": seal_event_fields(sealer, e.fields, e.sandbox_id),
         "wire_type": e.wire_type,
         "metadata": e.metadata or metadata or {},

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
-from bac_server.store.sql._dialect import insert, insert_bounded, serialize
+from bac_server.store.sql._dialect import free_text, insert, insert_bounded, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 from bac_server.store.webhooks import (
     Attempt,
@@ -149,7 +149,8 @@ class SqlWebhooks:
         values: dict[str, Any] = {
             "status": attempt.status, "attempts": attempt.attempts,
             "last_attempt_at": ts(attempt.at), "next_attempt_at": ts(attempt.next_attempt_at),
-            "response_code": attempt.response_code, "last_error": attempt.error,
+            "response_code": attempt.response_code,
+            "last_error": None if attempt.error is None else free_text(attempt.error),
             "duration_ms": attempt.duration_ms,
         }
         if attempt.status == "success":
