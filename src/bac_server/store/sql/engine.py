@@ -1,4 +1,6 @@
-"""Open the database engine: SQLite in WAL mode by default, any SQLAlchemy async URL otherwise."""
+"""Open the database engine: SQLite in WAL mode (the embedded default) or PostgreSQL
+through asyncpg, from the URL ``BAC_DATABASE_URL`` gives; any other URL is refused here,
+in one line, before anything connects."""
 
 from __future__ import annotations
 
@@ -16,15 +18,44 @@ from bac_server.store.base import StoreError
 # SQLite makes these beside the database, with the database file's mode and owner.
 SIDE_FILES = ("-wal", "-shm", "-journal")
 
+SQLITE = "sqlite+aiosqlite"
+POSTGRESQL = "postgresql+asyncpg"
+# Seconds a new PostgreSQL connection may take (asyncpg's own default is 60): an
+# unreachable server fails the start-up soon, in one line.
+CONNECT_TIMEOUT_S = 10
+
+
+def shown(url: sa.URL) -> str:
+    """The URL as messages name it: the password hidden."""
+    return url.render_as_string(hide_password=True)
+
+
+def parse_url(url: str) -> sa.URL:
+    """``url`` as SQLAlchemy reads it, if it names an engine and driver the store runs on."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise StoreError(f"the database URL {url.split('@')[-1]!r} is not a URL such as "
+                         f"{POSTGRESQL}://user:password@host/database") from None
+    if parsed.drivername not in (SQLITE, POSTGRESQL):
+        hint = (f"use {POSTGRESQL}://" if parsed.get_backend_name() in ("postgres", "postgresql")
+                else f"the store runs on {POSTGRESQL}:// or {SQLITE}:///")
+        raise StoreError(f"the database URL {shown(parsed)} names the driver "
+                         f"{parsed.drivername!r}: {hint}")
+    return parsed
+
 
 def open_engine(url: str) -> AsyncEngine:
     """Create the engine; for SQLite, make the file (root's alone) and set the pragmas."""
-    parsed = sa.make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_async_engine(url, pool_pre_ping=True)
+    parsed = parse_url(url)
+    if parsed.drivername == POSTGRESQL:
+        # pre_ping: a connection the server closed (a restart, a failover) is replaced
+        # before use instead of failing the request that drew it.
+        return create_async_engine(parsed, pool_pre_ping=True,
+                                   connect_args={"timeout": CONNECT_TIMEOUT_S})
     if parsed.database and parsed.database != ":memory:":
         private_database_file(Path(parsed.database))
-    engine = create_async_engine(url)
+    engine = create_async_engine(parsed)
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 

@@ -26,6 +26,7 @@ from types import ModuleType
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bac_server.store.base import StoreError
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql.migrations import (
     m0001_initial,
@@ -76,7 +77,7 @@ _version_table = sa.Table(
 _LOCK_KEY = 0x6261632D6D696772
 
 
-class MigrationError(RuntimeError):
+class MigrationError(StoreError):
     """The database is newer than this program, or a step failed."""
 
 
