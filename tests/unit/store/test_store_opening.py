@@ -38,6 +38,8 @@ async def test_an_unreachable_or_refusing_database_is_one_line(postgres: Cluster
         (f"postgresql+asyncpg://bac_test@/nowhere?host={socket}",
          'database "nowhere" does not exist'),
         (f"postgresql+asyncpg://bac_test@/bac?host={socket}-gone", "No such file"),
+        (f"postgresql+asyncpg://bac_test@/postgres?host={socket}&sslmode=require",
+         "unexpected keyword argument 'sslmode'"),
     ):
         with pytest.raises(StoreUnavailable) as refused:
             await SqlStore.open(url, SEALER)

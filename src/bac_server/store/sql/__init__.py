@@ -99,7 +99,8 @@ async def _reach(engine: AsyncEngine) -> None:
     try:
         async with engine.connect():
             pass
-    except (DBAPIError, OSError, TimeoutError) as exc:
+    # TypeError: a URL query argument asyncpg does not take (libpq's sslmode=, say).
+    except (DBAPIError, OSError, TimeoutError, TypeError) as exc:
         cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
         why = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         raise StoreUnavailable(f"cannot use the database {shown(engine.url)}: {why}") from exc
