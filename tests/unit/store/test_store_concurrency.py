@@ -143,3 +143,21 @@ async def test_servers_starting_together_migrate_the_database_once(
     finally:
         for engine in engines:
             await engine.dispose()
+
+
+async def test_a_template_deleted_while_its_build_finishes_deadlocks_nothing(
+        store: SqlStore) -> None:
+    """Deleting a template and finishing its builds at once: each call ends (no
+    deadlock for the database to break), and the template is gone."""
+    await store.catalog.add_template(TemplateRecord(
+        template_id="t1", team_id="team", name="app", public=False, created_at=NOW,
+        updated_at=NOW))
+    for i in range(4):
+        await store.builds.add_build(BuildRecord(
+            build_id=f"b{i}", template_id="t1", team_id="team", status="building",
+            created_at=NOW + timedelta(seconds=i), updated_at=NOW, tags=("default",)))
+    finishes = [store.builds.finish_build(f"b{i}", status="ready", at=NOW,
+                                          from_states=("building",)) for i in range(4)]
+    await asyncio.gather(*finishes[:2], store.catalog.delete_template("t1"), *finishes[2:])
+    assert await store.catalog.get_template("t1") is None
+    assert await store.catalog.list_tags("t1") == []

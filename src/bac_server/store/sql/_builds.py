@@ -109,6 +109,12 @@ class SqlBuilds:
                          config=config, reason=None if reason is None else free_text(reason),
                          reason_step=reason_step))
         async with self._engine.begin() as conn:
+            if status == "ready":
+                # The template's tag lock before any row's (._dialect): a template deleted
+                # meanwhile takes it first too, so neither waits on the other's rows.
+                template_id = (await conn.execute(sa.select(c.template_id).where(
+                    c.build_id == build_id))).scalar()
+                await serialize(conn, "template_tags", str(template_id))
             if not (await conn.execute(query)).rowcount:
                 return []
             if status != "ready":
@@ -154,9 +160,9 @@ async def _take_tags(conn: AsyncConnection, build: BuildRecord, at: datetime) ->
     """Give ``build`` each of its tags unless a build created later holds it; then make its
     resources the template's defaults if it took any tag."""
     tags, builds = t.template_tags.c, t.template_builds.c
-    # Read the holders and move the tags as one (._dialect); SQLite's writer is held
-    # already by the status update before.
-    await serialize(conn, "template_tags", build.template_id)
+    # The holders are read and the tags moved as one: under the template's tag lock on
+    # PostgreSQL (taken by the caller), under SQLite's writer (held since the status
+    # update).
     taken: list[str] = []
     for tag in build.tags:
         holder = (await conn.execute(
