@@ -88,11 +88,12 @@ class Cluster:
         return self._run("pg_dump", "-h", str(self.socket_dir), "-U", _SUPERUSER,
                          database).encode()
 
-    def new_database(self, prefix: str = "t") -> str:
-        """A fresh empty database; returns its URL."""
-        name = f"{prefix}{next(self._names)}"
+    def new_database(self, prefix: str = "t", *, numbered: bool = True,
+                     template: str = "template1") -> str:
+        """A fresh database, a copy of ``template`` (by default empty); returns its URL."""
+        name = f"{prefix}{next(self._names)}" if numbered else prefix
         # FILE_COPY: a small database copied as files, much faster than WAL-logging it.
-        self.psql(f"CREATE DATABASE {name} STRATEGY FILE_COPY")
+        self.psql(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY")
         return self.url(name)
 
     def start(self) -> None:

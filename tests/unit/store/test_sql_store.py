@@ -42,9 +42,9 @@ def _event(sandbox_id: str = "abc", kind: str = "created", at: datetime = NOW) -
     return EventRecord(sandbox_id, "team", at, kind, f"{kind} happened", "info", {"k": kind})
 
 
-async def test_fresh_database_matches_the_declared_schema(database_url: str) -> None:
+async def test_fresh_database_matches_the_declared_schema(empty_database_url: str) -> None:
     """Migrating an empty database yields exactly the tables and columns schema.py declares."""
-    engine = open_engine(database_url)
+    engine = open_engine(empty_database_url)
     assert await migrate(engine, SEALER) == 0
 
     def columns(conn: sa.Connection) -> dict[str, set[str]]:
@@ -63,17 +63,17 @@ async def test_fresh_database_matches_the_declared_schema(database_url: str) -> 
     assert found == declared
 
 
-async def test_migrate_twice_is_a_no_op(database_url: str) -> None:
+async def test_migrate_twice_is_a_no_op(empty_database_url: str) -> None:
     """A second start finds the schema current and changes nothing."""
-    engine = open_engine(database_url)
+    engine = open_engine(empty_database_url)
     await migrate(engine, SEALER)
     assert await migrate(engine, SEALER) == LATEST
     await engine.dispose()
 
 
-async def test_newer_database_is_refused(database_url: str) -> None:
+async def test_newer_database_is_refused(empty_database_url: str) -> None:
     """A database written by a newer server is not touched by an older one."""
-    engine = open_engine(database_url)
+    engine = open_engine(empty_database_url)
     await migrate(engine, SEALER)
     async with engine.begin() as conn:
         await conn.exec_driver_sql(f"UPDATE schema_version SET version = {LATEST + 1}")

@@ -31,11 +31,11 @@ async def _state(url: str) -> tuple[set[int], set[str], set[str], set[str]]:
     return found
 
 
-async def test_a_lower_step_added_later_still_runs(database_url: str,
+async def test_a_lower_step_added_later_still_runs(empty_database_url: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A server without step 5 migrated to the latest; a later one with 5 applies it, and
     re-running changes nothing."""
-    url = database_url
+    url = empty_database_url
     without_5 = tuple(s for s in migrations.STEPS if s.version != 5)
     monkeypatch.setattr(migrations, "STEPS", without_5)
     engine = open_engine(url)
@@ -57,8 +57,8 @@ async def test_a_lower_step_added_later_still_runs(database_url: str,
 
 
 async def test_the_older_runners_single_row_counts_every_step_up_to_it(
-        database_url: str) -> None:
-    url = database_url
+        empty_database_url: str) -> None:
+    url = empty_database_url
     engine = open_engine(url)
     async with engine.begin() as conn:
         for step in migrations.STEPS[:4]:
@@ -73,10 +73,10 @@ async def test_the_older_runners_single_row_counts_every_step_up_to_it(
     assert "webhook_deliveries" in tables and {"wire_type", "metadata"} <= columns
 
 
-async def test_step_6_gives_the_events_already_logged_their_types(database_url: str) -> None:
+async def test_step_6_gives_the_events_already_logged_their_types(empty_database_url: str) -> None:
     """Rows written before version 6 get their type: a timeout that paused (its fields
     name a pause mode) is a pause, one that did not a kill; kinds that are no events none."""
-    url = database_url
+    url = empty_database_url
     engine = open_engine(url)
     async with engine.begin() as conn:
         for step in migrations.STEPS[:5]:

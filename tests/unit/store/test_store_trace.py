@@ -115,8 +115,8 @@ async def test_retention_by_age_and_by_count_with_an_injected_clock(database_url
 
 
 async def test_migration_5_fills_the_metadata_of_events_already_there(
-        database_url: str) -> None:
-    engine = open_engine(database_url)
+        empty_database_url: str) -> None:
+    engine = open_engine(empty_database_url)
     version = sa.table("schema_version", sa.column("version", sa.Integer))
     try:
         async with engine.begin() as conn:
