@@ -99,6 +99,9 @@ class Cluster:
     def start(self) -> None:
         self._run("initdb", "-D", str(self.data), "-U", _SUPERUSER, "-A", "trust",
                   "-E", "UTF8", "--locale=C", "--no-sync", as_owner=True)
+        self._serve()
+
+    def _serve(self) -> None:
         options = " ".join((
             f"-k {self.socket_dir}", "-c listen_addresses=''", "-c fsync=off",
             "-c synchronous_commit=off", "-c full_page_writes=off",
@@ -107,6 +110,13 @@ class Cluster:
         # own status in postmaster.pid), so no test polls or sleeps.
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
                   str(self.root / "server.log"), "-w", "-t", "60", "start", as_owner=True)
+
+    def restart(self) -> None:
+        """Stop the server (every connection dropped) and start it again, as a database
+        restart or failover does to its clients. (Not ``pg_ctl restart``: it forgets the
+        log file, and the server would keep this process's output pipe open.)"""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", as_owner=True)
+        self._serve()
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError):

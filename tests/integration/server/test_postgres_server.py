@@ -1,7 +1,8 @@
 """A server on PostgreSQL (``BAC_DATABASE_URL=postgresql+asyncpg://…``) end to end with the
 official e2b SDK: create, commands, files, pause and resume, a SIGKILL and a restart that
 re-attaches the running sandbox and resumes the paused one, kill; every row in
-PostgreSQL and no SQLite file made. A URL it cannot use stops ``bac serve`` in one line."""
+PostgreSQL and no SQLite file made. A database restart costs the server nothing; a URL it
+cannot use stops ``bac serve`` in one line."""
 
 from __future__ import annotations
 
@@ -87,6 +88,20 @@ def test_the_sdk_drives_a_server_on_postgresql_across_a_restart(
     assert not (server.data_dir / "bac.db").exists()
     # Nothing failed on the way (a background writer refused by PostgreSQL logs a trace).
     assert "Traceback" not in server.log.read_text(errors="replace"), server.log_tail(200)
+
+
+def test_a_database_restart_costs_the_server_nothing(
+        postgres: Cluster, server: ServerProcess) -> None:
+    """PostgreSQL restarted under a running server (every pooled connection dropped): the
+    next calls succeed, the server replaces its connections before use."""
+    opts = {"api_key": server.keys[0], "api_url": server.url, "sandbox_url": server.url}
+    before = Sandbox.create(timeout=120, **opts)
+    postgres.restart()
+    assert {s.sandbox_id for s in Sandbox.list(**opts).next_items()} == {before.sandbox_id}
+    after = Sandbox.create(timeout=120, **opts)
+    assert after.commands.run("echo ok").stdout == "ok\n"
+    for sandbox in (before, after):
+        assert Sandbox.kill(sandbox.sandbox_id, **opts)
 
 
 @pytest.mark.parametrize("url, says", [
