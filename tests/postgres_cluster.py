@@ -71,7 +71,10 @@ class Cluster:
             # The server refuses to run as root; the cluster's files are postgres's.
             # (Clients connect as anyone: the socket trusts every local user.)
             command = ["runuser", "-u", _USER, "--", *command]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        # In the cluster's own directory: the tests' (a checkout under /root, say) may be
+        # closed to the postgres user.
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
+                              cwd=self.root)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv[:2])} failed ({done.returncode}):\n"
                                f"{done.stdout}{done.stderr}")
