@@ -102,9 +102,10 @@ class Cluster:
     def start(self) -> None:
         self._run("initdb", "-D", str(self.data), "-U", _SUPERUSER, "-A", "trust",
                   "-E", "UTF8", "--locale=C", "--no-sync", as_owner=True)
-        self._serve()
+        self.up()
 
-    def _serve(self) -> None:
+    def up(self) -> None:
+        """Start the server on the cluster's files (after :meth:`down`)."""
         options = " ".join((
             f"-k {self.socket_dir}", "-c listen_addresses=''", "-c fsync=off",
             "-c synchronous_commit=off", "-c full_page_writes=off",
@@ -114,12 +115,16 @@ class Cluster:
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
                   str(self.root / "server.log"), "-w", "-t", "60", "start", as_owner=True)
 
-    def restart(self) -> None:
-        """Stop the server (every connection dropped) and start it again, as a database
-        restart or failover does to its clients. (Not ``pg_ctl restart``: it forgets the
-        log file, and the server would keep this process's output pipe open.)"""
+    def down(self) -> None:
+        """Stop the server, every connection dropped (:meth:`up` starts it again)."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", as_owner=True)
-        self._serve()
+
+    def restart(self) -> None:
+        """Down and up, as a database restart or failover does to its clients. (Not
+        ``pg_ctl restart``: it forgets the log file, and the server would keep this
+        process's output pipe open.)"""
+        self.down()
+        self.up()
 
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError):

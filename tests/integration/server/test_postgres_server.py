@@ -1,8 +1,8 @@
 """A server on PostgreSQL (``BAC_DATABASE_URL=postgresql+asyncpg://…``) end to end with the
 official e2b SDK: create, commands, files, pause and resume, a SIGKILL and a restart that
 re-attaches the running sandbox and resumes the paused one, kill; every row in
-PostgreSQL and no SQLite file made. A database restart costs the server nothing; a URL it
-cannot use stops ``bac serve`` in one line."""
+PostgreSQL and no SQLite file made. A database restart costs the server nothing, calls
+while it is down are 503s; a URL it cannot use stops ``bac serve`` in one line."""
 
 from __future__ import annotations
 
@@ -102,6 +102,23 @@ def test_a_database_restart_costs_the_server_nothing(
     assert after.commands.run("echo ok").stdout == "ok\n"
     for sandbox in (before, after):
         assert Sandbox.kill(sandbox.sandbox_id, **opts)
+
+
+def test_while_the_database_is_down_calls_are_503s_worth_a_retry(
+        postgres: Cluster, server: ServerProcess) -> None:
+    """With PostgreSQL down an API call is a 503 the SDKs retry (not a 500), naming no
+    address of the database; once it is back the same call succeeds."""
+    headers = {"X-API-KEY": server.keys[0]}
+    postgres.down()
+    try:
+        down = httpx.get(f"{server.url}/v2/sandboxes", headers=headers, timeout=60)
+    finally:
+        postgres.up()
+    assert down.status_code == 503 and down.headers["Should-Retry"] == "true"
+    assert down.json() == {"code": 503,
+                           "message": "the server's database is unavailable; try again later"}
+    back = httpx.get(f"{server.url}/v2/sandboxes", headers=headers, timeout=60)
+    assert back.status_code == 200 and back.json() == []
 
 
 @pytest.mark.parametrize("url, says", [

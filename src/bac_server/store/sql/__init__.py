@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bac_server.store.base import StoreUnavailable
 from bac_server.store.builds import BuildStore
 from bac_server.store.catalog import CatalogStore
 from bac_server.store.checkpoints import CheckpointStore
@@ -40,7 +39,7 @@ from bac_server.store.sql._sandboxes import SqlSandboxes
 from bac_server.store.sql._uploads import SqlUploads
 from bac_server.store.sql._usage import SqlUsage
 from bac_server.store.sql._webhooks import SqlWebhooks
-from bac_server.store.sql.engine import open_engine, shown
+from bac_server.store.sql.engine import open_engine, unavailable
 from bac_server.store.sql.migrations import migrate
 from bac_server.store.uploads import UploadStore
 from bac_server.store.usage import UsageStore
@@ -102,5 +101,4 @@ async def _reach(engine: AsyncEngine) -> None:
     # TypeError: a URL query argument asyncpg does not take (libpq's sslmode=, say).
     except (DBAPIError, OSError, TimeoutError, TypeError) as exc:
         cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
-        why = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-        raise StoreUnavailable(f"cannot use the database {shown(engine.url)}: {why}") from exc
+        raise unavailable(engine.url, cause) from exc
