@@ -14,6 +14,10 @@
 #                     layout, umoci unpacks its layers (whiteouts as the OCI spec says)
 #   docker-registry   a registry the image tests run on loopback (its system service is
 #                     disabled below: tests start their own)
+#   postgresql        the store's tests run on PostgreSQL too, each session in a throwaway
+#                     cluster of its own (tests/postgres_cluster.py: initdb and pg_ctl from
+#                     these binaries, as the package's user postgres); Bac itself needs it
+#                     only with BAC_DATABASE_URL pointing at a server on this machine
 set -euo pipefail
 
 if [ "$(id -u)" != 0 ]; then
@@ -29,7 +33,7 @@ esac
 
 packages=(
     ca-certificates crun curl debian-archive-keyring docker-registry e2fsprogs iproute2 mmdebstrap
-    lxcfs nftables python3 python3-venv runc skopeo uidmap umoci util-linux
+    lxcfs nftables postgresql python3 python3-venv runc skopeo uidmap umoci util-linux
 )
 
 missing=()

@@ -80,9 +80,23 @@ def serve(
         secure_data_dir(config.data_dir, IdRange())
     except HostSetupError as exc:
         raise SystemExit(f"bac serve: refusing to start: {exc}") from None
+    # The store opened (and migrated) once before listening: a database URL of the wrong
+    # kind, a database that cannot be reached or is newer than this server, a key file it
+    # cannot use, each stops the server in one line instead of a failed lifespan's trace.
+    try:
+        asyncio.run(_store_opens(config))
+    except (HostSetupError, StoreError) as exc:
+        raise SystemExit(f"bac serve: refusing to start: {exc}") from None
     if config.prepare_host:
         config = dataclasses.replace(config, prepare_host=False)
     uvicorn.run(create_app(config), **uvicorn_options(config))
+
+
+async def _store_opens(config: ServerConfig) -> None:
+    from bac_server.app import open_store
+
+    store = await open_store(config)
+    await store.close()
 
 
 async def _open_store(config: ServerConfig) -> Store:

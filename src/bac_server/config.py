@@ -49,7 +49,9 @@ class ServerConfig:
     # with the caller's key; empty: this host and port over loopback (``self_url``). Set
     # it when the server speaks TLS with a certificate that does not name 127.0.0.1.
     mcp_api_url: str = ""
-    # Database URL; empty means the embedded SQLite file inside ``data_dir``.
+    # Database URL (BAC_DATABASE_URL): empty means the embedded SQLite file inside
+    # ``data_dir``; ``postgresql+asyncpg://user:password@host/db`` puts the state in
+    # PostgreSQL (docs/postgresql.md). Any other URL stops the server in one line.
     database_url: str = ""
     # The key file sealing the store's secrets (env vars, access tokens); None means
     # ``data_dir/keys/store.key``, made at the first start. Back it up apart from the database.

@@ -12,7 +12,9 @@ Error tree (server side, REST transport)::
     ├── Forbidden            403  the admin API asked with a team's key, or while it is off
     └── PayloadTooLarge      413  body over the limit (the message names it)
 
-Control-plane errors (:mod:`bac_server.control.errors`) are mapped here, once.
+Control-plane errors (:mod:`bac_server.control.errors`) are mapped here, once; so is
+the store's ``StoreUnavailable`` (the database cannot be reached: 503, worth a retry; the
+database's address goes to the log, never to the caller).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from bac_server.control import (
     TeamLimitExceeded,
     Unauthenticated,
 )
+from bac_server.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,12 @@ async def on_http_error(_request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, exc.detail)
 
 
+async def on_store_unavailable(request: Request, exc: Exception) -> Response:
+    log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return error_response(503, "the server's database is unavailable; try again later",
+                          retry=True)
+
+
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal server error")
@@ -112,5 +121,6 @@ HANDLERS = {
     ApiError: on_api_error,
     ControlError: on_control_error,
     HTTPException: on_http_error,
+    StoreUnavailable: on_store_unavailable,
     Exception: on_unexpected,
 }

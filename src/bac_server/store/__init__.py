@@ -3,7 +3,7 @@
 Only ``bac_server.app`` names a concrete store (``bac_server.store.sql.SqlStore``).
 """
 
-from bac_server.store.base import Store, StoreConflict, StoreError
+from bac_server.store.base import Store, StoreConflict, StoreError, StoreUnavailable
 from bac_server.store.builds import BuildLogRecord, BuildRecord, BuildStore
 from bac_server.store.catalog import CatalogStore, SandboxPin, TagRecord, TemplateRecord
 from bac_server.store.checkpoints import CheckpointKind, CheckpointRecord, CheckpointStore
@@ -74,6 +74,7 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "StoreUnavailable",
     "TagRecord",
     "TeamRecord",
     "TemplateRecord",

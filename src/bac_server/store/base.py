@@ -4,12 +4,16 @@ Each consumer in the control plane asks for the interfaces it uses (:mod:`.keys`
 :mod:`.sandboxes`, :mod:`.metrics`, :mod:`.checkpoints`, :mod:`.catalog`, :mod:`.builds`,
 :mod:`.uploads`, :mod:`.gc`, :mod:`.webhooks`, :mod:`.usage`); only the composition root
 holds a whole :class:`Store`. The embedded default is SQLite (:mod:`bac_server.store.sql`);
-a PostgreSQL store implements the same protocols. Only ``bac_server.app`` names a concrete store.
+the same SQL classes serve PostgreSQL (``BAC_DATABASE_URL``). Only ``bac_server.app``
+names a concrete store.
 
 Error tree (server side, store layer)::
 
     StoreError
-    └── StoreConflict     a row with this key already exists
+    ├── StoreConflict     a row with this key already exists
+    ├── StoreUnavailable  the database cannot be reached or refuses the server (at start)
+    └── MigrationError    the database is newer than this server, or a step failed
+                          (``store.sql.migrations``)
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ class StoreError(Exception):
 
 class StoreConflict(StoreError):
     """The row to insert already exists."""
+
+
+class StoreUnavailable(StoreError):
+    """The database is unreachable, or refuses the server (no such database, a wrong
+    password): the message says which, in one line."""
 
 
 class Store(Protocol):

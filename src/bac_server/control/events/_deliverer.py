@@ -2,8 +2,9 @@
 deliveries and sends them, signed, retried with backoff, each attempt logged.
 
 Owing: the deliverer reads the event log past its cursor (and again the last
-``rescan_s`` before it: with PostgreSQL a transaction that took a lower id can commit
-after a higher one was read) and, for every enabled webhook of the event's team that asks
+``rescan_s`` before it, a guard should an event commit after one with a higher id was
+read: the SQL store hands ids out in commit order on PostgreSQL too, ``store/sql/
+_dialect.py``) and, for every enabled webhook of the event's team that asks
 for its type and existed when it happened, owes one delivery. A delivery is unique per
 (webhook, event) and written with the cursor in one transaction, so a re-scan or a
 restart never owes an event twice and a crash never loses one.

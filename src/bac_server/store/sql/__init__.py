@@ -7,15 +7,17 @@ checkpoints, the template catalog, builds, uploads, collection, webhooks, the ev
 read by team, usage and caps) that shares nothing with the others but the engine; only the sandbox,
 checkpoint and webhook classes hold the sealer.
 
-Written against SQLite (the embedded default) with portable Core constructs only, so the
-same classes serve PostgreSQL given a ``postgresql+asyncpg://`` URL. No ORM: rows become
-the frozen records of the protocols' modules right here.
+The same classes serve SQLite (the embedded default) and PostgreSQL (a
+``postgresql+asyncpg://`` URL): portable Core constructs, and where the engines differ
+(upserts, serialised sections, free text) one module says how (:mod:`._dialect`). No
+ORM: rows become the frozen records of the protocols' modules right here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store.builds import BuildStore
@@ -37,7 +39,7 @@ from bac_server.store.sql._sandboxes import SqlSandboxes
 from bac_server.store.sql._uploads import SqlUploads
 from bac_server.store.sql._usage import SqlUsage
 from bac_server.store.sql._webhooks import SqlWebhooks
-from bac_server.store.sql.engine import open_engine
+from bac_server.store.sql.engine import open_engine, unavailable
 from bac_server.store.sql.migrations import migrate
 from bac_server.store.uploads import UploadStore
 from bac_server.store.usage import UsageStore
@@ -77,6 +79,7 @@ class SqlStore:
         events, with them as written (the trace's OTLP export)."""
         engine = open_engine(url)
         try:
+            await _reach(engine)
             await migrate(engine, sealer)
         except BaseException:
             # A database this server refuses (newer, unreadable): its pooled connection
@@ -87,3 +90,15 @@ class SqlStore:
 
     async def close(self) -> None:
         await self._engine.dispose()
+
+
+async def _reach(engine: AsyncEngine) -> None:
+    """Connect once: a database that cannot be reached, or refuses this server, is a
+    :class:`StoreUnavailable` naming it and why, in one line."""
+    try:
+        async with engine.connect():
+            pass
+    # TypeError: a URL query argument asyncpg does not take (libpq's sslmode=, say).
+    except (DBAPIError, OSError, TimeoutError, TypeError) as exc:
+        cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+        raise unavailable(engine.url, cause) from exc

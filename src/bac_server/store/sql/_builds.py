@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bac_server.store.builds import BuildLogRecord, BuildRecord
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
+from bac_server.store.sql._dialect import free_text, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 _UNFINISHED = ("waiting", "building")
@@ -45,7 +46,7 @@ def _build_record(r: Any) -> BuildRecord:
 
 def _log_values(e: BuildLogRecord) -> dict[str, Any]:
     return {"build_id": e.build_id, "seq": e.seq, "at": ts(e.at), "level": e.level,
-            "step": e.step, "message": e.message}
+            "step": e.step, "message": free_text(e.message)}
 
 
 def _log_record(r: Any) -> BuildLogRecord:
@@ -105,8 +106,15 @@ class SqlBuilds:
         query = (sa.update(t.template_builds)
                  .where(c.build_id == build_id, c.status.in_(list(from_states)))
                  .values(status=status, updated_at=ts(at), finished_at=ts(at), digest=digest,
-                         config=config, reason=reason, reason_step=reason_step))
+                         config=config, reason=None if reason is None else free_text(reason),
+                         reason_step=reason_step))
         async with self._engine.begin() as conn:
+            if status == "ready":
+                # The template's tag lock before any row's (._dialect): a template deleted
+                # meanwhile takes it first too, so neither waits on the other's rows.
+                template_id = (await conn.execute(sa.select(c.template_id).where(
+                    c.build_id == build_id))).scalar()
+                await serialize(conn, "template_tags", str(template_id))
             if not (await conn.execute(query)).rowcount:
                 return []
             if status != "ready":
@@ -117,14 +125,12 @@ class SqlBuilds:
 
     async def fail_unfinished_builds(self, reason: str, at: datetime) -> list[str]:
         c = t.template_builds.c
+        # One statement: a build that finishes meanwhile is not turned into an error.
+        query = (sa.update(t.template_builds).where(c.status.in_(_UNFINISHED))
+                 .values(status="error", reason=reason, updated_at=ts(at), finished_at=ts(at))
+                 .returning(c.build_id))
         async with self._engine.begin() as conn:
-            ids = list((await conn.execute(
-                sa.select(c.build_id).where(c.status.in_(_UNFINISHED)))).scalars())
-            if ids:
-                await conn.execute(
-                    sa.update(t.template_builds).where(c.build_id.in_(ids)).values(
-                        status="error", reason=reason, updated_at=ts(at), finished_at=ts(at)))
-        return ids
+            return sorted((await conn.execute(query)).scalars())
 
     # build logs ---------------------------------------------------------------------------
     async def add_build_logs(self, entries: Sequence[BuildLogRecord]) -> None:
@@ -154,6 +160,9 @@ async def _take_tags(conn: AsyncConnection, build: BuildRecord, at: datetime) ->
     """Give ``build`` each of its tags unless a build created later holds it; then make its
     resources the template's defaults if it took any tag."""
     tags, builds = t.template_tags.c, t.template_builds.c
+    # The holders are read and the tags moved as one: under the template's tag lock on
+    # PostgreSQL (taken by the caller), under SQLite's writer (held since the status
+    # update).
     taken: list[str] = []
     for tag in build.tags:
         holder = (await conn.execute(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bac_server.store.catalog import SandboxPin, TagRecord, TemplateRecord
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
+from bac_server.store.sql._dialect import insert, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 
@@ -81,6 +82,8 @@ class SqlCatalog:
         builds = sa.select(t.template_builds.c.build_id).where(
             t.template_builds.c.template_id == template_id)
         async with self._engine.begin() as conn:
+            # Before any row lock: a build finishing takes this lock, then rows (._builds).
+            await serialize(conn, "template_tags", template_id)
             await conn.execute(sa.delete(t.template_build_logs).where(
                 t.template_build_logs.c.build_id.in_(builds)))
             await conn.execute(sa.delete(t.template_tags).where(
@@ -103,6 +106,7 @@ class SqlCatalog:
                        at: datetime) -> None:
         c = t.template_tags.c
         async with self._engine.begin() as conn:
+            await serialize(conn, "template_tags", template_id)
             await conn.execute(sa.delete(t.template_tags).where(
                 c.template_id == template_id, c.tag.in_(list(tags))))
             if tags:
@@ -128,12 +132,13 @@ class SqlCatalog:
     # pins ----------------------------------------------------------------------------------
     async def pin_sandbox(self, pin: SandboxPin) -> None:
         c = t.sandbox_templates.c
+        values = {"template_id": pin.template_id, "build_id": pin.build_id,
+                  "digest": pin.digest}
         async with self._engine.begin() as conn:
-            await conn.execute(sa.delete(t.sandbox_templates).where(
-                c.sandbox_id == pin.sandbox_id))
-            await conn.execute(sa.insert(t.sandbox_templates).values(
-                sandbox_id=pin.sandbox_id, template_id=pin.template_id,
-                build_id=pin.build_id, digest=pin.digest))
+            upsert = insert(conn, t.sandbox_templates).values(sandbox_id=pin.sandbox_id,
+                                                               **values)
+            await conn.execute(upsert.on_conflict_do_update(index_elements=[c.sandbox_id],
+                                                            set_=values))
 
     async def sandbox_pin(self, sandbox_id: str) -> SandboxPin | None:
         query = sa.select(t.sandbox_templates).where(

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bac_server.store.keys import ApiKeyRecord, TeamRecord
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
+from bac_server.store.sql._dialect import insert
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 
@@ -32,15 +33,12 @@ class SqlKeys:
 
     async def ensure_team(self, name: str) -> TeamRecord:
         async with self._engine.begin() as conn:
-            row = (await conn.execute(sa.select(t.teams).where(t.teams.c.name == name))).first()
-            if row is None:
-                now = datetime.now(UTC)
-                team_id = name
-                await conn.execute(
-                    sa.insert(t.teams).values(team_id=team_id, name=name, created_at=ts(now))
-                )
-                return TeamRecord(team_id=team_id, name=name, created_at=now)
-            return TeamRecord(row.team_id, row.name, dt(row.created_at))
+            # Made if missing in one statement: two first requests of a team both succeed.
+            await conn.execute(insert(conn, t.teams).values(
+                team_id=name, name=name, created_at=ts(datetime.now(UTC)),
+            ).on_conflict_do_nothing())
+            row = (await conn.execute(sa.select(t.teams).where(t.teams.c.name == name))).one()
+        return TeamRecord(row.team_id, row.name, dt(row.created_at))
 
     async def add_api_key(self, key: ApiKeyRecord) -> None:
         values = {

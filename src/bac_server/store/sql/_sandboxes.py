@@ -17,6 +17,7 @@ from bac_server.store.sandboxes import EventRecord, SandboxChange, SandboxRecord
 from bac_server.store.sealing import Sealer, open_event_fields, seal_event_fields
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
+from bac_server.store.sql._dialect import free_text, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def _event_values(e: EventRecord, sealer: Sealer,
         "at": ts(e.at),
         "kind": e.kind,
         "level": e.level,
-        "message": e.message,
+        "message": free_text(e.message),
         "fields": seal_event_fields(sealer, e.fields, e.sandbox_id),
         "wire_type": e.wire_type,
         "metadata": e.metadata or metadata or {},
@@ -113,6 +114,7 @@ async def _insert_events(conn: AsyncConnection, events: Sequence[EventRecord],
         rows = await conn.execute(
             sa.select(c.sandbox_id, c.metadata).where(c.sandbox_id.in_(sorted(wanted))))
         owners = {r.sandbox_id: dict(r.metadata or {}) for r in rows}
+    await serialize(conn, "sandbox_events")  # ids in commit order (._dialect)
     await conn.execute(sa.insert(t.sandbox_events),
                        [_event_values(e, sealer, owners.get(e.sandbox_id)) for e in events])
     return [_as_written(e, owners.get(e.sandbox_id)) for e in events]
@@ -155,6 +157,7 @@ class SqlSandboxes:
             await conn.execute(
                 sa.insert(t.sandboxes).values(**_sandbox_values(sandbox, self._sealer)))
             if events:
+                await serialize(conn, "sandbox_events")
                 await conn.execute(
                     sa.insert(t.sandbox_events),
                     [_event_values(e, self._sealer, sandbox.metadata) for e in events])

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._dialect import insert
 from bac_server.store.sql._time import dt, ts
 from bac_server.store.uploads import UploadRecord
 
@@ -29,10 +30,12 @@ class SqlUploads:
 
     async def add_upload(self, upload: UploadRecord) -> None:
         c = t.template_uploads.c
+        values = _upload_values(upload)
         async with self._engine.begin() as conn:
-            await conn.execute(sa.delete(t.template_uploads).where(
-                c.team_id == upload.team_id, c.files_hash == upload.files_hash))
-            await conn.execute(sa.insert(t.template_uploads).values(**_upload_values(upload)))
+            upsert = insert(conn, t.template_uploads).values(**values)
+            await conn.execute(upsert.on_conflict_do_update(
+                index_elements=[c.team_id, c.files_hash],
+                set_={k: v for k, v in values.items() if k not in ("team_id", "files_hash")}))
 
     async def get_upload(self, team_id: str, files_hash: str) -> UploadRecord | None:
         c = t.template_uploads.c

@@ -11,10 +11,10 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._dialect import insert, insert_bounded
 from bac_server.store.sql._time import dt, ts
 from bac_server.store.usage import CapRecord, MeterMark, Usage, UsageDelta, UsageQuery
 
@@ -22,12 +22,6 @@ _u = t.usage_days.c
 _c = t.cost_caps.c
 _s = t.sandboxes.c
 _AMOUNTS = ("vcpu_seconds", "memory_gib_seconds", "storage_gib_hours", "cpu_used_seconds")
-
-
-def _upsert(conn: AsyncConnection) -> Any:
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(t.usage_days)
-    return sqlite.insert(t.usage_days)
 
 
 def _cap(row: Any) -> CapRecord:
@@ -58,7 +52,7 @@ class SqlUsage:
             return
         async with self._engine.begin() as conn:
             for d in deltas:
-                insert = _upsert(conn).values(
+                upsert = insert(conn, t.usage_days).values(
                     sandbox_id=d.sandbox_id, day=d.day, team_id=d.team_id,
                     vcpu_seconds=d.usage.vcpu_seconds,
                     memory_gib_seconds=d.usage.memory_gib_seconds,
@@ -66,16 +60,16 @@ class SqlUsage:
                     cpu_used_seconds=d.usage.cpu_used_seconds,
                     metered_until=ts(d.metered_until), cpu_mark=d.cpu_mark)
                 added: dict[str, Any] = {
-                    name: getattr(t.usage_days.c, name) + getattr(insert.excluded, name)
+                    name: getattr(t.usage_days.c, name) + getattr(upsert.excluded, name)
                     for name in _AMOUNTS}
-                later = insert.excluded.metered_until >= _u.metered_until
+                later = upsert.excluded.metered_until >= _u.metered_until
                 added["metered_until"] = sa.case(
-                    (later, insert.excluded.metered_until), else_=_u.metered_until)
+                    (later, upsert.excluded.metered_until), else_=_u.metered_until)
                 # The counter read with the latest metering (none read: the one kept).
                 added["cpu_mark"] = sa.case(
-                    (sa.and_(later, insert.excluded.cpu_mark.is_not(None)),
-                     insert.excluded.cpu_mark), else_=_u.cpu_mark)
-                await conn.execute(insert.on_conflict_do_update(
+                    (sa.and_(later, upsert.excluded.cpu_mark.is_not(None)),
+                     upsert.excluded.cpu_mark), else_=_u.cpu_mark)
+                await conn.execute(upsert.on_conflict_do_update(
                     index_elements=[_u.sandbox_id, _u.day], set_=added))
 
     async def usage(self, query: UsageQuery) -> list[tuple[str, Usage]]:
@@ -122,13 +116,8 @@ class SqlUsage:
         return marks
 
     async def insert_cap(self, cap: CapRecord, *, max_per_team: int) -> bool:
-        async with self._engine.begin() as conn:
-            count = (await conn.execute(sa.select(sa.func.count()).select_from(t.cost_caps)
-                                        .where(_c.team_id == cap.team_id))).scalar_one()
-            if count >= max_per_team:
-                return False
-            await conn.execute(sa.insert(t.cost_caps).values(**_cap_values(cap)))
-        return True
+        return await insert_bounded(self._engine, sa.insert(t.cost_caps).values(
+            **_cap_values(cap)), t.cost_caps, cap.team_id, max_per_team)
 
     async def get_cap(self, team_id: str, cap_id: str) -> CapRecord | None:
         select = sa.select(t.cost_caps).where(_c.team_id == team_id, _c.cap_id == cap_id)

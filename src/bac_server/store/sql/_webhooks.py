@@ -9,11 +9,11 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import schema as t
+from bac_server.store.sql._dialect import free_text, insert, insert_bounded, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 from bac_server.store.webhooks import (
     Attempt,
@@ -60,27 +60,15 @@ def _delivery(row: Any) -> DeliveryRecord:
         last_error=row.last_error, duration_ms=row.duration_ms, seq=row.seq)
 
 
-def _insert_new(conn: AsyncConnection, table: sa.Table) -> Any:
-    """``INSERT`` that skips rows whose unique key exists (SQLite and PostgreSQL)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    return sqlite.insert(table).on_conflict_do_nothing()
-
-
 class SqlWebhooks:
     def __init__(self, engine: AsyncEngine, sealer: Sealer) -> None:
         self._engine = engine
         self._sealer = sealer
 
     async def insert_webhook(self, webhook: WebhookRecord, *, max_per_team: int) -> bool:
-        async with self._engine.begin() as conn:
-            count = (await conn.execute(sa.select(sa.func.count()).select_from(t.webhooks)
-                                        .where(_w.team_id == webhook.team_id))).scalar_one()
-            if count >= max_per_team:
-                return False
-            await conn.execute(sa.insert(t.webhooks).values(
-                **_webhook_values(webhook, self._sealer)))
-        return True
+        return await insert_bounded(
+            self._engine, sa.insert(t.webhooks).values(**_webhook_values(webhook, self._sealer)),
+            t.webhooks, webhook.team_id, max_per_team)
 
     async def get_webhook(self, team_id: str, webhook_id: str) -> WebhookRecord | None:
         query = sa.select(t.webhooks).where(_w.team_id == team_id, _w.webhook_id == webhook_id)
@@ -130,20 +118,20 @@ class SqlWebhooks:
         c = t.webhook_cursor.c
         async with self._engine.begin() as conn:
             new = 0
+            await serialize(conn, "webhook_deliveries")  # seqs in commit order (._dialect)
             for d in deliveries:
-                done = await conn.execute(_insert_new(conn, t.webhook_deliveries).values(
+                done = await conn.execute(insert(conn, t.webhook_deliveries).values(
                     delivery_id=d.delivery_id, webhook_id=d.webhook_id, team_id=d.team_id,
                     event_id=d.event_id, event_type=d.event_type, body=d.body,
                     status=d.status, attempts=d.attempts, created_at=ts(d.created_at),
-                    next_attempt_at=ts(d.next_attempt_at)))
+                    next_attempt_at=ts(d.next_attempt_at)).on_conflict_do_nothing())
                 new += done.rowcount or 0
-            current = (await conn.execute(
-                sa.select(c.value).where(c.name == _CURSOR))).scalar()
-            if current is None:
-                await conn.execute(sa.insert(t.webhook_cursor).values(name=_CURSOR, value=cursor))
-            elif cursor > current:
-                await conn.execute(sa.update(t.webhook_cursor).where(c.name == _CURSOR)
-                                   .values(value=cursor))
+            # One statement: the cursor only moves forward, whoever writes it at once.
+            moved = insert(conn, t.webhook_cursor).values(name=_CURSOR, value=cursor)
+            await conn.execute(moved.on_conflict_do_update(
+                index_elements=[c.name],
+                set_={"value": sa.case((moved.excluded.value > c.value, moved.excluded.value),
+                                       else_=c.value)}))
         return new
 
     async def due(self, now: datetime, limit: int,
@@ -161,7 +149,8 @@ class SqlWebhooks:
         values: dict[str, Any] = {
             "status": attempt.status, "attempts": attempt.attempts,
             "last_attempt_at": ts(attempt.at), "next_attempt_at": ts(attempt.next_attempt_at),
-            "response_code": attempt.response_code, "last_error": attempt.error,
+            "response_code": attempt.response_code,
+            "last_error": None if attempt.error is None else free_text(attempt.error),
             "duration_ms": attempt.duration_ms,
         }
         if attempt.status == "success":
@@ -222,3 +211,4 @@ class SqlWebhooks:
             done = await conn.execute(sa.delete(t.webhook_deliveries).where(
                 _d.status.in_(_FINISHED), _d.created_at < ts(before)))
         return int(done.rowcount or 0)
+

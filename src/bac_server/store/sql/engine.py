@@ -1,30 +1,65 @@
-"""Open the database engine: SQLite in WAL mode by default, any SQLAlchemy async URL otherwise."""
+"""Open the database engine: SQLite in WAL mode (the embedded default) or PostgreSQL
+through asyncpg, from the URL ``BAC_DATABASE_URL`` gives; any other URL is refused here,
+in one line, before anything connects."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from bac_server.store.base import StoreError
+from bac_server.store.base import StoreError, StoreUnavailable
 
 # SQLite makes these beside the database, with the database file's mode and owner.
 SIDE_FILES = ("-wal", "-shm", "-journal")
 
+SQLITE = "sqlite+aiosqlite"
+POSTGRESQL = "postgresql+asyncpg"
+# Seconds a new PostgreSQL connection may take (asyncpg's own default is 60): an
+# unreachable server fails the start-up soon, in one line.
+CONNECT_TIMEOUT_S = 10
+
+
+def shown(url: sa.URL) -> str:
+    """The URL as messages name it: the password hidden."""
+    return url.render_as_string(hide_password=True)
+
+
+def parse_url(url: str) -> sa.URL:
+    """``url`` as SQLAlchemy reads it, if it names an engine and driver the store runs on."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise StoreError(f"the database URL {url.split('@')[-1]!r} is not a URL such as "
+                         f"{POSTGRESQL}://user:password@host/database") from None
+    if parsed.drivername not in (SQLITE, POSTGRESQL):
+        hint = (f"use {POSTGRESQL}://" if parsed.get_backend_name() in ("postgres", "postgresql")
+                else f"the store runs on {POSTGRESQL}:// or {SQLITE}:///")
+        raise StoreError(f"the database URL {shown(parsed)} names the driver "
+                         f"{parsed.drivername!r}: {hint}")
+    return parsed
+
 
 def open_engine(url: str) -> AsyncEngine:
     """Create the engine; for SQLite, make the file (root's alone) and set the pragmas."""
-    parsed = sa.make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_async_engine(url, pool_pre_ping=True)
+    parsed = parse_url(url)
+    if parsed.drivername == POSTGRESQL:
+        # pre_ping: a connection the server closed (a restart, a failover) is replaced
+        # before use instead of failing the request that drew it.
+        engine = create_async_engine(parsed, pool_pre_ping=True,
+                                     connect_args={"timeout": CONNECT_TIMEOUT_S})
+        sa.event.listen(engine.sync_engine, "do_connect", _connect_or_unavailable(parsed))
+        sa.event.listen(engine.sync_engine, "handle_error", _lost_is_unavailable)
+        return engine
     if parsed.database and parsed.database != ":memory:":
         private_database_file(Path(parsed.database))
-    engine = create_async_engine(url)
+    engine = create_async_engine(parsed)
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine
 
@@ -55,6 +90,35 @@ def private_database_file(path: Path) -> None:
                 os.chmod(f"/proc/self/fd/{fd}", 0o600)
         finally:
             os.close(fd)
+
+
+def unavailable(url: sa.URL, cause: BaseException) -> StoreUnavailable:
+    """The one-line error naming the database (password hidden) and why it failed."""
+    text = str(cause).strip()
+    why = text.splitlines()[0] if text else type(cause).__name__
+    return StoreUnavailable(f"cannot use the database {shown(url)}: {why}")
+
+
+def _connect_or_unavailable(url: sa.URL) -> Callable[[Any, Any, Any, Any], Any]:
+    """The ``do_connect`` hook of ``url``'s engine: a server that cannot be reached is an
+    OSError from asyncpg, which SQLAlchemy passes on untranslated; made the store's
+    StoreUnavailable here (the API answers it 503)."""
+
+    def connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        try:
+            return dialect.loaded_dbapi.connect(*cargs, **cparams)
+        except (OSError, TimeoutError) as exc:
+            raise unavailable(url, exc) from exc
+
+    return connect
+
+
+def _lost_is_unavailable(context: sa.engine.ExceptionContext) -> BaseException | None:
+    # A connection the database dropped under a statement (not the pool's own check
+    # before use, which replaces the connection itself).
+    if context.is_disconnect and not context.is_pre_ping and context.engine is not None:
+        return unavailable(context.engine.url, context.original_exception)
+    return None
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -14,6 +14,10 @@ import sqlalchemy as sa
 
 metadata = sa.MetaData()
 
+# Ids that only grow: 64-bit (migration 10 on PostgreSQL); on SQLite an INTEGER primary
+# key is the 64-bit rowid, and must be spelt INTEGER to be one.
+Id = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 teams = sa.Table(
     "teams",
     metadata,
@@ -79,7 +83,7 @@ checkpoints = sa.Table(
 sandbox_events = sa.Table(
     "sandbox_events",
     metadata,
-    sa.Column("event_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("event_id", Id, primary_key=True, autoincrement=True),
     sa.Column("sandbox_id", sa.String(64), nullable=False, index=True),
     sa.Column("team_id", sa.String(64), nullable=False),
     sa.Column("at", sa.Float, nullable=False),
@@ -99,7 +103,7 @@ sandbox_events = sa.Table(
 sandbox_metrics = sa.Table(
     "sandbox_metrics",
     metadata,
-    sa.Column("sample_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("sample_id", Id, primary_key=True, autoincrement=True),
     sa.Column("sandbox_id", sa.String(64), nullable=False, index=True),
     sa.Column("at", sa.Float, nullable=False, index=True),
     sa.Column("cpu_count", sa.Integer, nullable=False),
@@ -210,11 +214,11 @@ webhooks = sa.Table(
 webhook_deliveries = sa.Table(
     "webhook_deliveries",
     metadata,
-    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("seq", Id, primary_key=True, autoincrement=True),
     sa.Column("delivery_id", sa.String(64), nullable=False, unique=True),
     sa.Column("webhook_id", sa.String(64), nullable=False),
     sa.Column("team_id", sa.String(64), nullable=False),
-    sa.Column("event_id", sa.Integer, nullable=False),
+    sa.Column("event_id", Id, nullable=False),
     sa.Column("event_type", sa.String(64), nullable=False),
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("status", sa.String(16), nullable=False),
@@ -235,7 +239,7 @@ webhook_cursor = sa.Table(
     "webhook_cursor",
     metadata,
     sa.Column("name", sa.String(32), primary_key=True),
-    sa.Column("value", sa.Integer, nullable=False),
+    sa.Column("value", Id, nullable=False),
 )
 
 # Migration 7: what the meter accrued per sandbox and UTC day (control.metering).

@@ -18,6 +18,7 @@ to the program later) still runs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -25,6 +26,7 @@ from types import ModuleType
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bac_server.store.base import StoreError
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql.migrations import (
     m0001_initial,
@@ -36,6 +38,7 @@ from bac_server.store.sql.migrations import (
     m0007_usage,
     m0008_usage_cpu_mark,
     m0009_sandbox_key_name,
+    m0010_wide_ids,
 )
 
 
@@ -59,7 +62,7 @@ STEPS: tuple[Step, ...] = (
     _unsealed(m0001_initial), _unsealed(m0002_checkpoints), _unsealed(m0003_templates),
     _step(m0004_sealed_secrets), _step(m0005_event_trace),
     _step(m0006_webhooks), _step(m0007_usage), _step(m0008_usage_cpu_mark),
-    _step(m0009_sandbox_key_name),
+    _step(m0009_sandbox_key_name), _step(m0010_wide_ids),
 )
 LATEST = STEPS[-1].version
 
@@ -70,7 +73,11 @@ _version_table = sa.Table(
 )
 
 
-class MigrationError(RuntimeError):
+# The migration lock's key on PostgreSQL (any fixed 64-bit number: "bac-migr" in ASCII).
+_LOCK_KEY = 0x6261632D6D696772
+
+
+class MigrationError(StoreError):
     """The database is newer than this program, or a step failed."""
 
 
@@ -95,7 +102,22 @@ async def _compact(engine: AsyncEngine) -> None:
 
 
 async def migrate(engine: AsyncEngine, sealer: Sealer) -> int:
-    """Apply every step not applied yet; returns the highest version applied before."""
+    """Apply every step not applied yet; returns the highest version applied before.
+
+    Servers starting together on one PostgreSQL database (replicas, an upgrade rolling
+    out) migrate one at a time: each holds a session lock for the whole run, and the next
+    finds the steps recorded. On SQLite one process owns the file."""
+    async with contextlib.AsyncExitStack() as stack:
+        if engine.dialect.name == "postgresql":
+            lock = await stack.enter_async_context(engine.connect())
+            lock = await lock.execution_options(isolation_level="AUTOCOMMIT")
+            await lock.execute(sa.select(sa.func.pg_advisory_lock(_LOCK_KEY)))
+            stack.push_async_callback(
+                lock.execute, sa.select(sa.func.pg_advisory_unlock(_LOCK_KEY)))
+        return await _migrate(engine, sealer)
+
+
+async def _migrate(engine: AsyncEngine, sealer: Sealer) -> int:
     async with engine.begin() as conn:
         applied = await conn.run_sync(_applied)
     before = max(applied, default=0)

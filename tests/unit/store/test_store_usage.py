@@ -1,11 +1,10 @@
-"""Usage rows and cost caps in the SQL store on a real SQLite file: deltas add up (never
+"""Usage rows and cost caps in the SQL store on each engine: deltas add up (never
 replace), sums group by sandbox, team, day and metadata value, caps round-trip."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from bac_server.store import (
     CapRecord,
@@ -30,8 +29,8 @@ def _sandbox(sandbox_id: str, run: str) -> SandboxRecord:
         metadata={"run": run})
 
 
-async def test_usage_adds_up_and_groups(tmp_path: Path) -> None:
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
+async def test_usage_adds_up_and_groups(database_url: str) -> None:
+    store = await SqlStore.open(database_url, SEALER)
     try:
         await store.keys.ensure_team("team")
         await store.sandboxes.insert_sandbox(_sandbox("a", "r1"))
@@ -68,8 +67,8 @@ async def test_usage_adds_up_and_groups(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_caps_round_trip_and_are_bounded_per_team(tmp_path: Path) -> None:
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
+async def test_caps_round_trip_and_are_bounded_per_team(database_url: str) -> None:
+    store = await SqlStore.open(database_url, SEALER)
     try:
         cap = CapRecord("cap_1", "team", "group", "day", 1.5, "pause", NOW, NOW,
                         metadata_key="run", metadata_value="r1")

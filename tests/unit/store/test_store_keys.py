@@ -1,8 +1,8 @@
-"""API keys: issued once, stored hashed, checked, revoked (real SQLite store)."""
+"""API keys: issued once, stored hashed, checked, revoked (a real store on each engine)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -14,14 +14,14 @@ from bac_server.store.sql import SqlStore
 SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 
 
-async def test_key_lifecycle(tmp_path: Path) -> None:
+async def test_key_lifecycle(database_url: str, at_rest: Callable[[str], bytes]) -> None:
     """A new key authenticates as its team, is stored only as a hash, and stops at revoke."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'db'}", SEALER)
+    store = await SqlStore.open(database_url, SEALER)
     keys = KeyService(store.keys)
     key = await keys.create("acme", "ci")
     assert key.startswith("e2b_") and len(key) == 44
     assert (await keys.authenticate(key)).name == "acme"
-    raw = (tmp_path / "db").read_bytes() + (tmp_path / "db-wal").read_bytes()
+    raw = at_rest(database_url)
     assert key.encode() not in raw
     assert hash_api_key(key).encode() in raw
     [info] = await keys.list()
@@ -32,9 +32,9 @@ async def test_key_lifecycle(tmp_path: Path) -> None:
     await store.close()
 
 
-async def test_missing_and_unknown_keys(tmp_path: Path) -> None:
+async def test_missing_and_unknown_keys(database_url: str) -> None:
     """No key and a wrong key are both Unauthenticated, with different messages."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'db'}", SEALER)
+    store = await SqlStore.open(database_url, SEALER)
     keys = KeyService(store.keys)
     with pytest.raises(Unauthenticated, match="missing"):
         await keys.authenticate(None)

@@ -1,10 +1,9 @@
-"""The SQL store's checkpoints and lifecycle settings on a real SQLite file."""
+"""The SQL store's checkpoints and lifecycle settings on each engine."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -26,10 +25,10 @@ def _checkpoint(checkpoint_id: str, *, team: str = "team", sandbox: str = "abc",
         envd_access_token="tok", cpu_count=2, memory_mb=512, env_vars={"A": "1"})
 
 
-async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> None:
+async def test_checkpoints_round_trip_filter_sum_and_delete(database_url: str) -> None:
     """Checkpoints come back as stored, oldest first, filtered by sandbox, kind and name;
     the team's bytes add up; ids are unique; delete says whether it deleted."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
+    store = await SqlStore.open(database_url, SEALER)
     try:
         first = _checkpoint("c1", size=10)
         await store.checkpoints.add_checkpoint(first)
@@ -53,9 +52,9 @@ async def test_checkpoints_round_trip_filter_sum_and_delete(tmp_path: Path) -> N
         await store.close()
 
 
-async def test_lifecycle_settings_are_kept(tmp_path: Path) -> None:
+async def test_lifecycle_settings_are_kept(database_url: str) -> None:
     """A sandbox's lifecycle settings are stored with it and can be updated."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
+    store = await SqlStore.open(database_url, SEALER)
     try:
         row = SandboxRecord(
             sandbox_id="abc", team_id="team", template_id="base", alias=None,

@@ -1,10 +1,9 @@
-"""The SQL store's templates, builds, build logs, tags, uploads and pins on a real SQLite file."""
+"""The SQL store's templates, builds, build logs, tags, uploads and pins on each engine."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -25,8 +24,8 @@ SEALER = Sealer(Sealer.new_key())  # one key for every store a test reopens
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    opened = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
+async def store(database_url: str) -> AsyncIterator[SqlStore]:
+    opened = await SqlStore.open(database_url, SEALER)
     try:
         yield opened
     finally:

@@ -4,8 +4,6 @@ single version row was written by the older runner counts every step up to it.""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import sqlalchemy as sa
 
@@ -14,10 +12,6 @@ from bac_server.store.sql import migrations
 from bac_server.store.sql.engine import open_engine
 
 SEALER = Sealer(Sealer.new_key())
-
-
-def _url(tmp_path: Path) -> str:
-    return f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}"
 
 
 async def _state(url: str) -> tuple[set[int], set[str], set[str], set[str]]:
@@ -37,11 +31,11 @@ async def _state(url: str) -> tuple[set[int], set[str], set[str], set[str]]:
     return found
 
 
-async def test_a_lower_step_added_later_still_runs(tmp_path: Path,
+async def test_a_lower_step_added_later_still_runs(empty_database_url: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A server without step 5 migrated to the latest; a later one with 5 applies it, and
     re-running changes nothing."""
-    url = _url(tmp_path)
+    url = empty_database_url
     without_5 = tuple(s for s in migrations.STEPS if s.version != 5)
     monkeypatch.setattr(migrations, "STEPS", without_5)
     engine = open_engine(url)
@@ -63,8 +57,8 @@ async def test_a_lower_step_added_later_still_runs(tmp_path: Path,
 
 
 async def test_the_older_runners_single_row_counts_every_step_up_to_it(
-        tmp_path: Path) -> None:
-    url = _url(tmp_path)
+        empty_database_url: str) -> None:
+    url = empty_database_url
     engine = open_engine(url)
     async with engine.begin() as conn:
         for step in migrations.STEPS[:4]:
@@ -79,10 +73,10 @@ async def test_the_older_runners_single_row_counts_every_step_up_to_it(
     assert "webhook_deliveries" in tables and {"wire_type", "metadata"} <= columns
 
 
-async def test_step_6_gives_the_events_already_logged_their_types(tmp_path: Path) -> None:
+async def test_step_6_gives_the_events_already_logged_their_types(empty_database_url: str) -> None:
     """Rows written before version 6 get their type: a timeout that paused (its fields
     name a pause mode) is a pause, one that did not a kill; kinds that are no events none."""
-    url = _url(tmp_path)
+    url = empty_database_url
     engine = open_engine(url)
     async with engine.begin() as conn:
         for step in migrations.STEPS[:5]:
@@ -91,9 +85,10 @@ async def test_step_6_gives_the_events_already_logged_their_types(tmp_path: Path
         await conn.exec_driver_sql("INSERT INTO schema_version VALUES (5)")
         for kind, fields in (("created", "{}"), ("timeout", '{"mode": "disk"}'),
                              ("timeout", "{}"), ("started", "{}"), ("snapshot_taken", "{}")):
-            await conn.exec_driver_sql(
+            await conn.execute(sa.text(
                 "INSERT INTO sandbox_events (sandbox_id, team_id, at, kind, level, message, "
-                "fields) VALUES ('s', 't', 0, ?, 'info', 'm', ?)", (kind, fields))
+                "fields) VALUES ('s', 't', 0, :kind, 'info', 'm', :fields)"),
+                {"kind": kind, "fields": fields})
     await migrations.migrate(engine, SEALER)
     async with engine.connect() as conn:
         types = list((await conn.exec_driver_sql(

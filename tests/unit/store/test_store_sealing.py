@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +20,8 @@ from bac_server.store.sealing import Sealer, SealError
 from bac_server.store.sql import SqlStore
 from bac_server.store.sql.engine import open_engine
 from bac_server.store.sql.migrations import LATEST, STEPS
+
+AtRest = Callable[[str], bytes]  # the conftest's at_rest: what a copy of the database holds
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 SECRET = "sk-live-0123456789abcdefSECRET"
@@ -54,31 +57,32 @@ def _bytes_on_disk(db: Path) -> bytes:
     return b"".join(p.read_bytes() for p in (db, Path(f"{db}-wal")) if p.exists())
 
 
-async def test_secrets_are_sealed_in_the_rows_and_on_disk(tmp_path: Path) -> None:
-    """What a reader of bac.db and its WAL gets is ciphertext: no env var value, no envd
-    or traffic token; the store itself reads the records back unchanged."""
-    db = tmp_path / "bac.db"
-    store = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
+async def test_secrets_are_sealed_in_the_rows_and_on_disk(
+        database_url: str, at_rest: AtRest) -> None:
+    """What a reader of bac.db and its WAL (or of a PostgreSQL dump) gets is ciphertext:
+    no env var value, no envd or traffic token; the store itself reads the records back
+    unchanged."""
+    store = await SqlStore.open(database_url, Sealer(Sealer.new_key()))
     await store.keys.ensure_team("team")
     await store.sandboxes.insert_sandbox(_sandbox())
     await store.checkpoints.add_checkpoint(_checkpoint())
     await store.sandboxes.update_sandbox("sbx1", state="paused")
     assert await store.sandboxes.get_sandbox("sbx1") == replace(_sandbox(), state="paused")
     assert await store.checkpoints.get_checkpoint("ck1") == _checkpoint()
-    on_disk = _bytes_on_disk(db)
+    on_disk = at_rest(database_url)
     await store.close()
     assert b"sbx1" in on_disk  # the probe does see the rows
     for clear in (SECRET, TOKEN, TRAFFIC):
         assert clear.encode() not in on_disk
 
 
-async def test_command_output_in_the_trace_is_sealed_at_rest(tmp_path: Path) -> None:
+async def test_command_output_in_the_trace_is_sealed_at_rest(
+        database_url: str, at_rest: AtRest) -> None:
     """A process event's output tails (a command may print a secret) are ciphertext on
     disk; the trace reads them back in clear, other fields untouched."""
     from bac_server.store import EventRecord, TraceQuery
 
-    db = tmp_path / "bac.db"
-    store = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
+    store = await SqlStore.open(database_url, Sealer(Sealer.new_key()))
     await store.keys.ensure_team("team")
     await store.sandboxes.insert_sandbox(_sandbox())
     fields = {"pid": 7, "cmd": "echo $OPENAI_API_KEY", "exit_code": 0,
@@ -88,33 +92,32 @@ async def test_command_output_in_the_trace_is_sealed_at_rest(tmp_path: Path) -> 
     [read] = await store.sandboxes.trace(TraceQuery(team_id="team", sandbox_id="sbx1",
                                                     kinds=frozenset({"process"})))
     assert read.fields == fields
-    on_disk = _bytes_on_disk(db)
+    on_disk = at_rest(database_url)
     await store.close()
     assert b"echo $OPENAI_API_KEY" in on_disk  # the command line itself is not sealed
     assert SECRET.encode() not in on_disk
 
 
-async def test_another_key_or_a_moved_value_does_not_open(tmp_path: Path) -> None:
+async def test_another_key_or_a_moved_value_does_not_open(database_url: str) -> None:
     """A store opened with another key file refuses the rows (it never guesses); a sealed
     value copied into another row does not open either."""
-    db = tmp_path / "bac.db"
     sealer = Sealer(Sealer.new_key())
-    store = await SqlStore.open(_url(db), sealer)
+    store = await SqlStore.open(database_url, sealer)
     await store.keys.ensure_team("team")
     await store.sandboxes.insert_sandbox(_sandbox("one"))
     await store.sandboxes.insert_sandbox(replace(_sandbox("two"), envd_access_token="f" * 32))
     await store.close()
-    other = await SqlStore.open(_url(db), Sealer(Sealer.new_key()))
+    other = await SqlStore.open(database_url, Sealer(Sealer.new_key()))
     with pytest.raises(SealError, match="does not open"):
         await other.sandboxes.get_sandbox("one")
     await other.close()
-    engine = open_engine(_url(db))
+    engine = open_engine(database_url)
     async with engine.begin() as conn:
         await conn.exec_driver_sql(
             "UPDATE sandboxes SET envd_access_token = (SELECT envd_access_token FROM "
             "sandboxes WHERE sandbox_id = 'one') WHERE sandbox_id = 'two'")
     await engine.dispose()
-    store = await SqlStore.open(_url(db), sealer)
+    store = await SqlStore.open(database_url, sealer)
     assert await store.sandboxes.get_sandbox("one") == _sandbox("one")
     with pytest.raises(SealError, match=r"sandboxes\.envd_access_token:two"):
         await store.sandboxes.get_sandbox("two")
