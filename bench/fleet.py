@@ -81,9 +81,12 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    # No pool: the CPU floor is the fleet standing still, not refills.
+    # No pool: the CPU floor is the fleet standing still, not refills. Booted, not
+    # restored: a sandbox that never ran a command holds 8 MiB booted, 25 restored from
+    # a start snapshot (envd served a command before it): a thousand must fit.
     with bac_server(0, BAC_MAX_SANDBOXES_PER_TEAM=str(args.n + 10), BAC_POOL_MAX="0",
-                    BAC_START_SNAPSHOT_POOL="0") as (url, key, data_dir):
+                    BAC_START_SNAPSHOT_POOL="0", BAC_START_SNAPSHOTS="false"
+                    ) as (url, key, data_dir):
         pid = _server_pid(data_dir)
         began = time.monotonic()
         ids = asyncio.run(_create(url, key, args.n))
