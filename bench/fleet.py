@@ -73,6 +73,40 @@ async def _create(url: str, key: str, n: int) -> list[str]:
         return list(await asyncio.gather(*(one() for _ in range(n))))
 
 
+def _api_at_scale(url: str, key: str, n: int, samples: int = 50) -> None:
+    """The API over a fleet of ``n``: listing every sandbox (E2B's v2 list, all pages),
+    and a create (to its answer) next to them."""
+    lists, pages, creates = [], [], []
+    with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=120) as client:
+        for _ in range(samples):
+            started = time.perf_counter()
+            token, seen = None, 0
+            while True:
+                asked = time.perf_counter()
+                page = client.get("/v2/sandboxes", params={"limit": 100, "state": "running",
+                                                          **({"nextToken": token} if token
+                                                             else {})})
+                page.raise_for_status()
+                pages.append((time.perf_counter() - asked) * 1000)
+                seen += len(page.json())
+                token = page.headers.get("x-next-token")
+                if not token:
+                    break
+            lists.append((time.perf_counter() - started) * 1000)
+        assert seen >= n, (seen, n)
+        for _ in range(samples // 2):
+            started = time.perf_counter()
+            made = client.post("/sandboxes", json={"templateID": "base", "timeout": 60})
+            made.raise_for_status()
+            creates.append((time.perf_counter() - started) * 1000)
+            client.delete(f"/sandboxes/{made.json()['sandboxID']}")
+    print(f"list, one page of 100 of {n}: p50 {statistics.median(pages):.1f} ms, "
+          f"p99 {pct(pages, 0.99):.1f} ms; all pages: p50 {statistics.median(lists):.1f} ms, "
+          f"p99 {pct(lists, 0.99):.1f} ms")
+    print(f"create beside {n}: p50 {statistics.median(creates):.1f} ms, "
+          f"p99 {pct(creates, 0.99):.1f} ms (n={len(creates)}, no pool: each boots)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1000, help="sandboxes in the fleet")
@@ -91,6 +125,7 @@ def main() -> None:
         began = time.monotonic()
         ids = asyncio.run(_create(url, key, args.n))
         print(f"{len(ids)} sandboxes created in {time.monotonic() - began:.0f} s", flush=True)
+        _api_at_scale(url, key, args.n)
         idle = _core_pct(pid, args.seconds)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM)
