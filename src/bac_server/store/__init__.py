@@ -3,6 +3,7 @@
 Only ``bac_server.app`` names a concrete store (``bac_server.store.sql.SqlStore``).
 """
 
+from bac_server.store.artefacts import ArtefactKind, ArtefactRecord, ArtefactStore
 from bac_server.store.base import Store, StoreConflict, StoreError, StoreUnavailable
 from bac_server.store.builds import BuildLogRecord, BuildRecord, BuildStore
 from bac_server.store.catalog import CatalogStore, SandboxPin, TagRecord, TemplateRecord
@@ -43,6 +44,9 @@ from bac_server.store.webhooks import (
 
 __all__ = [
     "ApiKeyRecord",
+    "ArtefactKind",
+    "ArtefactRecord",
+    "ArtefactStore",
     "Attempt",
     "BuildLogRecord",
     "BuildRecord",

@@ -2,7 +2,8 @@
 
 Each consumer in the control plane asks for the interfaces it uses (:mod:`.keys`,
 :mod:`.sandboxes`, :mod:`.metrics`, :mod:`.checkpoints`, :mod:`.catalog`, :mod:`.builds`,
-:mod:`.uploads`, :mod:`.gc`, :mod:`.webhooks`, :mod:`.usage`); only the composition root
+:mod:`.uploads`, :mod:`.gc`, :mod:`.webhooks`, :mod:`.usage`,
+:mod:`.artefacts`); only the composition root
 holds a whole :class:`Store`. The embedded default is SQLite (:mod:`bac_server.store.sql`);
 the same SQL classes serve PostgreSQL (``BAC_DATABASE_URL``). Only ``bac_server.app``
 names a concrete store.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from bac_server.store.artefacts import ArtefactStore
 from bac_server.store.builds import BuildStore
 from bac_server.store.catalog import CatalogStore
 from bac_server.store.checkpoints import CheckpointStore
@@ -81,5 +83,8 @@ class Store(Protocol):
 
     @property
     def usage(self) -> UsageStore: ...
+
+    @property
+    def artefacts(self) -> ArtefactStore: ...
 
     async def close(self) -> None: ...

@@ -4,7 +4,7 @@
 served by its own class over that engine (``store.keys`` a :class:`._keys.SqlKeys`, ...),
 in a module of its own because each is a consumer's concept (keys, sandboxes, metrics,
 checkpoints, the template catalog, builds, uploads, collection, webhooks, the event log
-read by team, usage and caps) that shares nothing with the others but the engine; only the sandbox,
+read by team, usage and caps, artefacts) that shares nothing with the others but the engine; only the sandbox,
 checkpoint and webhook classes hold the sealer.
 
 The same classes serve SQLite (the embedded default) and PostgreSQL (a
@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bac_server.store.artefacts import ArtefactStore
 from bac_server.store.builds import BuildStore
 from bac_server.store.catalog import CatalogStore
 from bac_server.store.checkpoints import CheckpointStore
@@ -28,6 +29,7 @@ from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
 from bac_server.store.sandboxes import EventRecord, SandboxStore
 from bac_server.store.sealing import Sealer
+from bac_server.store.sql._artefacts import SqlArtefacts
 from bac_server.store.sql._builds import SqlBuilds
 from bac_server.store.sql._catalog import SqlCatalog
 from bac_server.store.sql._checkpoints import SqlCheckpoints
@@ -68,6 +70,7 @@ class SqlStore:
         self.webhooks: WebhookStore = SqlWebhooks(engine, sealer)
         self.event_log: EventLogStore = SqlEventLog(engine, sealer)
         self.usage: UsageStore = SqlUsage(engine)
+        self.artefacts: ArtefactStore = SqlArtefacts(engine)
 
     @classmethod
     async def open(cls, url: str, sealer: Sealer,

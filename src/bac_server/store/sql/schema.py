@@ -276,3 +276,19 @@ cost_caps = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
 )
+
+# Migration 11: artefacts promoted out of sandboxes (control.artefacts), unique per
+# (team, run, name); the blob is ``<data>/artefacts/<sha256>``.
+artefacts = sa.Table(
+    "artefacts",
+    metadata,
+    sa.Column("team_id", sa.String(64), primary_key=True),
+    sa.Column("run_id", sa.String(255), primary_key=True),
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("sha256", sa.String(64), nullable=False, index=True),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("sandbox_id", sa.String(64), nullable=False),
+    sa.Column("source_path", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False, index=True),
+)

@@ -39,6 +39,7 @@ from bac_server.store.sql.migrations import (
     m0008_usage_cpu_mark,
     m0009_sandbox_key_name,
     m0010_wide_ids,
+    m0011_artefacts,
 )
 
 
@@ -62,7 +63,7 @@ STEPS: tuple[Step, ...] = (
     _unsealed(m0001_initial), _unsealed(m0002_checkpoints), _unsealed(m0003_templates),
     _step(m0004_sealed_secrets), _step(m0005_event_trace),
     _step(m0006_webhooks), _step(m0007_usage), _step(m0008_usage_cpu_mark),
-    _step(m0009_sandbox_key_name), _step(m0010_wide_ids),
+    _step(m0009_sandbox_key_name), _step(m0010_wide_ids), _step(m0011_artefacts),
 )
 LATEST = STEPS[-1].version
 
