@@ -35,6 +35,7 @@ from bac_server.control import (
     TemplateServices,
     TraceSettings,
 )
+from bac_server.control.artefacts import ArtefactSettings
 from bac_server.control.events import DeliverySettings, EventServices, WebhookLimits
 from bac_server.control.gc import GcSettings, TemplateGc
 from bac_server.control.metering import CpuCharge, PriceTable
@@ -318,6 +319,12 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
                               CpuCharge(config.price_cpu)),
             usage_flush_s=config.usage_flush_s,
             span_export=spans,
+            artefact_store=store.artefacts,
+            artefacts_dir=config.data_dir / "artefacts",
+            artefact_settings=ArtefactSettings(
+                quota_bytes=config.artefact_quota_mb << 20,
+                retention_s=config.artefact_retention_days * 86_400,
+                copy_timeout_s=config.artefact_copy_timeout_s),
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))

@@ -208,6 +208,12 @@ class ServerConfig:
     # The CRIU binary for full-state pauses; empty: /usr/local/sbin/criu (what
     # scripts/build-criu.sh installs), then criu on PATH.
     criu: str = ""
+    # Artefacts (docs/volumes-secrets-artefacts.md): disk all of a team's artefacts may
+    # use, MiB (0: no limit); days an artefact is kept after its promotion (0: until it is
+    # deleted); how long one promotion's copy out of the sandbox may take, seconds.
+    artefact_quota_mb: int = 10_240
+    artefact_retention_days: float = 30.0
+    artefact_copy_timeout_s: float = 600.0
     # Desktop streams (docs/desktop.md): the ports of every sandbox that the gateway opens
     # only with a stream token (comma-separated; empty: none), a token's lifetime when the
     # request names none, and the longest one may have, seconds.
@@ -256,6 +262,11 @@ class ServerConfig:
                                   "or https:// URL")
         if not self.otlp_timeout_s > 0:
             raise ConfigError("BAC_OTLP_TIMEOUT_S must be more than 0")
+        if self.artefact_quota_mb < 0 or not 0 <= self.artefact_retention_days < 1e6:
+            raise ConfigError("BAC_ARTEFACT_QUOTA_MB and BAC_ARTEFACT_RETENTION_DAYS must be "
+                              "0 (no bound) or more")
+        if not self.artefact_copy_timeout_s > 0:
+            raise ConfigError("BAC_ARTEFACT_COPY_TIMEOUT_S must be more than 0")
         for name in ("trace_keep_per_sandbox", "trace_burst", "otlp_queue_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"BAC_{name.upper()} must be at least 1")

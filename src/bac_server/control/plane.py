@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bac_server.backends.base import Backend, CpuMetered, Traced
+from bac_server.control.artefacts import Artefacts, ArtefactSettings, Blobs
 from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
 from bac_server.control.clock import Clock, SystemClock
@@ -54,6 +55,7 @@ from bac_server.control.templates import (
     split_ref,
 )
 from bac_server.store import (
+    ArtefactStore,
     BuildStore,
     CatalogStore,
     CheckpointStore,
@@ -154,11 +156,16 @@ class ControlPlane:
         usage_flush_s: float = 5.0,
         cap_check_s: float = 0.5,
         span_export: SpanExport | None = None,
+        artefact_store: ArtefactStore | None = None,
+        artefacts_dir: Path | None = None,
+        artefact_settings: ArtefactSettings | None = None,
     ) -> None:
         """``usage_store``: where the meter writes what sandboxes use (None: no
-        metering). ``clock``: what lifetimes are measured and scheduled by (the wall clock unless
-        a simulation brings its own). ``span_export``: the trace's OTLP export, which the
-        store feeds every event it logs (None: none); started and flushed with the plane."""
+        metering). ``artefact_store`` and ``artefacts_dir``: where artefacts' rows and
+        bytes are kept (either None: no artefacts). ``clock``: what lifetimes are
+        measured and scheduled by (the wall clock unless a simulation brings its own).
+        ``span_export``: the trace's OTLP export, which the store feeds every event it
+        logs (None: none); started and flushed with the plane."""
         self.backend = backend
         self.templates = templates
         self.sandbox_store = sandbox_store
@@ -247,6 +254,13 @@ class ControlPlane:
                 prices=self.prices, registry=self.registry, lifecycle=self.lifecycle,
                 clock=self.clock, switch=self.kill_switch, check_s=cap_check_s)
             self.lifecycle.pausing.cap_gate = self.caps.release
+        # Artefacts promoted out of sandboxes (docs/volumes-secrets-artefacts.md).
+        self.artefacts: Artefacts | None = None
+        if artefact_store is not None and artefacts_dir is not None:
+            self.artefacts = Artefacts(
+                artefact_store=artefact_store, sandbox_store=sandbox_store,
+                registry=self.registry, blobs=Blobs(artefacts_dir),
+                settings=artefact_settings, on_logged=self.traces.changes.notify)
 
     async def start(self) -> ReconcileReport:
         """End what a previous process left half-done (builds, pins), re-attach what
@@ -271,6 +285,8 @@ class ControlPlane:
         if self.events is not None:
             self.events.start()
         await self.checkpoints.sweep()
+        if self.artefacts is not None:
+            await self.artefacts.start()
         for sbx in self.registry.all():
             self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
         return report
@@ -296,6 +312,8 @@ class ControlPlane:
         await self.templates.close()
         self.lifecycle.close()
         self.checkpoints.close()
+        if self.artefacts is not None:
+            await self.artefacts.close()
         if isinstance(self.backend, Traced):
             self.backend.trace_to(None)
         await self.traces.stop()

@@ -64,7 +64,7 @@ ENTRIES: tuple[Entry, ...] = (
       for name in ("sandboxes", "checkpoints", "envd")),
     *(Entry(name, True, 0o700)
       for name in ("templates", "layers", "images", "imports", "cache", "template-uploads",
-                   "start-snapshots", "claims", ".discard")),
+                   "start-snapshots", "artefacts", "claims", ".discard")),
 )
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 

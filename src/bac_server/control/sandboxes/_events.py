@@ -55,6 +55,9 @@ class EventKind(enum.Enum):
     SAVED = "saved"
     # Something is near a bound (e.g. 80 % of a cap): a Bac event type, delivered by webhooks.
     WARNING = "warning"
+    # A file or directory of the sandbox promoted to an artefact (``control.artefacts``),
+    # or promoted again with the same content (field ``created``).
+    ARTEFACT_PROMOTED = "artefact_promoted"
 
 
 class EndReason(enum.Enum):

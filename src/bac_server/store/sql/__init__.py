@@ -4,8 +4,8 @@
 served by its own class over that engine (``store.keys`` a :class:`._keys.SqlKeys`, ...),
 in a module of its own because each is a consumer's concept (keys, sandboxes, metrics,
 checkpoints, the template catalog, builds, uploads, collection, webhooks, the event log
-read by team, usage and caps, artefacts) that shares nothing with the others but the engine; only the sandbox,
-checkpoint and webhook classes hold the sealer.
+read by team, usage and caps, artefacts) that shares nothing with the others but the
+engine; only the sandbox, checkpoint and webhook classes hold the sealer.
 
 The same classes serve SQLite (the embedded default) and PostgreSQL (a
 ``postgresql+asyncpg://`` URL): portable Core constructs, and where the engines differ
