@@ -9,6 +9,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Route
 
 from bac_server.api import (
+    artefacts,
     caps,
     checkpoints,
     fleet,
@@ -30,6 +31,7 @@ _ID = "/sandboxes/{sandbox_id:str}"
 _TPL = "/templates/{template_id}"
 _BUILD = _TPL + "/builds/{buildID}"
 _HOOK = "/events/webhooks/{webhookID}"
+_ART = "/artefacts/{run_id}/{name}"
 
 ROUTES = [
     Route("/health", health.health, methods=["GET"]),
@@ -99,6 +101,10 @@ ROUTES = [
     Route("/caps/{capID}", caps.get_cap, methods=["GET"]),
     Route("/caps/{capID}", caps.update_cap, methods=["PATCH"]),
     Route("/caps/{capID}", caps.delete_cap, methods=["DELETE"]),
+    Route(_ID + "/artefacts", artefacts.promote, methods=["POST"]),
+    Route("/artefacts", artefacts.list_artefacts, methods=["GET"]),
+    Route(_ART, artefacts.download, methods=["GET"]),
+    Route(_ART, artefacts.delete, methods=["DELETE"]),
     Route("/admin/fleet/pause", fleet.pause, methods=["POST"]),
     Route("/admin/fleet/kill", fleet.kill, methods=["POST"]),
     Route("/admin/fleet/release", fleet.release, methods=["POST"]),
