@@ -12,6 +12,8 @@ the environment: ``BAC_API_URL`` (default ``http://localhost:3000``) and
 ``BAC_API_KEY``, with ``E2B_API_URL``/``E2B_API_KEY`` accepted as fallbacks.
 """
 
+from bac._artefacts import Artefact, ArtefactKind, AsyncArtefacts, AsyncSandboxArtefacts
+from bac._artefacts_sync import Artefacts, SandboxArtefacts
 from bac._code_results import (
     Context,
     Execution,
@@ -55,6 +57,8 @@ from bac._envd import (
 )
 from bac._errors import (
     AlreadyExistsError,
+    ArtefactConflictError,
+    ArtefactNotFoundError,
     AuthenticationError,
     CapReachedError,
     CommandExitError,
@@ -132,6 +136,12 @@ __all__ = [
     "LIFECYCLE_TYPES",
     "WARNING_TYPE",
     "AlreadyExistsError",
+    "Artefact",
+    "ArtefactConflictError",
+    "ArtefactKind",
+    "ArtefactNotFoundError",
+    "Artefacts",
+    "AsyncArtefacts",
     "AsyncCommandHandle",
     "AsyncCommands",
     "AsyncCosts",
@@ -142,6 +152,7 @@ __all__ = [
     "AsyncFleet",
     "AsyncPty",
     "AsyncSandbox",
+    "AsyncSandboxArtefacts",
     "AsyncSandboxPaginator",
     "AsyncTemplates",
     "AsyncWatchHandle",
@@ -198,6 +209,7 @@ __all__ = [
     "RateLimitError",
     "Result",
     "Sandbox",
+    "SandboxArtefacts",
     "SandboxError",
     "SandboxHealth",
     "SandboxInfo",

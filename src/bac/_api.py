@@ -8,8 +8,9 @@ server's ``Should-Retry`` header, falling back to retrying 429/502/503/504.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -136,3 +137,22 @@ class ApiClient:
             return response.json()
         except ValueError as exc:
             raise e.ServerError(f"{method} {path}: the server sent a non-JSON body") from exc
+
+    @contextlib.asynccontextmanager
+    async def stream(self, method: str, path: str, *,
+                     not_found: type[e.SandboxError] = e.NotFoundError,
+                     ) -> AsyncIterator[httpx.Response]:
+        """One request whose 200 answer's body is read as it comes (no retries: a body
+        may be large); a failure raises as :meth:`request` does."""
+        try:
+            async with self._http.stream(method, path,
+                                         timeout=self.config.timeout(None)) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise api_error(response, not_found)
+                yield response
+        except httpx.TimeoutException as exc:
+            raise e.TimeoutError(f"{method} {path} timed out (request_timeout)") from exc
+        except httpx.TransportError as exc:
+            raise e.ServerUnreachableError(
+                f"cannot reach the Bac API at {self.config.api_url}: {exc}") from exc

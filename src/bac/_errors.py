@@ -15,12 +15,14 @@ client, the envd HTTP client); nothing above those boundaries inspects status co
     │   └── UnknownUserError          the ``user`` named has no account in the sandbox
     ├── NotFoundError                 404, envd ``not_found``
     │   ├── SandboxNotFoundError      the sandbox does not exist (or is not yours)
-    │   └── PathNotFoundError         a file or directory in the sandbox (also a
-    │                                 builtin ``FileNotFoundError``)
+    │   ├── PathNotFoundError         a file or directory in the sandbox (also a
+    │   │                             builtin ``FileNotFoundError``)
+    │   └── ArtefactNotFoundError     no artefact of that name in that run
     ├── AlreadyExistsError            409, envd ``already_exists``
+    │   └── ArtefactConflictError     other bytes were promoted under that name
     ├── RateLimitError                429, envd ``resource_exhausted``
     ├── NotEnoughSpaceError           507: the sandbox's disk, or the team's checkpoint
-    │                                 quota, is full
+    │                                 or artefact quota, is full
     ├── TimeoutError                  request, command or watch deadline (also a
     │                                 builtin ``TimeoutError``)
     ├── SandboxNotRunningError        the sandbox was killed or timed out
@@ -123,8 +125,17 @@ class PathNotFoundError(NotFoundError, builtins.FileNotFoundError):
         return self.message
 
 
+class ArtefactNotFoundError(NotFoundError):
+    """The run has no artefact of that name (or the run id is not the team's)."""
+
+
 class AlreadyExistsError(SandboxError):
     """The thing the request would create already exists."""
+
+
+class ArtefactConflictError(AlreadyExistsError):
+    """Other bytes were promoted under this run and name before: an artefact is never
+    replaced (promote under another name, or delete it first)."""
 
 
 class RateLimitError(SandboxError):

@@ -26,6 +26,7 @@ from bac import _network as network_api
 from bac import _saving as saving
 from bac import _trace as trace_api
 from bac._api import ApiClient
+from bac._artefacts import AsyncSandboxArtefacts
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback, CodeClient
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts, whole_seconds
@@ -78,6 +79,7 @@ class AsyncSandbox:
         self._pty = AsyncPty(self._envd, self._commands)
         self._files = AsyncFilesystem(self._envd)
         self._desktop = AsyncDesktop(api, self._sandbox_id, self._commands, self._files)
+        self._artefacts = AsyncSandboxArtefacts(api, self._sandbox_id)
         self._code = CodeClient(self._config, self._sandbox_id, self._access_token,
                                 self.traffic_access_token, self._envd.is_healthy)
 
@@ -105,6 +107,12 @@ class AsyncSandbox:
     def desktop(self) -> AsyncDesktop:
         """The screen of a ``desktop`` sandbox: screenshots and the live viewer's URL."""
         return self._desktop
+
+    @property
+    def artefacts(self) -> AsyncSandboxArtefacts:
+        """Its files and directories promoted into the server's durable storage under a
+        run id and a name (``promote``), and a run's artefacts."""
+        return self._artefacts
 
     @property
     def connection_config(self) -> ConnectionConfig:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Literal, Unpack
 
 from bac import _errors as e
+from bac._artefacts_sync import SandboxArtefacts
 from bac._code import DEFAULT_RUN_TIMEOUT, Callback
 from bac._code_results import Context, Execution, ExecutionError, OutputMessage, Result
 from bac._config import ConnectionConfig, ConnectionOpts
@@ -89,6 +90,7 @@ class Sandbox:
         self._pty = Pty(inner.pty)
         self._files = Filesystem(inner.files)
         self._desktop = Desktop(inner.desktop)
+        self._artefacts = SandboxArtefacts(inner.artefacts)
 
     @property
     def sandbox_id(self) -> str:
@@ -114,6 +116,11 @@ class Sandbox:
     def desktop(self) -> Desktop:
         """The screen of a ``desktop`` sandbox: screenshots and the live viewer's URL."""
         return self._desktop
+
+    @property
+    def artefacts(self) -> SandboxArtefacts:
+        """See :attr:`AsyncSandbox.artefacts`."""
+        return self._artefacts
 
     @property
     def connection_config(self) -> ConnectionConfig:

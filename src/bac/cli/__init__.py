@@ -16,6 +16,7 @@ import click
 
 from bac._version import __version__
 from bac.cli._admin import admin, keys, serve
+from bac.cli._artefacts import artefacts
 from bac.cli._costs import caps, usage
 from bac.cli._desktop import desktop
 from bac.cli._events import events, webhooks
@@ -82,6 +83,7 @@ cli.add_command(trace)
 cli.add_command(webhooks)
 cli.add_command(usage)
 cli.add_command(caps)
+cli.add_command(artefacts)
 cli.add_command(mcp)
 
 
