@@ -231,13 +231,13 @@ class Artefacts:
 
     async def _expire_forever(self) -> None:
         while True:
+            await asyncio.sleep(self.settings.sweep_every_s)
             try:
                 gone = await self.expire()
                 if gone:
                     log.info("artefact retention: %d artefact(s) deleted", gone)
             except Exception:
                 log.exception("artefact retention pass failed")
-            await asyncio.sleep(self.settings.sweep_every_s)
 
     async def start(self) -> None:
         """Remove what a previous process left half-written or unnamed, then expire in the
