@@ -51,7 +51,7 @@ def _artefacts(request: Request) -> Artefacts:
 
 
 def _key(request: Request) -> tuple[str, str]:
-    return request.path_params["run_id"], request.path_params["name"]
+    return request.path_params["runId"], request.path_params["name"]
 
 
 async def promote(request: Request) -> Response:

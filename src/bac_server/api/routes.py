@@ -31,7 +31,7 @@ _ID = "/sandboxes/{sandbox_id:str}"
 _TPL = "/templates/{template_id}"
 _BUILD = _TPL + "/builds/{buildID}"
 _HOOK = "/events/webhooks/{webhookID}"
-_ART = "/artefacts/{run_id}/{name}"
+_ART = "/artefacts/{runId}/{name}"
 
 ROUTES = [
     Route("/health", health.health, methods=["GET"]),

@@ -162,3 +162,32 @@ def test_error_statuses_conform(server: ServerProcess, api: httpx.Client) -> Non
     bad = api.get("/v2/sandboxes", params={"limit": 1000})
     check("GET", "/v2/sandboxes", bad)
     assert bad.status_code == 400
+
+
+def test_artefact_responses_conform(api: httpx.Client, sandbox_id: str) -> None:
+    """Promote (201, then 200 for the same bytes, 409 for others, 404 for a missing path),
+    list, download and delete answer per the spec."""
+    run = f"openapi-{time.monotonic_ns()}"
+    promote = f"/sandboxes/{sandbox_id}/artefacts"
+    route = "/sandboxes/{sandboxID}/artefacts"
+    statuses = []
+    for path in ("/etc/hostname", "/etc/hostname", "/etc/os-release", "/nowhere"):
+        answer = api.post(promote, json={"path": path, "name": "h", "runId": run})
+        check("POST", route, answer)
+        statuses.append(answer.status_code)
+    assert statuses == [201, 200, 409, 404]
+    bad = api.post(promote, json={"path": "/etc/hostname", "name": "a/b", "runId": run})
+    check("POST", route, bad)
+    assert bad.status_code == 400
+    listed = api.get("/artefacts", params={"runId": run})
+    check("GET", "/artefacts", listed)
+    assert [a["name"] for a in listed.json()] == ["h"]
+    got = api.get(f"/artefacts/{run}/h")
+    check("GET", "/artefacts/{runId}/{name}", got)
+    assert got.status_code == 200 and got.headers["x-bac-artefact-sha256"] == \
+        listed.json()[0]["sha256"]
+    gone = api.delete(f"/artefacts/{run}/h")
+    check("DELETE", "/artefacts/{runId}/{name}", gone)
+    again = api.get(f"/artefacts/{run}/h")
+    check("GET", "/artefacts/{runId}/{name}", again)
+    assert (gone.status_code, again.status_code) == (204, 404)
