@@ -13,6 +13,7 @@ sandboxes.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import os
 from dataclasses import dataclass
@@ -119,7 +120,7 @@ async def download_to(api: ApiClient, run_id: str, name: str, dest: str | os.Pat
                               not_found=e.ArtefactNotFoundError) as response:
             with partial.open("wb") as sink:
                 async for chunk in response.aiter_bytes():
-                    sink.write(chunk)
+                    await asyncio.to_thread(sink.write, chunk)
         partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)

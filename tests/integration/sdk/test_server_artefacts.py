@@ -112,16 +112,23 @@ def test_a_symlink_to_a_host_path_reads_inside_the_sandbox(bac_server: BacServer
         assert box.artefacts.list(run) == []
 
 
-async def test_concurrent_identical_promotions_make_one_record(bac_server: BacServer) -> None:
-    """Eight identical promotions at once: one record, made by exactly one of them."""
+async def test_concurrent_identical_promotions_make_one_record(bac_server: BacServer,
+                                                                tmp_path: Path) -> None:
+    """Eight identical promotions at once: one record, made by exactly one of them; the
+    team's client streams it to a file."""
     run = _run()
+    data = secrets.token_bytes(50_000)
     async with await AsyncSandbox.create(timeout=120, **_opts(bac_server)) as box:
-        await box.files.write("/home/user/same.txt", secrets.token_bytes(50_000))
+        await box.files.write("/home/user/same.txt", data)
         done = await asyncio.gather(*(box.artefacts.promote("/home/user/same.txt", "same",
                                                             run_id=run) for _ in range(8)))
         assert sorted(d.created for d in done) == [False] * 7 + [True]
         assert len({d.sha256 for d in done}) == 1
         assert len(await box.artefacts.list(run)) == 1
+    async with AsyncArtefacts(**_opts(bac_server)) as artefacts:
+        target = await artefacts.download_to(run, "same", tmp_path / "same")
+        assert target.read_bytes() == data
+        assert not (tmp_path / ".same.partial").exists()
 
 
 def test_artefacts_are_the_teams_and_deleted_with_their_bytes(bac_server: BacServer) -> None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bac_server.control import ManualClock, Registry
-from bac_server.control.artefacts import ArtefactSettings, Artefacts, Blobs
+from bac_server.control.artefacts import Artefacts, ArtefactSettings, Blobs
 from bac_server.store import ArtefactKind, ArtefactRecord
 from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
