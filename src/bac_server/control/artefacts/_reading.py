@@ -89,6 +89,16 @@ class ReadFailed(Exception):
     pass
 
 
+def _kind(first: bytes) -> Kind:
+    # What the program wrote first; anything else is not our program's output (python3
+    # in the sandbox is the sandbox's own, and may be anything).
+    for kind in Kind:
+        if first == kind.value.encode():
+            return kind
+    raise ReadFailed("the copy program in the sandbox wrote something unexpected "
+                     "(is its python3 a Python?)")
+
+
 class PathNotFound(ReadFailed):
     pass
 
@@ -135,7 +145,7 @@ async def read_out(envd: Envd, path: str, sink: Callable[[bytes], Awaitable[None
                         case Oneof(field="data", value=ProcessEvent.DataEvent(
                                 output=Oneof(field="stdout", value=bytes() as chunk))):
                             if kind is None and chunk:
-                                kind = Kind(chunk[:1].decode())
+                                kind = _kind(chunk[:1])
                                 chunk = chunk[1:]
                             size += len(chunk)
                             if max_bytes is not None and size > max_bytes:
