@@ -73,7 +73,8 @@ def test_a_directory_is_the_same_tar_every_time_with_links_kept_as_links(
     as the same bytes (a no-op); its symlinks are links in the tar, never followed."""
     run = _run()
     script = ("rm -rf /home/user/res && mkdir -p /home/user/res/sub && cd /home/user/res && "
-              "printf alpha > a.txt && printf beta > sub/b.txt && ln -s /etc/passwd pw")
+              "printf alpha > a.txt && printf beta > sub/b.txt && ln -s /etc/passwd pw && "
+              "echo 'raise SystemExit(9)' > /home/user/tarfile.py")  # never imported
     with Sandbox.create(timeout=120, **_opts(bac_server)) as box:
         box.commands.run(script)
         first = box.artefacts.promote("/home/user/res", "res", run_id=run)

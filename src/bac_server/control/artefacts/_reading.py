@@ -6,8 +6,10 @@ sandbox's root file system from the host: there a symlink the sandbox made would
 followed by the host's root and could read the host's files. Inside, the same symlink
 resolves in the sandbox's own mount namespace, with the user's own permissions.
 
-The process is one Python program (every template has ``python3``: envd needs it),
-started through the generated Connect client (``bac_protocol``), as
+The process is one Python program (every template has ``python3``: envd needs it), run
+isolated (``-I``: no ``PYTHON*`` variables, no working directory on ``sys.path``, so a
+``tarfile.py`` of the user's is never imported), started through the generated Connect
+client (``bac_protocol``), as
 ``backends/envd_ready.py`` runs a ready check. Its stdout is one byte saying what the
 path is (``F`` a regular file, ``D`` a directory) and then its bytes: a file's as they
 are, a directory's as a tar made the same way every time (names sorted, owners, groups
@@ -127,7 +129,7 @@ async def read_out(envd: Envd, path: str, sink: Callable[[bytes], Awaitable[None
     returns what the path was. ``max_bytes``: more is ``TooLarge`` (None: no bound)."""
     request = StartRequest(
         process=ProcessConfig(cmd="/bin/sh",
-                              args=["-c", 'exec python3 -c "$0" "$1"', _PROGRAM, path]),
+                              args=["-c", 'exec python3 -I -c "$0" "$1"', _PROGRAM, path]),
         stdin=False)
     headers = {"X-Access-Token": envd.access_token} if envd.access_token else {}
     kind: Kind | None = None
