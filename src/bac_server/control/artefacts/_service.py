@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import BinaryIO
 
+from bac_server.cancel_safe import to_the_end
 from bac_server.store import ArtefactKind, ArtefactRecord, ArtefactStore, SandboxStore
 
 from ..errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
@@ -115,16 +116,23 @@ class Artefacts:
             size_bytes=partial.size,
             kind=ArtefactKind.FILE if kind is Kind.FILE else ArtefactKind.DIRECTORY,
             sandbox_id=sandbox_id, source_path=path, created_at=self._now())
+        stored = await to_the_end(self._publish(record, partial))
+        if stored is not record:  # a promotion of the same name won the insert
+            return await self._again(team, sandbox_id, path, stored, record.sha256)
+        await self._log(team, sandbox_id, path, record, created=True)
+        return Promotion(record, True)
+
+    async def _publish(self, record: ArtefactRecord, partial: Partial) -> ArtefactRecord:
+        """The blob made visible and its row inserted, together under the blob's lock
+        (run to the end: a client gone meanwhile leaves no blob without its row); returns
+        the row kept, another promotion's when it inserted first."""
         async with self.blobs.holding(record.sha256):
             await self.blobs.publish(partial)
             stored = await self._store.add_artefact(record)
             if stored.sha256 != record.sha256 \
                     and not await self._store.blob_in_use(record.sha256):
                 await self.blobs.remove(record.sha256)
-        if stored != record:  # a promotion of the same name won the insert
-            return await self._again(team, sandbox_id, path, stored, record.sha256)
-        await self._log(team, sandbox_id, path, record, created=True)
-        return Promotion(record, True)
+        return stored
 
     def _bound(self, existing: ArtefactRecord | None, used: int) -> int | None:
         """The most bytes the copy may take: the existing row's (more is other bytes),
@@ -206,7 +214,7 @@ class Artefacts:
 
     async def delete(self, team: Team, run_id: str, name: str) -> None:
         record = await self.get(team, run_id, name)
-        await self._forget(record)
+        await to_the_end(self._forget(record))
 
     async def _forget(self, record: ArtefactRecord) -> bool:
         async with self.blobs.holding(record.sha256):
