@@ -81,6 +81,9 @@ async def promote(api: ApiClient, sandbox_id: str, path: str, name: str, *,
             "POST", sandbox_path(sandbox_id, "/artefacts"),
             json={"path": path, "name": name, "runId": run_id}, ok=(200, 201))
     except e.AlreadyExistsError as exc:
+        # A 409 is other bytes under the name, or a sandbox not running (paused).
+        if "other content" not in exc.message:
+            raise
         raise e.ArtefactConflictError(exc.message, status_code=exc.status_code) from exc
     except e.NotFoundError as exc:
         # The server names what it did not find: the path in the sandbox, or the sandbox.

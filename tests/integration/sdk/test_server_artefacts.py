@@ -133,8 +133,9 @@ async def test_concurrent_identical_promotions_make_one_record(bac_server: BacSe
 
 
 def test_artefacts_are_the_teams_and_deleted_with_their_bytes(bac_server: BacServer) -> None:
-    """Another team sees no artefact of the run; delete removes it (then not found);
-    bad names and bodies are 400s with {code, message}."""
+    """Another team sees no artefact of the run; a paused sandbox is a 409 that is not an
+    artefact conflict; delete removes it (then not found); bad names and bodies are 400s
+    with {code, message}."""
     run = _run()
     with Sandbox.create(timeout=120, **_opts(bac_server)) as box:
         box.files.write("/home/user/x", b"x")
@@ -149,6 +150,11 @@ def test_artefacts_are_the_teams_and_deleted_with_their_bytes(bac_server: BacSer
                 other.promote(box.sandbox_id, "/home/user/x", "y", run_id=run)
         with pytest.raises(bac.InvalidArgumentError):
             box.artefacts.promote("/home/user/x", "../x", run_id=run)
+        box.pause()
+        with pytest.raises(bac.AlreadyExistsError, match="paused") as paused:
+            box.artefacts.promote("/home/user/x", "x2", run_id=run)
+        assert not isinstance(paused.value, bac.ArtefactConflictError)
+        box.resume()
         box.artefacts.delete(run, "x")
         with pytest.raises(bac.ArtefactNotFoundError):
             box.artefacts.download(run, "x")

@@ -96,7 +96,7 @@ class Artefacts:
         sbx = self._registry.owned(team, sandbox_id)
         route = self._registry.route(sandbox_id)
         if sbx.state is not SandboxState.RUNNING or route is None:
-            raise Conflict(f"sandbox {sandbox_id!r} is not running; resume it first")
+            raise Conflict(f"sandbox {sandbox_id!r} is paused; resume it first")
         existing = await self._store.get_artefact(team.team_id, run_id, name)
         bound = self._bound(existing, await self._store.artefact_bytes(team.team_id))
         partial = await self.blobs.partial()
