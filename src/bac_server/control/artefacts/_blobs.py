@@ -32,9 +32,12 @@ class Partial:
         self.size = 0
 
     async def write(self, data: bytes) -> None:
-        self._hash.update(data)
         self.size += len(data)
-        await asyncio.to_thread(_write_all, self._fd, data)
+        await asyncio.to_thread(self._take, data)  # hashing a MiB is work too: off the loop
+
+    def _take(self, data: bytes) -> None:
+        self._hash.update(data)
+        _write_all(self._fd, data)
 
     @property
     def sha256(self) -> str:
