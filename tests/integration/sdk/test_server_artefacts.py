@@ -185,7 +185,8 @@ def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
 def test_the_teams_quota_refuses_what_would_pass_it(small_quota_server: BacServer) -> None:
     """With a 1 MiB quota, 700 KB promote and the next 700 KB are refused with
     NotEnoughSpaceError (507), leaving no record; a promotion of the same bytes again
-    still succeeds (it adds nothing)."""
+    still succeeds (it adds nothing); an 8 GB file is stopped once past the quota, its
+    copy killed in the sandbox."""
     run = _run()
     opts = _opts(small_quota_server)
     with Sandbox.create(timeout=120, **opts) as box:
@@ -195,4 +196,10 @@ def test_the_teams_quota_refuses_what_would_pass_it(small_quota_server: BacServe
         with pytest.raises(bac.NotEnoughSpaceError):
             box.artefacts.promote("/home/user/b", "b", run_id=run)
         assert box.artefacts.promote("/home/user/a", "a", run_id=run).created is False
+        box.commands.run("truncate -s 8G /home/user/huge")  # sparse: read for minutes
+        with pytest.raises(bac.NotEnoughSpaceError):
+            box.artefacts.promote("/home/user/huge", "huge", run_id=run)
+        # The copy was stopped in the sandbox, not left reading to its deadline.
+        left = box.commands.run("pgrep -f 'python3 -I -[c]' || true")
+        assert left.stdout.strip() == ""
         assert [a.name for a in box.artefacts.list(run)] == ["a"]

@@ -22,6 +22,7 @@ Error tree::
     ReadFailed          envd could not be reached, or the program failed (message says)
     ├── PathNotFound    the path does not exist in the sandbox
     └── TooLarge        the bytes passed the bound the caller set (the program is killed)
+    SinkFailed          the caller's sink failed to keep the bytes (an ``OSError``)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from bac_protocol.envd.process_pb import (
     Signal,
     StartRequest,
 )
+from bac_server.cancel_safe import to_the_end
 
 _MAX_MESSAGE = 4 << 20
 _STDERR_TAIL = 600
@@ -105,6 +107,11 @@ class PathNotFound(ReadFailed):
     pass
 
 
+class SinkFailed(Exception):
+    """Keeping the bytes failed on the host (the message says why; ``__cause__`` is the
+    ``OSError``): not the sandbox's fault."""
+
+
 class TooLarge(ReadFailed):
     pass
 
@@ -153,7 +160,10 @@ async def read_out(envd: Envd, path: str, sink: Callable[[bytes], Awaitable[None
                             if max_bytes is not None and size > max_bytes:
                                 raise TooLarge(f"more than {max_bytes} bytes")
                             if chunk:
-                                await sink(chunk)
+                                try:
+                                    await sink(chunk)
+                                except OSError as exc:  # the host's side, not envd's
+                                    raise SinkFailed(str(exc)) from exc
                         case Oneof(field="data", value=ProcessEvent.DataEvent(
                                 output=Oneof(field="stderr", value=bytes() as chunk))):
                             stderr = (stderr + chunk)[-_STDERR_TAIL:]
@@ -161,13 +171,15 @@ async def read_out(envd: Envd, path: str, sink: Callable[[bytes], Awaitable[None
                             end = ended
                         case _:
                             pass
-            except TooLarge:
-                if pid:
-                    with contextlib.suppress(ConnectError, OSError):
-                        await client.send_signal(
+            except BaseException:
+                # Too large, the host's side failed, or the caller is gone: the program
+                # must not go on writing into nothing until its deadline.
+                if pid and end is None:
+                    with contextlib.suppress(ConnectError, OSError, TimeoutError):
+                        await to_the_end(client.send_signal(
                             SendSignalRequest(process=ProcessSelector(
                                 selector=_pid(pid)), signal=Signal.SIGKILL),
-                            headers=headers, timeout_ms=5000)
+                            headers=headers, timeout_ms=5000))
                 raise
     except ConnectError as exc:
         raise ReadFailed(f"envd refused the copy: {exc}") from exc

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import re
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from ..errors import Conflict, InvalidRequest, NotFound, QuotaExceeded
 from ..keys import Team
 from ..sandboxes import EventKind, Registry, SandboxState, event
 from ._blobs import Blobs, Partial
-from ._reading import Envd, Kind, PathNotFound, ReadFailed, TooLarge, read_out
+from ._reading import Envd, Kind, PathNotFound, ReadFailed, SinkFailed, TooLarge, read_out
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,11 @@ class Artefacts:
                                 f"{self.settings.quota_bytes}-byte quota") from exc
         except ReadFailed as exc:
             raise InvalidRequest(str(exc)) from exc
+        except SinkFailed as exc:
+            if isinstance(exc.__cause__, OSError) and exc.__cause__.errno == errno.ENOSPC:
+                raise QuotaExceeded("the server's disk is full; the promotion was "
+                                    "dropped") from exc
+            raise
         finally:
             self._registry.traffic_ended(sandbox_id)
 
