@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, BinaryIO
 
 from pydantic import Field, StrictStr
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -80,9 +81,12 @@ async def download(request: Request) -> Response:
                "Content-Disposition": f'attachment; filename="{filename}"',
                "ETag": f'"{record.sha256}"', "X-Bac-Artefact-Sha256": record.sha256,
                "X-Bac-Artefact-Kind": record.kind.value}
+    # Closed after the answer however it ends (a HEAD, a client gone before the first
+    # chunk: the generator's own close never runs then).
     return StreamingResponse(_chunks(handle), headers=headers,
                              media_type="application/x-tar" if directory
-                             else "application/octet-stream")
+                             else "application/octet-stream",
+                             background=BackgroundTask(handle.close))
 
 
 async def _chunks(handle: BinaryIO) -> AsyncIterator[bytes]:
