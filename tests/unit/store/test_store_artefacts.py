@@ -1,11 +1,10 @@
-"""The SQL store's artefacts on a real SQLite file."""
+"""The SQL store's artefacts on each engine."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from bac_server.store import ArtefactKind, ArtefactRecord
 from bac_server.store.sealing import Sealer
@@ -22,10 +21,10 @@ def _artefact(name: str, *, team: str = "team", run: str = "run-1", sha: str = "
                           created_at=at)
 
 
-async def test_artefacts_round_trip_list_sum_age_and_delete(tmp_path: Path) -> None:
+async def test_artefacts_round_trip_list_sum_age_and_delete(database_url: str) -> None:
     """Artefacts come back as stored, per team and run, oldest first; bytes add up per
     team; retention finds the old ones; a blob is in use while a row names it."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
+    store = await SqlStore.open(database_url, SEALER)
     try:
         first = _artefact("out.txt")
         assert await store.artefacts.add_artefact(first) == first
@@ -51,10 +50,10 @@ async def test_artefacts_round_trip_list_sum_age_and_delete(tmp_path: Path) -> N
         await store.close()
 
 
-async def test_a_name_taken_returns_the_row_already_there(tmp_path: Path) -> None:
+async def test_a_name_taken_returns_the_row_already_there(database_url: str) -> None:
     """Inserting under a (team, run, name) that exists keeps the first row and returns
     it, also when many inserts race: one row, the same one for every caller."""
-    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'bac.db'}", SEALER)
+    store = await SqlStore.open(database_url, SEALER)
     try:
         tries = [_artefact("x", sha=f"{i:064x}", at=NOW + timedelta(seconds=i))
                  for i in range(8)]
