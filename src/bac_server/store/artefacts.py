@@ -37,9 +37,12 @@ class ArtefactRecord:
 class ArtefactStore(Protocol):
     """Every method is one transaction."""
 
-    async def add_artefact(self, artefact: ArtefactRecord) -> ArtefactRecord:
+    async def add_artefact(self, artefact: ArtefactRecord, *,
+                           max_team_bytes: int | None = None) -> ArtefactRecord | None:
         """Insert it, or, when (team, run, name) exists, return the row already there
-        (never ``StoreConflict``: the caller compares the two)."""
+        (never ``StoreConflict``: the caller compares the two). None: with it the team's
+        artefacts would use more than ``max_team_bytes`` (nothing inserted; checked
+        together with the insert, so inserts at once never pass it together)."""
         ...
 
     async def get_artefact(self, team_id: str, run_id: str, name: str) -> ArtefactRecord | None:

@@ -62,3 +62,21 @@ async def test_a_name_taken_returns_the_row_already_there(database_url: str) -> 
         assert await store.artefacts.list_artefacts("team", "run-1") == [found[0]]
     finally:
         await store.close()
+
+
+async def test_the_teams_byte_bound_holds_for_inserts_at_once(database_url: str) -> None:
+    """With a bound of 35 bytes, eight 10-byte artefacts inserted at once: three are
+    kept, the others refused (None) and not inserted; another team is not counted."""
+    store = await SqlStore.open(database_url, SEALER)
+    try:
+        await store.artefacts.add_artefact(_artefact("theirs", team="other", size=1000))
+        found = await asyncio.gather(*(
+            store.artefacts.add_artefact(_artefact(f"a{i}", sha=f"{i:064x}", size=10),
+                                         max_team_bytes=35) for i in range(8)))
+        kept = [f for f in found if f is not None]
+        assert len(kept) == 3
+        assert sorted(a.name for a in await store.artefacts.list_artefacts("team", "run-1")) \
+            == sorted(a.name for a in kept)
+        assert await store.artefacts.artefact_bytes("team") == 30
+    finally:
+        await store.close()

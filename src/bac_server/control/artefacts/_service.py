@@ -10,9 +10,9 @@ identical promotions at once make one row (the store's insert keeps the first, t
 read it back). Each promotion, new or repeated, is an event in the sandbox's trace.
 
 Quota: the team's artefacts together may use ``quota_bytes``; a promotion is refused
-before the copy when the team is at it, and the copy stops once it would pass it
-(``QuotaExceeded``). Promotions running at once are each bounded by what was free when
-they began, so together they may pass it by at most their own sizes. Retention: rows older
+before the copy when the team is at it, the copy stops once it would pass it, and the row
+is inserted only if the team stays within it, counted with the insert under the team's
+lock, so promotions at once never pass it together (``QuotaExceeded``). Retention: rows older
 than ``retention_s`` go, with their blobs once no row names them, every ``sweep_every_s``.
 """
 
@@ -118,19 +118,25 @@ class Artefacts:
             kind=ArtefactKind.FILE if kind is Kind.FILE else ArtefactKind.DIRECTORY,
             sandbox_id=sandbox_id, source_path=path, created_at=self._now())
         stored = await to_the_end(self._publish(record, partial))
+        if stored is None:
+            raise QuotaExceeded(f"{path!r} ({record.size_bytes} bytes) would take the team's "
+                                f"artefacts over its {self.settings.quota_bytes}-byte quota")
         if stored is not record:  # a promotion of the same name won the insert
             return await self._again(team, sandbox_id, path, stored, record.sha256)
         await self._log(team, sandbox_id, path, record, created=True)
         return Promotion(record, True)
 
-    async def _publish(self, record: ArtefactRecord, partial: Partial) -> ArtefactRecord:
+    async def _publish(self, record: ArtefactRecord,
+                       partial: Partial) -> ArtefactRecord | None:
         """The blob made visible and its row inserted, together under the blob's lock
         (run to the end: a client gone meanwhile leaves no blob without its row); returns
-        the row kept, another promotion's when it inserted first."""
+        the row kept, another promotion's when it inserted first, None when the quota
+        (checked again with the insert) refused it."""
         async with self.blobs.holding(record.sha256):
             await self.blobs.publish(partial)
-            stored = await self._store.add_artefact(record)
-            if stored.sha256 != record.sha256 \
+            stored = await self._store.add_artefact(
+                record, max_team_bytes=self.settings.quota_bytes or None)
+            if (stored is None or stored.sha256 != record.sha256) \
                     and not await self._store.blob_in_use(record.sha256):
                 await self.blobs.remove(record.sha256)
         return stored
