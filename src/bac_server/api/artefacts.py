@@ -24,8 +24,7 @@ from bac_server.api.body import Name, Strict, read_model
 from bac_server.api.context import plane, sandbox_id, settings, team
 from bac_server.api.errors import BadRequest
 from bac_server.api.views import rfc3339
-from bac_server.control import NotSupported
-from bac_server.control.artefacts import Artefacts
+from bac_server.control import Artefacts, NotSupported
 from bac_server.store import ArtefactKind, ArtefactRecord
 
 _CHUNK = 1 << 20

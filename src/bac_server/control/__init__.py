@@ -5,6 +5,7 @@
 """
 
 from bac_server.backends.base import PauseKind
+from bac_server.control.artefacts import Artefacts
 from bac_server.control.clock import Clock, ManualClock, SystemClock
 from bac_server.control.errors import (
     CapReached,
@@ -62,6 +63,7 @@ from bac_server.control.templates import TemplateSource
 __all__ = [
     "MAX_LIMIT",
     "NO_END",
+    "Artefacts",
     "CapReached",
     "Clock",
     "Conflict",
