@@ -243,16 +243,17 @@ def test_a_create_takes_a_sandbox_restored_ahead(
 
     info, _logs = counter
     Sandbox.create(info.name, timeout=120).kill()  # the template is in use
-    [ahead] = _wait_for_pooled(server, info.template_id, exclude=set())
+    # One or more: the pool grows with the template's creates (BAC_POOL_MAX).
+    ahead = set(_wait_for_pooled(server, info.template_id, exclude=set()))
     asked = time.time()
     pooled = Sandbox.create(info.name, envs={"SNAP_ENV": "pooled"}, timeout=120)
     try:
-        assert _slot_of(server, pooled.sandbox_id) == ahead
+        assert _slot_of(server, pooled.sandbox_id) in ahead
         assert _init_started(server, pooled.sandbox_id) < asked
         assert pooled.commands.run("echo $SNAP_ENV; hostname").stdout.split() == \
             ["pooled", pooled.sandbox_id]
         assert _service(server, pooled.sandbox_id, "/count")["count"] == 1
-        _wait_for_pooled(server, info.template_id, exclude={ahead})  # refilled
+        _wait_for_pooled(server, info.template_id, exclude=ahead)  # refilled
     finally:
         pooled.kill()
 
@@ -310,10 +311,11 @@ def test_snapshots_survive_a_crashed_server(
 
     info, _logs = counter
     Sandbox.create(info.name, timeout=120).kill()
-    [ahead] = _wait_for_pooled(server, info.template_id, exclude=set())
+    ahead = _wait_for_pooled(server, info.template_id, exclude=set())
     server.kill9()
     server.start()
-    assert not (server.data_dir / "sandboxes" / ahead).exists()  # torn down as an orphan
+    for slot in ahead:
+        assert not (server.data_dir / "sandboxes" / slot).exists()  # torn down, orphans
     asked = time.time()
     sbx = Sandbox.create(info.name, timeout=120)
     try:
