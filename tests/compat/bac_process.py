@@ -64,6 +64,11 @@ class ServerProcess:
             BAC_DATA_DIR=str(self.data_dir),
             BAC_TEMPLATES_DIR=TEMPLATES_DIR,
             BAC_POOL_SIZE="2",
+            # Pools of a fixed size: a test server lives through later tests, and a pool
+            # grown to its demand (the product's default) would be refilled behind them,
+            # restores taking the CPUs timing tests measure (tests/integration/backend's
+            # test_pool tests the growth).
+            BAC_POOL_MAX="0",
             BAC_METRICS_INTERVAL_S="0.5",
             # Servers run side by side: each its own metrics port.
             BAC_METRICS_ADDRESS="127.0.0.1:0",

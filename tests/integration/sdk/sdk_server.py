@@ -86,6 +86,8 @@ def running_server() -> Iterator[BacServer]:
         "BAC_TEMPLATES_DIR": os.environ.get("BAC_TEMPLATES_DIR", "/var/lib/bac"),
         # Servers run side by side: each its own metrics port.
         "BAC_METRICS_ADDRESS": "127.0.0.1:0",
+        # Pools of a fixed size (tests/compat/bac_process.py says why).
+        "BAC_POOL_MAX": os.environ.get("BAC_POOL_MAX", "0"),
     }
     for name in ("BAC_API_KEY", "E2B_API_KEY", "BAC_API_URL", "E2B_API_URL", "E2B_SANDBOX_URL"):
         env.pop(name, None)

@@ -69,7 +69,7 @@ async def inprocess_server(label: str, *, teams: tuple[str, ...] = ("alpha",),
     port = free_port()
     settings = dataclasses.replace(
         ServerConfig(), host="127.0.0.1", port=port, data_dir=data_dir,
-        templates_dir=Path(TEMPLATES_DIR), pool_size=1, metrics_interval_s=0.5,
+        templates_dir=Path(TEMPLATES_DIR), pool_size=1, pool_max=0, metrics_interval_s=0.5,
         **({"metrics_address": "127.0.0.1:0"} | config))
     clock = ManualClock()
     app = create_app(settings, clock=clock)
