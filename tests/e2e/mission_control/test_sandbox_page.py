@@ -193,7 +193,9 @@ def test_the_desktop_tab_shows_the_screen_live(
     try:
         page.goto(f"{server.url}/ui/sandboxes/{desk.sandbox_id}?tab=desktop")
         canvas = page.frame_locator("#desktop-viewer").locator("#screen canvas")
-        expect(canvas).to_be_visible(timeout=30_000)
+        # A just-booted desktop on a loaded 2-core host (a full run) can take longer than
+        # 30 s to answer its first viewer; seen twice in full runs, never alone.
+        expect(canvas).to_be_visible(timeout=90_000)
         # The viewer is another origin (the sandbox's): its frame is asked, not the page.
         [viewer] = [f for f in page.frames if f"6080-{desk.sandbox_id}." in f.url]
         assert "/bac_stream/" in viewer.url  # the token in the path: no cookie needed
