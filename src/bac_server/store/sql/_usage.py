@@ -50,27 +50,30 @@ class SqlUsage:
     async def add_usage(self, deltas: Sequence[UsageDelta]) -> None:
         if not deltas:
             return
+        rows = [{"sandbox_id": d.sandbox_id, "day": d.day, "team_id": d.team_id,
+                 "vcpu_seconds": d.usage.vcpu_seconds,
+                 "memory_gib_seconds": d.usage.memory_gib_seconds,
+                 "storage_gib_hours": d.usage.storage_gib_hours,
+                 "cpu_used_seconds": d.usage.cpu_used_seconds,
+                 "metered_until": ts(d.metered_until), "cpu_mark": d.cpu_mark}
+                for d in deltas]
         async with self._engine.begin() as conn:
-            for d in deltas:
-                upsert = insert(conn, t.usage_days).values(
-                    sandbox_id=d.sandbox_id, day=d.day, team_id=d.team_id,
-                    vcpu_seconds=d.usage.vcpu_seconds,
-                    memory_gib_seconds=d.usage.memory_gib_seconds,
-                    storage_gib_hours=d.usage.storage_gib_hours,
-                    cpu_used_seconds=d.usage.cpu_used_seconds,
-                    metered_until=ts(d.metered_until), cpu_mark=d.cpu_mark)
-                added: dict[str, Any] = {
-                    name: getattr(t.usage_days.c, name) + getattr(upsert.excluded, name)
-                    for name in _AMOUNTS}
-                later = upsert.excluded.metered_until >= _u.metered_until
-                added["metered_until"] = sa.case(
-                    (later, upsert.excluded.metered_until), else_=_u.metered_until)
-                # The counter read with the latest metering (none read: the one kept).
-                added["cpu_mark"] = sa.case(
-                    (sa.and_(later, upsert.excluded.cpu_mark.is_not(None)),
-                     upsert.excluded.cpu_mark), else_=_u.cpu_mark)
-                await conn.execute(upsert.on_conflict_do_update(
-                    index_elements=[_u.sandbox_id, _u.day], set_=added))
+            # One statement for every sandbox (executemany): the write lock is held for
+            # one round trip, not one per sandbox (a flush of 500 sandboxes held it for
+            # seconds and other writers' busy timeout ran out).
+            upsert = insert(conn, t.usage_days)
+            added: dict[str, Any] = {
+                name: getattr(t.usage_days.c, name) + getattr(upsert.excluded, name)
+                for name in _AMOUNTS}
+            later = upsert.excluded.metered_until >= _u.metered_until
+            added["metered_until"] = sa.case(
+                (later, upsert.excluded.metered_until), else_=_u.metered_until)
+            # The counter read with the latest metering (none read: the one kept).
+            added["cpu_mark"] = sa.case(
+                (sa.and_(later, upsert.excluded.cpu_mark.is_not(None)),
+                 upsert.excluded.cpu_mark), else_=_u.cpu_mark)
+            await conn.execute(upsert.on_conflict_do_update(
+                index_elements=[_u.sandbox_id, _u.day], set_=added), rows)
 
     async def usage(self, query: UsageQuery) -> list[tuple[str, Usage]]:
         sums = [sa.func.coalesce(sa.func.sum(getattr(_u, name)), 0.0) for name in _AMOUNTS]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,8 @@ POSTGRESQL = "postgresql+asyncpg"
 # Seconds a new PostgreSQL connection may take (asyncpg's own default is 60): an
 # unreachable server fails the start-up soon, in one line.
 CONNECT_TIMEOUT_S = 10
+# How long a SQLite writer waits for the write lock before the request fails (503).
+BUSY_TIMEOUT_MS = 15_000
 
 
 def shown(url: sa.URL) -> str:
@@ -61,6 +64,7 @@ def open_engine(url: str) -> AsyncEngine:
         private_database_file(Path(parsed.database))
     engine = create_async_engine(parsed)
     sa.event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    sa.event.listen(engine.sync_engine, "handle_error", _locked_is_unavailable)
     return engine
 
 
@@ -121,6 +125,16 @@ def _lost_is_unavailable(context: sa.engine.ExceptionContext) -> BaseException |
     return None
 
 
+def _locked_is_unavailable(context: sa.engine.ExceptionContext) -> BaseException | None:
+    # SQLite's write lock held past the busy timeout by other writers: the request may be
+    # retried (a 503 saying so), it is no fault of the server's code (not a 500).
+    cause = context.original_exception
+    if isinstance(cause, sqlite3.OperationalError) and "database is locked" in str(cause):
+        return StoreUnavailable(f"the database is busy (its write lock was held longer than "
+                                f"{BUSY_TIMEOUT_MS // 1000} s by others); retry")
+    return None
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     # WAL: readers never block the writer, and a crash (kill -9) loses no committed row.
     # synchronous=NORMAL is durable against process crashes in WAL mode; only a power
@@ -129,5 +143,5 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cursor.close()
