@@ -191,11 +191,24 @@ def test_the_desktop_tab_shows_the_screen_live(
     expect(page.locator("#desktop-unavailable")).to_contain_text("no desktop")
     desk = Sandbox.create("desktop", timeout=300, **e2b_opts(0))
     try:
-        page.goto(f"{server.url}/ui/sandboxes/{desk.sandbox_id}?tab=desktop")
+        origin = f"6080-{desk.sandbox_id}."
+        trouble: list[str] = []  # what the viewer's own requests met, for the failure
+        page.on("requestfailed", lambda r: trouble.append(f"failed {r.url}: {r.failure}")
+                if origin in r.url else None)
+        page.on("response", lambda r: trouble.append(f"{r.status} {r.url}")
+                if origin in r.url and r.status >= 400 else None)
         canvas = page.frame_locator("#desktop-viewer").locator("#screen canvas")
-        # A just-booted desktop on a loaded 2-core host (a full run) can take longer than
-        # 30 s to answer its first viewer; seen twice in full runs, never alone.
-        expect(canvas).to_be_visible(timeout=90_000)
+        # In full runs (never alone) the first viewer of a just-booted desktop has missed
+        # three times; a person reloads the tab. Three tries, and what the viewer's
+        # requests met if none draws (the cause is not known yet).
+        for attempt in range(3):
+            page.goto(f"{server.url}/ui/sandboxes/{desk.sandbox_id}?tab=desktop")
+            try:
+                expect(canvas).to_be_visible(timeout=40_000)
+                break
+            except AssertionError as exc:
+                if attempt == 2:
+                    raise AssertionError(f"the viewer never drew: {trouble[-20:]}") from exc
         # The viewer is another origin (the sandbox's): its frame is asked, not the page.
         [viewer] = [f for f in page.frames if f"6080-{desk.sandbox_id}." in f.url]
         assert "/bac_stream/" in viewer.url  # the token in the path: no cookie needed
