@@ -4,8 +4,9 @@ memory hog the OOM killer keeps ending, a disk fill, eight spinning processes an
 exhaustion (each its own round), keeps its p99 within a bound of its quiet p99 measured
 just before; the abuser is ended after each round, and the neighbour never fails.
 
-Short form (CI): 80 commands a round, p99 within 3x (a busy shared CI host has its own
-noise at this sample size). Long form (``BAC_RELIABILITY=long``): 400 a round, within 2x.
+Short form (CI): 200 commands a round, p99 within 3x (a busy shared CI host has its own
+noise at this sample size; at 80 a round the p99 was the single slowest command, and one
+hiccup of the host failed a CI run: 59 ms against 14.9 ms, disk fill). Long form (``BAC_RELIABILITY=long``): 400 a round, within 2x.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from reliability_forms import LONG
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
-ROUND, BOUND = (400, 2.0) if LONG else (80, 3.0)
+ROUND, BOUND = (400, 2.0) if LONG else (200, 3.0)
 # Each started in the background inside the abuser, as its user; each runs until the
 # sandbox ends.
 ABUSES = {
