@@ -220,11 +220,20 @@ def test_the_stream_needs_a_token_for_this_sandbox_and_port(desktop: Any,
     assert foreign_team.status_code == 404
 
 
+# Where the viewer test right-clicks: empty desktop, clear of the windows the earlier tests
+# open (Mousepad's sits at the top left); the menu opens below and right of the pointer.
+_MENU_AT = (760, 180)
+# The canvas's 150x150 pixels below and right of that point, as RGBA values.
+_REGION_JS = ("Array.from(document.querySelector('#noVNC_container canvas')"
+              f".getContext('2d').getImageData({_MENU_AT[0]}, {_MENU_AT[1]}, 150, 150).data)")
+
+
 @pytest.mark.browser
 def test_novnc_viewer_shows_the_desktop_in_chromium(desktop: Any,
                                                     server: ServerProcess) -> None:
     """The viewer's URL from the API, in Debian's Chromium: noVNC connects through the
-    gateway and its canvas shows the sandbox's screen (close to its own screenshot)."""
+    gateway, its canvas shows the sandbox's screen (close to its own screenshot), and a
+    click sent through the SDK changes what it shows."""
     from playwright.sync_api import sync_playwright
 
     chromium = "/usr/bin/chromium"
@@ -259,32 +268,74 @@ def test_novnc_viewer_shows_the_desktop_in_chromium(desktop: Any,
                 " s.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]); return s.size; }")
             assert pixels > 10, "the viewer's canvas is blank"
             canvas_png = page.locator("#noVNC_container canvas").screenshot()
+            own_png = desktop.screenshot()
+            # A click through the SDK shows in the viewer: a right click on the empty
+            # desktop opens xfdesktop's menu under the pointer, drawn in the canvas.
+            page.evaluate(f"() => {{ window.bacBefore = {_REGION_JS}; }}")
+            desktop.right_click(*_MENU_AT)
+            try:
+                page.wait_for_function(
+                    f"() => {{ const now = {_REGION_JS}; let changed = 0;"
+                    " for (let i = 0; i < now.length; i += 4) {"
+                    "  if (Math.abs(now[i] - window.bacBefore[i]) > 40) changed++; }"
+                    " return changed > 2000; }", timeout=20_000)
+            except Exception as exc:
+                raise AssertionError("the viewer did not show the menu the click opened: "
+                                     f"{said[-20:]}") from exc
+            menu = _image(desktop.screenshot())
+            desktop.press("esc")
         finally:
             browser.close()
     from PIL import ImageChops
 
     seen = _image(canvas_png).resize((256, 192))
-    own = _image(desktop.screenshot()).resize((256, 192))
+    own = _image(own_png).resize((256, 192))
     diff = ImageChops.difference(seen, own).convert("L")
     close = sum(1 for v in diff.get_flattened_data() if v < 40) / (256 * 192)
     assert close > 0.9, f"only {close:.0%} of the viewer matches the sandbox's screenshot"
+    # The sandbox's own screen has the menu too (the viewer did not invent the change).
+    x, y = _MENU_AT
+    opened = ImageChops.difference(_image(own_png).crop((x, y, x + 150, y + 150)),
+                                   menu.crop((x, y, x + 150, y + 150))).convert("L")
+    assert sum(1 for v in opened.get_flattened_data() if v > 40) > 2000
 
 
 def test_pause_resume_keeps_the_x_session(desktop: Any) -> None:
-    """A full pause (CRIU) and resume keep Xvfb, XFCE and the editor: the same window,
-    its title, its unsaved text (the window's pixels) and the processes."""
+    """A full pause (CRIU) and resume keep Xvfb, XFCE, a browser and the editor: the
+    browser window's title (its page's), the editor's window, title and unsaved text (the
+    window's pixels), and the processes."""
     from PIL import ImageChops
 
     window = _until(lambda: [w for w in desktop.get_application_windows("mousepad") if w],
                     "mousepad's window")[0]
+    desktop.files.write("/tmp/kept.html", "<html><head><title>Bac kept page</title></head>"
+                        "<body><h1>kept across a pause</h1></body></html>")
+    desktop.launch("firefox", "file:///tmp/kept.html")
+
+    def showing() -> str | None:
+        # By class: xdotool's --name misses Firefox's titles (not Latin-1: "—").
+        for found in desktop.get_application_windows("firefox"):
+            if desktop.get_window_title(found).startswith("Bac kept page"):
+                return str(found)
+        return None
+
+    browser = _until(showing, "Firefox's window with the page", bound_s=60.0)
+    browser_title = desktop.get_window_title(browser)
+    assert browser_title.startswith("Bac kept page") and "Firefox" in browser_title
+    # The editor in front again, with the keyboard's focus.
+    desktop.commands.run(f"xdotool windowactivate --sync {window}")
+    _until(lambda: desktop.get_current_window_id() == window, "mousepad to have the focus")
     desktop.move_mouse(1000, 700)
     title = desktop.get_window_title(window)
-    pids = desktop.commands.run("pgrep -x 'Xvfb|xfwm4|mousepad' | sort").stdout
+    processes = "pgrep -x 'Xvfb|xfwm4|mousepad|firefox-esr' | sort"
+    pids = desktop.commands.run(processes).stdout
+    assert len(pids.split()) == 4, pids
     before = _image(desktop.screenshot())
     assert desktop.pause() is True
     desktop.connect()
     assert desktop.get_window_title(window) == title == "*Untitled 1 - Mousepad"
-    assert desktop.commands.run("pgrep -x 'Xvfb|xfwm4|mousepad' | sort").stdout == pids
+    assert desktop.get_window_title(browser) == browser_title
+    assert desktop.commands.run(processes).stdout == pids
     after = _image(desktop.screenshot())
     # Mousepad's window below its title bar (the caret blinks: a few pixels may differ).
     box = (0, 80, 640, 520)

@@ -6,7 +6,8 @@ just before; the abuser is ended after each round, and the neighbour never fails
 
 Short form (CI): 200 commands a round, p99 within 3x (a busy shared CI host has its own
 noise at this sample size; at 80 a round the p99 was the single slowest command, and one
-hiccup of the host failed a CI run: 59 ms against 14.9 ms, disk fill). Long form (``BAC_RELIABILITY=long``): 400 a round, within 2x.
+hiccup of the host failed a CI run: 59 ms against 14.9 ms, disk fill). Long form
+(``BAC_RELIABILITY=long``): 400 a round, within 2x.
 """
 
 from __future__ import annotations
