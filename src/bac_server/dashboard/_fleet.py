@@ -4,7 +4,9 @@
 which the page fetches again whenever the live feed (:mod:`._live`) says something it
 shows changed, and every few seconds for the samples (CPU, memory, disk). A row reads the
 registry, the sampler's last sample and the spend (:mod:`._spend`): no store query per
-row.
+row. The table shows one page of the sorted, filtered fleet (``page``, ``per``): the
+totals count them all, and only the page's rows are rendered, so a refresh costs the
+same at a thousand sandboxes as at a hundred.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _STATES = ("running", "paused")
 _SORTS = ("age", "id", "state", "template", "team", "cpu", "memory", "disk", "procs", "ports",
           "egress", "spend", "left")
 _MAX_TEXT = 200
+PER_PAGE = 100
+_PER_PAGE_CHOICES = (10, 25, 50, 100, 200, 500)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class Filters:
     sort: str = "age"
     descending: bool = False
     selected: frozenset[str] = field(default_factory=frozenset)
+    page: int = 1
+    per: int = PER_PAGE
 
     @classmethod
     def parse(cls, params: QueryParams) -> Filters:
@@ -63,8 +69,15 @@ class Filters:
                 raise InvalidRequest("metadata must be key=value")
             pair = (key.strip(), value.strip())
         selected = frozenset(v for v in params.getlist("ids")[:5000] if len(v) <= 64)
+        page = _number(text("page"), "page", 1)
+        if page < 1:
+            raise InvalidRequest("page must be 1 or more")
+        per = _number(text("per"), "per", PER_PAGE)
+        if per not in _PER_PAGE_CHOICES:
+            raise InvalidRequest(
+                f"per must be one of {', '.join(str(n) for n in _PER_PAGE_CHOICES)}")
         return cls(state, text("template"), text("team"), pair, text("q"), sort,
-                   params.get("order") == "desc", selected)
+                   params.get("order") == "desc", selected, page, per)
 
     def keep(self, sbx: LiveSandbox) -> bool:
         if self.state and sbx.state.value != self.state:
@@ -76,6 +89,25 @@ class Filters:
         if self.metadata is not None and sbx.metadata.get(self.metadata[0]) != self.metadata[1]:
             return False
         return not self.search or self.search.lower() in sbx.sandbox_id.lower()
+
+
+def _number(value: str, name: str, default: int) -> int:
+    if not value:
+        return default
+    if not value.isdigit() or len(value) > 6:
+        raise InvalidRequest(f"{name} must be a whole number")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Page:
+    """Which slice of the matching rows the table shows (1-based, inclusive)."""
+
+    number: int
+    pages: int
+    first: int  # 0 when nothing matches
+    last: int
+    per: int
 
 
 @dataclass(frozen=True)
@@ -172,6 +204,11 @@ async def _table(request: Request, view: Viewer) -> dict[str, object]:
     shown = [s for s in every if filters.keep(s)]
     rows = [_row(view, s, spend, now, filters) for s in shown]
     rows.sort(key=_sort_key(filters.sort), reverse=filters.descending)  # type: ignore[arg-type]
+    pages = max(1, -(-len(rows) // filters.per))
+    number = min(filters.page, pages)  # past the end (rows went away): the last page
+    start = (number - 1) * filters.per
+    paged = rows[start:start + filters.per]
+    page = Page(number, pages, start + 1 if paged else 0, start + len(paged), filters.per)
     prices = view.plane.prices
     running = [s for s in every if s.state is SandboxState.RUNNING]
     rate = sum(s.cpu_count * prices.vcpu_second + (s.memory_mb / 1024) * prices.memory_gib_second
@@ -185,7 +222,8 @@ async def _table(request: Request, view: Viewer) -> dict[str, object]:
     templates = sorted({s.alias or s.template_id for s in every})
     teams = sorted({s.team_id for s in every})
     hosts = sandbox_domain(settings(request).domain, request.url.scheme, request.url.port)
-    return {"rows": rows, "totals": totals, "filters": filters, "templates": templates,
+    return {"rows": paged, "page": page, "per_choices": _PER_PAGE_CHOICES,
+            "totals": totals, "filters": filters, "templates": templates,
             "hosts": hosts, "scheme": request.url.scheme,
             "teams": [(t, spend.team_names.get(t, t)) for t in teams], "view": view,
             "states": _STATES}

@@ -175,3 +175,36 @@ def test_a_row_shows_egress_bytes_and_last_destinations(
         page.click("a.sort[data-sort=egress]")
         expect(page.locator("a.sort.on")).to_have_attribute("data-sort", "egress")
         shot(page, "fleet-egress")
+
+
+def test_the_fleet_is_paged_and_a_page_follows_the_fleet(
+        server: ServerProcess, page: Page, made: Callable[..., list[Sandbox]],
+        shot: Callable[[Page, str], Path]) -> None:
+    """Twelve sandboxes at ten a page: the totals count all twelve, the second page holds
+    the last two in the sort's order; when they end, the page still shown clamps to the
+    last one there is. A page size the table does not offer is a 400."""
+    sandboxes = made(12, batch="p12")
+    ids = sorted(s.sandbox_id for s in sandboxes)
+    sign_in(page, server.url, server.keys[0])
+    page.fill("#f-metadata", "batch=p12")
+    page.click("#filters button[type=submit]")
+    _live(page)
+    page.select_option("#f-per", "10")
+    page.click("a.sort[data-sort=id]")  # ascending by id
+    rows = page.locator("#fleet-body tr[data-id]")
+    expect(page.locator("#page-range")).to_have_text("1\u201310 of 12")
+    expect(rows).to_have_count(10)
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.id)") == ids[:10]
+    expect(page.locator("#page-prev")).to_be_disabled()
+    page.click("#page-next")
+    expect(page.locator("#page-range")).to_have_text("11\u201312 of 12")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.id)") == ids[10:]
+    expect(page.locator("#page-next")).to_be_disabled()
+    shot(page, "fleet-page-2")
+    for sbx in sandboxes:
+        if sbx.sandbox_id in ids[10:]:
+            sbx.kill()
+    expect(page.locator("#page-range")).to_have_text("1\u201310 of 10", timeout=5000)
+    expect(rows).to_have_count(10)
+    assert page.request.get(f"{server.url}/ui/fleet/rows?per=7").status == 400
+    assert page.request.get(f"{server.url}/ui/fleet/rows?page=0").status == 400

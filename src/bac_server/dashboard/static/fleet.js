@@ -1,13 +1,14 @@
 // The fleet table, live: its rows are fetched again when the server's event stream says
 // a sandbox the viewer sees changed (within a second), and every few seconds for the
-// samples. Filters, the sort and the ticked rows travel with each fetch, so a refresh
-// keeps them.
+// samples, while the tab is visible. Filters, the sort, the page and the ticked rows
+// travel with each fetch, so a refresh keeps them.
 (function () {
   "use strict";
   const prefix = document.body.dataset.prefix;
   const table = document.getElementById("fleet-table");
   const filters = document.getElementById("filters");
   const live = document.getElementById("live");
+  const pageInput = document.getElementById("f-page");
   let busy = false;
   let again = false;
 
@@ -29,6 +30,9 @@
       if (response.ok) {
         table.innerHTML = await response.text();
         table.dataset.refreshed = String(Date.now());
+        // The server's page (it clamps one past the end, when rows went away).
+        const pager = document.getElementById("pager");
+        if (pager) { pageInput.value = pager.dataset.page; }
       }
     } catch (err) {
       live.classList.remove("on");
@@ -44,8 +48,17 @@
     refresh();  // what changed between the page's rendering and the stream's start
   });
   source.addEventListener("error", function () { live.classList.remove("on"); });
-  source.addEventListener("change", refresh);
-  window.setInterval(refresh, 5000);
+  source.addEventListener("change", function () { if (!document.hidden) { refresh(); } });
+  // A hidden tab costs the server nothing: it catches up when shown again.
+  window.setInterval(function () { if (!document.hidden) { refresh(); } }, 5000);
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden) { refresh(); }
+  });
+  document.getElementById("f-per").addEventListener("change", function () {
+    pageInput.value = "1";
+    refresh();
+  });
+  filters.addEventListener("submit", function () { pageInput.value = "1"; });
 
   table.addEventListener("click", function (event) {
     const link = event.target.closest("a.sort");
@@ -55,6 +68,13 @@
       const order = document.getElementById("f-order");
       order.value = sort.value === link.dataset.sort && order.value === "asc" ? "desc" : "asc";
       sort.value = link.dataset.sort;
+      pageInput.value = "1";
+      refresh();
+      return;
+    }
+    const to = event.target.closest("button.page-to");
+    if (to) {
+      pageInput.value = to.dataset.page;
       refresh();
       return;
     }

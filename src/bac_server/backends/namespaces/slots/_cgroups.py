@@ -40,8 +40,8 @@ class CgroupTree:
         return {name: root / rel for name, root in self._roots.items()}
 
     def _one(self, relative: str, controller: str) -> Path:
-        dirs = self.dirs(relative)
-        return dirs["unified"] if self.layout is CgroupLayout.V2 else dirs[controller]
+        root = self._roots["unified" if self.layout is CgroupLayout.V2 else controller]
+        return root / relative.strip("/")
 
     def procs(self, relative: str) -> set[int]:
         found: set[int] = set()

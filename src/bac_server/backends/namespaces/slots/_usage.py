@@ -10,6 +10,7 @@ reading reports 0 %.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 from bac_server.backends.base import ResourceUsage, SandboxNotFound
@@ -32,6 +33,14 @@ class UsageSampler:
         self._last.pop(sandbox_id, None)
 
     async def sample(self, ctx: Context, sandbox_id: str, record: SlotRecord) -> ResourceUsage:
+        # The file reads in a worker thread: a sampler asking for a thousand sandboxes at
+        # once never holds the event loop for the whole round (creates and commands wait
+        # behind it otherwise). What the egress path keeps in memory is read back here.
+        usage = await asyncio.to_thread(self._read, ctx, sandbox_id, record)
+        return dataclasses.replace(usage, recent_destinations=ctx.egress.recent(
+            record.veth, RECENT_DESTINATIONS))
+
+    def _read(self, ctx: Context, sandbox_id: str, record: SlotRecord) -> ResourceUsage:
         try:
             stats = ctx.cgroups.cpu_memory(record.cgroup_path)
         except FileNotFoundError as exc:
@@ -46,7 +55,7 @@ class UsageSampler:
         disk = disk_usage(paths)
         if disk is None:
             disk = DiskUsage(
-                used_bytes=await asyncio.to_thread(disk_used, paths.layer / "upper"),
+                used_bytes=disk_used(paths.layer / "upper"),
                 total_bytes=record.disk_mb * 1024 * 1024, free_bytes=0, inodes_used=0,
                 inodes_total=0)
             full = False
@@ -61,5 +70,4 @@ class UsageSampler:
             disk_inodes_used=disk.inodes_used, disk_inodes_total=disk.inodes_total,
             disk_full=full, processes=ctx.cgroups.process_count(record.cgroup_path),
             listening_ports=() if record.init_pid is None else listening_ports(record.init_pid),
-            net_bytes_out=sent, net_bytes_in=received,
-            recent_destinations=ctx.egress.recent(record.veth, RECENT_DESTINATIONS))
+            net_bytes_out=sent, net_bytes_in=received)
