@@ -69,5 +69,6 @@ class UsageSampler:
             disk_total_bytes=disk.total_bytes, oom_kills=stats.oom_kills,
             disk_inodes_used=disk.inodes_used, disk_inodes_total=disk.inodes_total,
             disk_full=full, processes=ctx.cgroups.process_count(record.cgroup_path),
-            listening_ports=() if record.init_pid is None else listening_ports(record.init_pid),
+            listening_ports=() if record.init_pid is None else listening_ports(
+                record.init_pid, record.init_start),
             net_bytes_out=sent, net_bytes_in=received)
