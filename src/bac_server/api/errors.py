@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from bac_server.control import (
@@ -112,6 +112,13 @@ async def on_store_unavailable(request: Request, exc: Exception) -> Response:
                           retry=True)
 
 
+async def on_client_gone(request: Request, _exc: Exception) -> Response:
+    # Nobody reads this answer: the client closed its connection before its body came.
+    log.info("%s %s: the client closed the connection before its request's body arrived",
+             request.method, request.url.path)
+    return error_response(400, "the request's body did not arrive")
+
+
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal server error")
@@ -122,5 +129,6 @@ HANDLERS = {
     ControlError: on_control_error,
     HTTPException: on_http_error,
     StoreUnavailable: on_store_unavailable,
+    ClientDisconnect: on_client_gone,
     Exception: on_unexpected,
 }

@@ -196,3 +196,23 @@ def test_fuzzed_create_bodies_never_500(api: httpx.Client, body: dict[str, Any])
     response = api.post("/v2/sandboxes", json=body)
     assert response.status_code in (400, 404), response.text
     assert response.json()["code"] == response.status_code
+
+
+def test_a_client_gone_before_its_body_is_no_server_error(server: ServerProcess) -> None:
+    """A create whose client closes the connection halfway through its body is logged as
+    such, never as an unhandled error."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    where = urlsplit(server.url)
+    with socket.create_connection((where.hostname, where.port)) as sock:
+        sock.sendall(b"POST /sandboxes HTTP/1.1\r\nHost: localhost\r\n"
+                     + f"X-API-Key: {server.keys[0]}\r\n".encode()
+                     + b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"tem")
+    deadline = time.monotonic() + 10
+    while "before its request's body arrived" not in server.log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, server.log_tail()
+        time.sleep(0.05)
+    tail = server.log_tail(200)
+    assert "unhandled error" not in tail and "Exception in ASGI application" not in tail
