@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -115,48 +114,63 @@ def main() -> None:
     parser.add_argument("--renders", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=30.0, help="each CPU span")
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     # No pool: the CPU floor is the fleet standing still, not refills. Booted, not
     # restored: a sandbox that never ran a command holds 8 MiB booted, 25 restored from
     # a start snapshot (envd served a command before it): a thousand must fit.
     with bac_server(0, BAC_MAX_SANDBOXES_PER_TEAM=str(args.n + 10), BAC_POOL_MAX="0",
                     BAC_START_SNAPSHOT_POOL="0", BAC_START_SNAPSHOTS="false"
                     ) as (url, key, data_dir):
-        pid = _server_pid(data_dir)
-        began = time.monotonic()
-        ids = asyncio.run(_create(url, key, args.n))
-        print(f"{len(ids)} sandboxes created in {time.monotonic() - began:.0f} s", flush=True)
-        _api_at_scale(url, key, args.n)
-        idle = _core_pct(pid, args.seconds)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM)
-            page = browser.new_page()
-            page.goto(f"{url}/ui/")
-            page.fill("#credential", key)
-            page.click("#signin")
-            page.wait_for_selector("#who")
-            renders = []
-            for _ in range(args.renders):
-                started = time.perf_counter()
-                page.goto(f"{url}/ui/fleet")
-                page.wait_for_function(
-                    "([n, shown]) => document.getElementById('page-range')?.textContent"
-                    ".endsWith(' of ' + n) && document.querySelectorAll("
-                    "'#fleet-body tr[data-id]').length === shown",
-                    arg=[args.n, min(args.n, PER_PAGE)], timeout=120_000)
-                renders.append((time.perf_counter() - started) * 1000)
-            page.wait_for_selector("#live.on")
-            live = _core_pct(pid, args.seconds)
-            browser.close()
-        print(f"fleet of {args.n}: first render p50 {statistics.median(renders):.0f} ms, "
-              f"p99 {pct(renders, 0.99):.0f} ms (n={len(renders)})")
-        print(f"server CPU, page open and live: {live:.2f} % of one core; "
-              f"no page (floor): {idle:.2f} %; the page's share: {live - idle:.2f} %")
-        with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=120) as client:
-            for sandbox_id in ids:
-                client.delete(f"/sandboxes/{sandbox_id}")
+        try:
+            _measure(args, url, key, data_dir)
+        finally:
+            _delete_all(url, key)  # a sandbox outlives its server: none is left behind
+
+
+def _delete_all(url: str, key: str) -> None:
+    with httpx.Client(base_url=url, headers={"X-API-Key": key}, timeout=120) as client:
+        while True:
+            page = client.get("/v2/sandboxes", params={"limit": 100})  # both states
+            page.raise_for_status()
+            if not page.json():
+                return
+            for sbx in page.json():
+                client.delete(f"/sandboxes/{sbx['sandboxID']}")
+
+
+def _measure(args: argparse.Namespace, url: str, key: str, data_dir: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    pid = _server_pid(data_dir)
+    began = time.monotonic()
+    ids = asyncio.run(_create(url, key, args.n))
+    print(f"{len(ids)} sandboxes created in {time.monotonic() - began:.0f} s", flush=True)
+    _api_at_scale(url, key, args.n)
+    idle = _core_pct(pid, args.seconds)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page()
+        page.goto(f"{url}/ui/")
+        page.fill("#credential", key)
+        page.click("#signin")
+        page.wait_for_selector("#who")
+        renders = []
+        for _ in range(args.renders):
+            started = time.perf_counter()
+            page.goto(f"{url}/ui/fleet")
+            page.wait_for_function(
+                "([n, shown]) => document.getElementById('page-range')?.textContent"
+                ".endsWith(' of ' + n) && document.querySelectorAll("
+                "'#fleet-body tr[data-id]').length === shown",
+                arg=[args.n, min(args.n, PER_PAGE)], timeout=120_000)
+            renders.append((time.perf_counter() - started) * 1000)
+        page.wait_for_selector("#live.on")
+        live = _core_pct(pid, args.seconds)
+        browser.close()
+    print(f"fleet of {args.n}: first render p50 {statistics.median(renders):.0f} ms, "
+          f"p99 {pct(renders, 0.99):.0f} ms (n={len(renders)})")
+    print(f"server CPU, page open and live: {live:.2f} % of one core; "
+          f"no page (floor): {idle:.2f} %; the page's share: {live - idle:.2f} %")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
