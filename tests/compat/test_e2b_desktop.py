@@ -98,7 +98,7 @@ def _through_gateway(server: ServerProcess, sandbox_id: str, path: str,
 
 def test_create_gives_a_running_xfce_desktop_and_a_screenshot(desktop: Any) -> None:
     """create() finds Xvfb and XFCE up (the template started them), screenshot() is the
-    screen as PNG, the screen size is the SDK's default."""
+    screen as PNG, the screen size is the SDK's default; the sandbox has 1 GiB."""
     assert desktop.get_screen_size() == (1024, 768)
     shot = _image(desktop.screenshot())
     assert shot.size == (1024, 768)
@@ -106,6 +106,11 @@ def test_create_gives_a_running_xfce_desktop_and_a_screenshot(desktop: Any) -> N
     ps = desktop.commands.run("ps -eo comm").stdout.split()
     assert {"Xvfb", "xfce4-session", "xfwm4", "xfdesktop"} <= set(ps)
     assert ps.count("Xvfb") == 1 and ps.count("xfce4-session") == 1  # no second desktop
+    # The desktop's own default memory (a browser fills the server's 512 MiB), in its
+    # cgroup too: what the sandbox's processes see as their total.
+    assert desktop.get_info().memory_mb == 1024
+    total_kib = int(desktop.commands.run("awk '/MemTotal/ {print $2}' /proc/meminfo").stdout)
+    assert total_kib == 1024 * 1024
 
 
 def test_mouse_keyboard_windows_and_launch(desktop: Any) -> None:

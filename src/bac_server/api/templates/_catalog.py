@@ -27,7 +27,12 @@ from bac_server.api.errors import BadRequest
 from bac_server.api.query import int_param, page_after
 from bac_server.api.views import rfc3339
 from bac_server.control import Limits
-from bac_server.control.templates import Builtin, TemplateSummary, builtin_name
+from bac_server.control.templates import (
+    BUILTIN_MEMORY_MB,
+    Builtin,
+    TemplateSummary,
+    builtin_name,
+)
 from bac_server.store import BuildRecord, TemplateRecord
 
 from ._builds import build_body, reason_body
@@ -99,7 +104,9 @@ def _builtin(found: Builtin, *, limits: Limits, envd_version: str) -> dict[str, 
     return {
         "templateID": found.name,
         "buildID": str(uuid.uuid5(_BUILTIN_BUILDS, found.image.rootfs.parent.name)),
-        "cpuCount": limits.default_cpu_count, "memoryMB": limits.default_memory_mb,
+        "cpuCount": limits.default_cpu_count,
+        "memoryMB": min(BUILTIN_MEMORY_MB.get(found.name, limits.default_memory_mb),
+                        limits.max_memory_mb),
         "diskSizeMB": limits.default_disk_mb, "public": True, "aliases": every,
         "names": every, "createdAt": at, "updatedAt": at, "createdBy": None,
         "lastSpawnedAt": None, "spawnCount": 0, "buildCount": 1,

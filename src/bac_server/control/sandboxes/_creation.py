@@ -172,11 +172,12 @@ class Creator:
                 if source is None:
                     raise
             else:
-                # A built template's resources are its sandboxes' defaults.
-                cpus = resolved.cpu_count if req.cpu_count is None and resolved.cpu_count \
-                    else cpus
-                memory = resolved.memory_mb if req.memory_mb is None and resolved.memory_mb \
-                    else memory
+                # A built template's resources (and a built-in's memory, the desktop's)
+                # are its sandboxes' defaults, within the server's maxima.
+                cpus = min(resolved.cpu_count, self._limits.max_cpu_count) \
+                    if req.cpu_count is None and resolved.cpu_count else cpus
+                memory = min(resolved.memory_mb, self._limits.max_memory_mb) \
+                    if req.memory_mb is None and resolved.memory_mb else memory
         if source is not None:
             if not isinstance(self._backend, Checkpointable):
                 raise NotSupported(

@@ -17,7 +17,13 @@ reference names, the files their builds copy in, and the start snapshots of buil
 """
 
 from ._build_states import UNFINISHED, BuildStatus, is_finished, sources_of
-from ._catalog import BUILTINS, TemplateCatalog, TemplateSummary, builtin_name
+from ._catalog import (
+    BUILTIN_MEMORY_MB,
+    BUILTINS,
+    TemplateCatalog,
+    TemplateSummary,
+    builtin_name,
+)
 from ._refs import DEFAULT_TAG, split_ref
 from ._resolve import BuiltImages, Builtin, Resolved, TemplateResolver, TemplateSource
 from ._snapshot_records import SnapshotRecords, StartSnapshot
@@ -26,6 +32,7 @@ from ._uploads import UploadQuota, UploadQuotaExceeded, Uploads, UploadTooLarge,
 
 __all__ = [
     "BUILTINS",
+    "BUILTIN_MEMORY_MB",
     "DEFAULT_TAG",
     "UNFINISHED",
     "BuildStatus",

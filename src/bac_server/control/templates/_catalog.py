@@ -43,6 +43,10 @@ from ._refs import (
 # layers derived from it).
 BUILTINS: dict[str, tuple[str, ...]] = {
     "base": (), **{layer.name: layer.aliases for layer in LAYERS}}
+# Built-ins whose sandboxes need more memory than the server's default, when a create
+# asks for none (MiB; at most the server's maximum).
+BUILTIN_MEMORY_MB: dict[str, int] = {
+    layer.name: layer.memory_mb for layer in LAYERS if layer.memory_mb is not None}
 
 
 def builtin_name(ref: str) -> str | None:

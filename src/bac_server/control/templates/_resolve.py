@@ -28,7 +28,7 @@ from bac_server.templates import BaseNotFoundError
 
 from ..errors import TemplateNotFoundError
 from ..keys import Team
-from ._catalog import BUILTINS, TemplateCatalog, builtin_name
+from ._catalog import BUILTIN_MEMORY_MB, BUILTINS, TemplateCatalog, builtin_name
 from ._refs import split_ref
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,9 @@ class TemplateResolver:
     async def resolve(self, team: Team, ref: str) -> Resolved:
         builtin = await self._builtin(ref)
         if builtin is not None:
-            return Resolved(builtin)
+            name = builtin_name(ref)
+            return Resolved(builtin, memory_mb=None if name is None
+                            else BUILTIN_MEMORY_MB.get(name))
         name, tag = split_ref(ref)
         template = await self._catalog.find(team, name)
         if template is None:

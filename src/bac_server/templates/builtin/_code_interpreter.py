@@ -61,6 +61,9 @@ class LayerRecipe:
     #: start snapshot is taken: what the service should have done once in every sandbox
     #: restored from it. Not part of the build (the digest leaves it out).
     warm_up: str | None = None
+    #: Memory (MiB) of its sandboxes when a create asks for none; None: the server's
+    #: default. Not part of the build either.
+    memory_mb: int | None = None
 
 
 _WARM_UP = (

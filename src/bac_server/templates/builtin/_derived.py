@@ -57,6 +57,7 @@ def layer_digest(recipe: LayerRecipe, parent_digest: str, id_base: int) -> str:
         # keep their names.
         del fields["files"]
     del fields["warm_up"]  # run in a started sandbox, not part of what is built
+    del fields["memory_mb"]  # its sandboxes' default, not part of what is built
     blob = json.dumps([fields, parent_digest, id_base,
                        LAYER_BUILDER_VERSION], sort_keys=True, default=bytes.hex).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

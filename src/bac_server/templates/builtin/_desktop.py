@@ -180,6 +180,9 @@ DESKTOP = LayerRecipe(
     name="desktop",
     aliases=(),
     parent="base",
+    # XFCE idles at ~130 MiB; Firefox with one page takes ~300 MiB more, which filled the
+    # server's 512 MiB default.
+    memory_mb=1024,
     debian_packages=(
         "xvfb", "x11-utils", "x11-xserver-utils", "xdotool", "scrot",
         "xfce4-session", "xfwm4", "xfdesktop4", "xfce4-panel", "xfce4-terminal", "dbus-x11",
