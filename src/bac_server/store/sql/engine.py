@@ -119,7 +119,11 @@ def _connect_or_unavailable(url: sa.URL) -> Callable[[Any, Any, Any, Any], Any]:
 
 def _lost_is_unavailable(context: sa.engine.ExceptionContext) -> BaseException | None:
     # A connection the database dropped under a statement (not the pool's own check
-    # before use, which replaces the connection itself).
+    # before use, which replaces the connection itself). A statement cancelled by its
+    # caller is told as a lost connection too (the connection is dropped): it stays the
+    # caller's cancellation, or a task told to stop would take it for an outage and retry.
+    if not isinstance(context.original_exception, Exception):
+        return None
     if context.is_disconnect and not context.is_pre_ping and context.engine is not None:
         return unavailable(context.engine.url, context.original_exception)
     return None
