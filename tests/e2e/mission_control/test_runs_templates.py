@@ -90,6 +90,9 @@ def test_a_builds_log_is_followed_live(server: ServerProcess, page: Page, tmp_pa
             page.wait_for_timeout(100)
         link.first.click()
         expect(page.locator("#build-poll")).to_contain_text("following")
+        # The click's own navigation ends with its load event (after the text shows, once
+        # the page's assets are in): counted from then on, a load is a reload.
+        page.wait_for_load_state("load")
         reloads: list[str] = []
         page.on("load", lambda _: reloads.append("load"))
         expect(page.locator("#build-log")).to_contain_text("tick-6", timeout=60_000)
