@@ -31,6 +31,7 @@ from bac_server.store.usage import (
     UsageQuery,
     UsageStore,
 )
+from bac_server.store.volumes import VolumeMountRecord, VolumeRecord, VolumeStore
 from bac_server.store.webhooks import (
     Attempt,
     DeliveryQuery,
@@ -89,6 +90,9 @@ __all__ = [
     "UsageDelta",
     "UsageQuery",
     "UsageStore",
+    "VolumeMountRecord",
+    "VolumeRecord",
+    "VolumeStore",
     "WebhookRecord",
     "WebhookStore",
 ]

@@ -31,6 +31,7 @@ from bac_server.store.metrics import MetricStore
 from bac_server.store.sandboxes import SandboxStore
 from bac_server.store.uploads import UploadStore
 from bac_server.store.usage import UsageStore
+from bac_server.store.volumes import VolumeStore
 from bac_server.store.webhooks import EventLogStore, WebhookStore
 
 
@@ -86,5 +87,8 @@ class Store(Protocol):
 
     @property
     def artefacts(self) -> ArtefactStore: ...
+
+    @property
+    def volumes(self) -> VolumeStore: ...
 
     async def close(self) -> None: ...

@@ -40,11 +40,13 @@ from bac_server.store.sql._metrics import SqlMetrics
 from bac_server.store.sql._sandboxes import SqlSandboxes
 from bac_server.store.sql._uploads import SqlUploads
 from bac_server.store.sql._usage import SqlUsage
+from bac_server.store.sql._volumes import SqlVolumes
 from bac_server.store.sql._webhooks import SqlWebhooks
 from bac_server.store.sql.engine import open_engine, unavailable
 from bac_server.store.sql.migrations import migrate
 from bac_server.store.uploads import UploadStore
 from bac_server.store.usage import UsageStore
+from bac_server.store.volumes import VolumeStore
 from bac_server.store.webhooks import EventLogStore, WebhookStore
 
 __all__ = ["SqlStore"]
@@ -71,6 +73,7 @@ class SqlStore:
         self.event_log: EventLogStore = SqlEventLog(engine, sealer)
         self.usage: UsageStore = SqlUsage(engine)
         self.artefacts: ArtefactStore = SqlArtefacts(engine)
+        self.volumes: VolumeStore = SqlVolumes(engine, sealer)
 
     @classmethod
     async def open(cls, url: str, sealer: Sealer,

@@ -292,3 +292,25 @@ artefacts = sa.Table(
     sa.Column("source_path", sa.Text, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False, index=True),
 )
+
+# Migration 12: volumes (control.volumes), unique per (team, name), the content API's
+# token sealed; the volumes each sandbox mounts, one row per (sandbox, path).
+volumes = sa.Table(
+    "volumes",
+    metadata,
+    sa.Column("volume_id", sa.String(64), primary_key=True),
+    sa.Column("team_id", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("token", sa.Text, nullable=False),
+    sa.Column("size_mb", sa.BigInteger, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("team_id", "name", name="uq_volumes_team_name"),
+)
+volume_mounts = sa.Table(
+    "volume_mounts",
+    metadata,
+    sa.Column("sandbox_id", sa.String(64), primary_key=True),
+    sa.Column("path", sa.String(4096), primary_key=True),
+    sa.Column("volume_id", sa.String(64), nullable=False, index=True),
+    sa.Column("team_id", sa.String(64), nullable=False),
+)

@@ -40,6 +40,7 @@ from bac_server.store.sql.migrations import (
     m0009_sandbox_key_name,
     m0010_wide_ids,
     m0011_artefacts,
+    m0012_volumes,
 )
 
 
@@ -64,6 +65,7 @@ STEPS: tuple[Step, ...] = (
     _step(m0004_sealed_secrets), _step(m0005_event_trace),
     _step(m0006_webhooks), _step(m0007_usage), _step(m0008_usage_cpu_mark),
     _step(m0009_sandbox_key_name), _step(m0010_wide_ids), _step(m0011_artefacts),
+    _step(m0012_volumes),
 )
 LATEST = STEPS[-1].version
 
