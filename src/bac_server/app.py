@@ -321,6 +321,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             span_export=spans,
             artefact_store=store.artefacts,
             artefacts_dir=config.data_dir / "artefacts",
+            secret_store=store.secrets,
             artefact_settings=ArtefactSettings(
                 quota_bytes=config.artefact_quota_mb << 20,
                 retention_s=config.artefact_retention_days * 86_400,

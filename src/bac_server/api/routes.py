@@ -16,6 +16,7 @@ from bac_server.api import (
     health,
     network,
     sandboxes,
+    secrets,
     streams,
     templates,
     trace,
@@ -32,6 +33,7 @@ _TPL = "/templates/{template_id}"
 _BUILD = _TPL + "/builds/{buildID}"
 _HOOK = "/events/webhooks/{webhookID}"
 _ART = "/artefacts/{runId}/{name}"
+_SECRET = "/secrets/{secret_id}"  # noqa: S105 (a path, not a password)
 
 ROUTES = [
     Route("/health", health.health, methods=["GET"]),
@@ -105,6 +107,11 @@ ROUTES = [
     Route("/artefacts", artefacts.list_artefacts, methods=["GET"]),
     Route(_ART, artefacts.download, methods=["GET"]),
     Route(_ART, artefacts.delete, methods=["DELETE"]),
+    Route("/secrets", secrets.create_secret, methods=["POST"]),
+    Route("/secrets", secrets.list_secrets, methods=["GET"]),
+    Route(_SECRET, secrets.get_secret, methods=["GET"]),
+    Route(_SECRET, secrets.update_secret, methods=["POST"]),
+    Route(_SECRET, secrets.delete_secret, methods=["DELETE"]),
     Route("/admin/fleet/pause", fleet.pause, methods=["POST"]),
     Route("/admin/fleet/kill", fleet.kill, methods=["POST"]),
     Route("/admin/fleet/release", fleet.release, methods=["POST"]),

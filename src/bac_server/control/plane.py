@@ -25,6 +25,7 @@ from bac_server.control.errors import InvalidRequest, NotFound
 from bac_server.control.events import EventServices
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
+from bac_server.control.secrets import Secrets
 from bac_server.control.metering import CostCaps, CpuCharge, Meter, PriceTable, UsageReports
 from bac_server.control.sandboxes import (
     LIVE_STATES,
@@ -63,6 +64,7 @@ from bac_server.store import (
     KeyStore,
     MetricStore,
     SandboxStore,
+    SecretStore,
     TemplateRecord,
     UploadStore,
     UsageStore,
@@ -159,6 +161,7 @@ class ControlPlane:
         artefact_store: ArtefactStore | None = None,
         artefacts_dir: Path | None = None,
         artefact_settings: ArtefactSettings | None = None,
+        secret_store: SecretStore | None = None,
     ) -> None:
         """``usage_store``: where the meter writes what sandboxes use (None: no
         metering). ``artefact_store`` and ``artefacts_dir``: where artefacts' rows and
@@ -254,6 +257,8 @@ class ControlPlane:
                 prices=self.prices, registry=self.registry, lifecycle=self.lifecycle,
                 clock=self.clock, switch=self.kill_switch, check_s=cap_check_s)
             self.lifecycle.pausing.cap_gate = self.caps.release
+        # The team's secrets (docs/volumes-secrets-artefacts.md; None: no secrets API).
+        self.secrets = None if secret_store is None else Secrets(secret_store)
         # Artefacts promoted out of sandboxes (docs/volumes-secrets-artefacts.md).
         self.artefacts: Artefacts | None = None
         if artefact_store is not None and artefacts_dir is not None:

@@ -18,6 +18,7 @@ from bac_server.store.sandboxes import (
     SandboxStore,
     TraceQuery,
 )
+from bac_server.store.secrets import SecretRecord, SecretStore
 from bac_server.store.uploads import UploadRecord, UploadStore
 from bac_server.store.usage import (
     CapAction,
@@ -76,6 +77,8 @@ __all__ = [
     "SandboxPin",
     "SandboxRecord",
     "SandboxStore",
+    "SecretRecord",
+    "SecretStore",
     "Store",
     "StoreConflict",
     "StoreError",

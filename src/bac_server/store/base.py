@@ -3,7 +3,7 @@
 Each consumer in the control plane asks for the interfaces it uses (:mod:`.keys`,
 :mod:`.sandboxes`, :mod:`.metrics`, :mod:`.checkpoints`, :mod:`.catalog`, :mod:`.builds`,
 :mod:`.uploads`, :mod:`.gc`, :mod:`.webhooks`, :mod:`.usage`,
-:mod:`.artefacts`); only the composition root
+:mod:`.artefacts`, :mod:`.secrets`); only the composition root
 holds a whole :class:`Store`. The embedded default is SQLite (:mod:`bac_server.store.sql`);
 the same SQL classes serve PostgreSQL (``BAC_DATABASE_URL``). Only ``bac_server.app``
 names a concrete store.
@@ -29,6 +29,7 @@ from bac_server.store.gc import GcStore
 from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
 from bac_server.store.sandboxes import SandboxStore
+from bac_server.store.secrets import SecretStore
 from bac_server.store.uploads import UploadStore
 from bac_server.store.usage import UsageStore
 from bac_server.store.volumes import VolumeStore
@@ -90,5 +91,8 @@ class Store(Protocol):
 
     @property
     def volumes(self) -> VolumeStore: ...
+
+    @property
+    def secrets(self) -> SecretStore: ...
 
     async def close(self) -> None: ...

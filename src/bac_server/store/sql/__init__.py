@@ -4,8 +4,8 @@
 served by its own class over that engine (``store.keys`` a :class:`._keys.SqlKeys`, ...),
 in a module of its own because each is a consumer's concept (keys, sandboxes, metrics,
 checkpoints, the template catalog, builds, uploads, collection, webhooks, the event log
-read by team, usage and caps, artefacts) that shares nothing with the others but the
-engine; only the sandbox, checkpoint and webhook classes hold the sealer.
+read by team, usage and caps, artefacts, secrets) that shares nothing with the others but the
+engine; only the sandbox, checkpoint, webhook and secret classes hold the sealer.
 
 The same classes serve SQLite (the embedded default) and PostgreSQL (a
 ``postgresql+asyncpg://`` URL): portable Core constructs, and where the engines differ
@@ -29,6 +29,7 @@ from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
 from bac_server.store.sandboxes import EventRecord, SandboxStore
 from bac_server.store.sealing import Sealer
+from bac_server.store.secrets import SecretStore
 from bac_server.store.sql._artefacts import SqlArtefacts
 from bac_server.store.sql._builds import SqlBuilds
 from bac_server.store.sql._catalog import SqlCatalog
@@ -38,6 +39,7 @@ from bac_server.store.sql._gc import SqlGc
 from bac_server.store.sql._keys import SqlKeys
 from bac_server.store.sql._metrics import SqlMetrics
 from bac_server.store.sql._sandboxes import SqlSandboxes
+from bac_server.store.sql._secrets import SqlSecrets
 from bac_server.store.sql._uploads import SqlUploads
 from bac_server.store.sql._usage import SqlUsage
 from bac_server.store.sql._volumes import SqlVolumes
@@ -74,6 +76,7 @@ class SqlStore:
         self.usage: UsageStore = SqlUsage(engine)
         self.artefacts: ArtefactStore = SqlArtefacts(engine)
         self.volumes: VolumeStore = SqlVolumes(engine, sealer)
+        self.secrets: SecretStore = SqlSecrets(engine, sealer)
 
     @classmethod
     async def open(cls, url: str, sealer: Sealer,

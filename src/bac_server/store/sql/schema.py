@@ -314,3 +314,20 @@ volume_mounts = sa.Table(
     sa.Column("volume_id", sa.String(64), nullable=False, index=True),
     sa.Column("team_id", sa.String(64), nullable=False),
 )
+
+# Migration 13: a team's secrets (E2B's Secret), unique per (team, name); ``value`` is
+# sealed (the current version's only).
+secrets = sa.Table(
+    "secrets",
+    metadata,
+    sa.Column("secret_id", sa.String(64), primary_key=True),
+    sa.Column("team_id", sa.String(64), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("metadata", sa.Text, nullable=False),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.UniqueConstraint("team_id", "name", name="uq_secrets_team_name"),
+    sa.Index("ix_secrets_team_created", "team_id", "created_at"),
+)

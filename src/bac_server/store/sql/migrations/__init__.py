@@ -41,6 +41,7 @@ from bac_server.store.sql.migrations import (
     m0010_wide_ids,
     m0011_artefacts,
     m0012_volumes,
+    m0013_secrets,
 )
 
 
@@ -66,6 +67,7 @@ STEPS: tuple[Step, ...] = (
     _step(m0006_webhooks), _step(m0007_usage), _step(m0008_usage_cpu_mark),
     _step(m0009_sandbox_key_name), _step(m0010_wide_ids), _step(m0011_artefacts),
     _step(m0012_volumes),
+    _step(m0013_secrets),
 )
 LATEST = STEPS[-1].version
 
