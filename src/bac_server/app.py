@@ -48,6 +48,7 @@ from bac_server.control.telemetry import (
     otlp_export,
 )
 from bac_server.control.templates import StartSnapshots
+from bac_server.control.volumes import VolumeSettings
 from bac_server.dashboard import DashboardSettings, build_dashboard, front_routes
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 from bac_server.host import Destinations, IdRange, prepare_host, secure_data_dir
@@ -326,6 +327,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
                 quota_bytes=config.artefact_quota_mb << 20,
                 retention_s=config.artefact_retention_days * 86_400,
                 copy_timeout_s=config.artefact_copy_timeout_s),
+            volume_store=store.volumes,
+            volume_settings=VolumeSettings(size_mb=config.volume_size_mb,
+                                           quota_mb=config.volume_quota_mb),
         )
         report = await plane.start()
         warming = asyncio.create_task(warm_up(backend, templates, config))

@@ -214,6 +214,11 @@ class ServerConfig:
     artefact_quota_mb: int = 10_240
     artefact_retention_days: float = 30.0
     artefact_copy_timeout_s: float = 600.0
+    # Volumes (docs/volumes-secrets-artefacts.md): the size of each volume's file system,
+    # MiB (sparse on the host: it costs what is written); what all of a team's volumes may
+    # measure together, MiB (0: no bound).
+    volume_size_mb: int = 1024
+    volume_quota_mb: int = 20_480
     # Desktop streams (docs/desktop.md): the ports of every sandbox that the gateway opens
     # only with a stream token (comma-separated; empty: none), a token's lifetime when the
     # request names none, and the longest one may have, seconds.
@@ -267,6 +272,9 @@ class ServerConfig:
                               "0 (no bound) or more")
         if not self.artefact_copy_timeout_s > 0:
             raise ConfigError("BAC_ARTEFACT_COPY_TIMEOUT_S must be more than 0")
+        if self.volume_size_mb < 16 or self.volume_quota_mb < 0:
+            raise ConfigError("BAC_VOLUME_SIZE_MB must be at least 16 and "
+                              "BAC_VOLUME_QUOTA_MB 0 (no bound) or more")
         for name in ("trace_keep_per_sandbox", "trace_burst", "otlp_queue_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"BAC_{name.upper()} must be at least 1")

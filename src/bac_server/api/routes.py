@@ -21,6 +21,7 @@ from bac_server.api import (
     templates,
     trace,
     usage,
+    volumes,
 )
 from bac_server.api import events as events_api
 from bac_server.api import webhooks as webhooks_api
@@ -33,6 +34,8 @@ _TPL = "/templates/{template_id}"
 _BUILD = _TPL + "/builds/{buildID}"
 _HOOK = "/events/webhooks/{webhookID}"
 _ART = "/artefacts/{runId}/{name}"
+_VOL = "/volumes/{volumeID}"
+_CONTENT = "/volumecontent/{volumeID}"
 _SECRET = "/secrets/{secret_id}"  # noqa: S105 (a path, not a password)
 
 ROUTES = [
@@ -112,6 +115,17 @@ ROUTES = [
     Route(_SECRET, secrets.get_secret, methods=["GET"]),
     Route(_SECRET, secrets.update_secret, methods=["POST"]),
     Route(_SECRET, secrets.delete_secret, methods=["DELETE"]),
+    Route("/volumes", volumes.create_volume, methods=["POST"]),
+    Route("/volumes", volumes.list_volumes, methods=["GET"]),
+    Route(_VOL, volumes.get_volume, methods=["GET"]),
+    Route(_VOL, volumes.delete_volume, methods=["DELETE"]),
+    Route(_CONTENT + "/file", volumes.read_file, methods=["GET"]),
+    Route(_CONTENT + "/file", volumes.write_file, methods=["PUT"]),
+    Route(_CONTENT + "/dir", volumes.list_dir, methods=["GET"]),
+    Route(_CONTENT + "/dir", volumes.make_dir, methods=["POST"]),
+    Route(_CONTENT + "/path", volumes.stat_path, methods=["GET"]),
+    Route(_CONTENT + "/path", volumes.update_path, methods=["PATCH"]),
+    Route(_CONTENT + "/path", volumes.remove_path, methods=["DELETE"]),
     Route("/admin/fleet/pause", fleet.pause, methods=["POST"]),
     Route("/admin/fleet/kill", fleet.kill, methods=["POST"]),
     Route("/admin/fleet/release", fleet.release, methods=["POST"]),

@@ -56,6 +56,7 @@ from bac_server.control import (
     ListQuery,
     LiveSandbox,
     NotFound,
+    NotSupported,
     OnTimeout,
     PauseKind,
     SandboxState,
@@ -63,6 +64,7 @@ from bac_server.control import (
     egress_policy,
     page,
 )
+from bac_server.control.volumes import Mount
 from bac_server.store import EventRecord, MetricRecord
 
 _LEVELS = ("debug", "info", "warn", "error")
@@ -140,8 +142,9 @@ class ResumeRequest(Strict):
 
 # Response bodies (every key the SDK's generated models require is always present).
 
-def _listed(sbx: LiveSandbox, *, envd_version: str) -> dict[str, Any]:
-    """``ListedSandbox``: one item of a listing."""
+def _listed(sbx: LiveSandbox, *, envd_version: str,
+            mounts: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """``ListedSandbox``: one item of a listing; ``mounts``: its volumes' (name, path)."""
     body: dict[str, Any] = {
         "templateID": sbx.template_id,
         "sandboxID": sbx.sandbox_id,
@@ -157,16 +160,17 @@ def _listed(sbx: LiveSandbox, *, envd_version: str) -> dict[str, Any]:
         # ``state`` stays running or paused, the values its SDKs parse.
         "health": sbx.health.value,
         "metadata": dict(sbx.metadata),
-        "volumeMounts": [],
+        "volumeMounts": [{"name": name, "path": path} for name, path in mounts or ()],
     }
     if sbx.alias is not None:
         body["alias"] = sbx.alias
     return body
 
 
-def _detail(sbx: LiveSandbox, *, envd_version: str, domain: str) -> dict[str, Any]:
+def _detail(sbx: LiveSandbox, *, envd_version: str, domain: str,
+            mounts: list[tuple[str, str]] | None = None) -> dict[str, Any]:
     """``SandboxDetail``: the answer to get."""
-    body = _listed(sbx, envd_version=envd_version)
+    body = _listed(sbx, envd_version=envd_version, mounts=mounts)
     body.update(
         {
             "envdAccessToken": sbx.envd_access_token,
@@ -247,8 +251,6 @@ def _mcp_refusal(servers: dict[str, Any]) -> str:
 
 def _create_request(body: NewSandbox) -> CreateRequest:
     """Turn the wire body into the domain request, refusing what this server cannot honour."""
-    if body.volumeMounts:
-        raise InvalidRequest("volumeMounts: volumes are not supported by this server yet")
     if body.mcp is not None:
         raise InvalidRequest(_mcp_refusal(body.mcp))
     if body.iam is not None and (body.iam.model_extra or {}).get("tokens"):
@@ -303,7 +305,18 @@ async def create_sandbox(request: Request) -> Response:
         caps.admit(caller, dict(body.metadata or {}))
     elif body.costCap is not None:
         caps_of(request)  # the server's NotSupported, before anything is made
-    sbx = await control.creator.create(caller, _create_request(body))
+    request_ = _create_request(body)
+    mounts: list[Mount] = []
+    if body.volumeMounts:
+        volumes = control.volumes
+        if volumes is None:
+            raise NotSupported("volumeMounts: this server keeps no volumes")
+        # Checked before anything is made: the team's volumes, at paths they may take.
+        mounts = await volumes.check_mounts(
+            caller, [(m.name, m.path) for m in body.volumeMounts])
+    sbx = await control.creator.create(caller, request_)
+    if mounts and control.volumes is not None:
+        await control.volumes.attach(caller, sbx, mounts)
     if body.costCap is not None and caps is not None:
         try:
             await caps.create(caller, scope="sandbox", limit=body.costCap.limit,
@@ -324,7 +337,8 @@ async def list_v2(request: Request) -> Response:
     items, next_token = page(plane(request).registry.visible(caller), query)
     version = settings(request).envd_version
     headers = {"X-Next-Token": next_token} if next_token else {}
-    return JSONResponse([_listed(s, envd_version=version) for s in items], headers=headers)
+    return JSONResponse([_listed(s, envd_version=version, mounts=_mounts(request, s))
+                         for s in items], headers=headers)
 
 
 async def list_v1(request: Request) -> Response:
@@ -334,14 +348,21 @@ async def list_v1(request: Request) -> Response:
                       limit=10**9)
     items, _ = page(plane(request).registry.visible(caller), query)
     version = settings(request).envd_version
-    return JSONResponse([_listed(s, envd_version=version) for s in items])
+    return JSONResponse([_listed(s, envd_version=version, mounts=_mounts(request, s))
+                         for s in items])
 
 
 async def get_sandbox(request: Request) -> Response:
     caller = await team(request)
     conf = settings(request)
     sbx = plane(request).registry.owned(caller, sandbox_id(request))
-    return JSONResponse(_detail(sbx, envd_version=conf.envd_version, domain=public_domain(request)))
+    return JSONResponse(_detail(sbx, envd_version=conf.envd_version,
+                                domain=public_domain(request), mounts=_mounts(request, sbx)))
+
+
+def _mounts(request: Request, sbx: LiveSandbox) -> list[tuple[str, str]]:
+    volumes = plane(request).volumes
+    return [] if volumes is None else volumes.mounts_of(sbx.sandbox_id)
 
 
 async def kill_sandbox(request: Request) -> Response:

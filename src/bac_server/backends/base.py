@@ -18,6 +18,8 @@ Error tree (server side, backend layer)::
     ├── CheckpointFailed      saving or restoring state failed; the sandbox is as it was
     │                         before the call (or, for a restore, stopped: the message says)
     └── ServiceNotReady       a start snapshot's ready command never succeeded in its bound
+    └── VolumeMountFailed     a volume could not be bound into a sandbox (the message
+                              says why: a path crossing a symlink or a file, ...)
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ class CheckpointFailed(BackendError):
 class ServiceNotReady(BackendError):
     """The template's ready command did not succeed within its bound, or could not run
     (the message says what was seen); no start snapshot was taken."""
+
+
+class VolumeMountFailed(BackendError):
+    """A volume could not be bound at its path in the sandbox (the message says why, in
+    the sandbox's terms); the sandbox is as it was."""
 
 
 class SandboxStatus(enum.Enum):
@@ -374,6 +381,45 @@ class Checkpointable(Protocol):
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         """Idempotent."""
+        ...
+
+
+@dataclass(frozen=True)
+class VolumeBind:
+    """One volume bound into a sandbox: its host storage's id and the absolute path inside."""
+
+    volume_id: str
+    path: str
+
+
+@runtime_checkable
+class VolumeHost(Protocol):
+    """Backends that keep volumes on this host and bind them into sandboxes.
+
+    A volume is a file system of a bounded size of its own, made by ``make_volume`` and
+    kept until ``drop_volume``; ``volume_dir`` is the host directory of its content (what
+    sandboxes see at their mount path), reachable only by the server. A bind outlives
+    pauses and restarts of the server: the backend binds it again where a sandbox's
+    processes start afresh, and names it external to CRIU (not saved in checkpoints)."""
+
+    async def make_volume(self, volume_id: str, size_mb: int) -> None:
+        """Make (idempotent) and mount its file system. ``OSError`` when it cannot."""
+        ...
+
+    async def volume_dir(self, volume_id: str) -> Path:
+        """The directory of its content, mounted (again, after a reboot) when it is not.
+        ``OSError`` (``ENOENT``) for a volume never made."""
+        ...
+
+    async def drop_volume(self, volume_id: str) -> None:
+        """Unmount and delete it (lazily detached while something still holds it).
+        Idempotent."""
+        ...
+
+    async def mount_volumes(self, sandbox_id: str, binds: Sequence[VolumeBind]) -> None:
+        """Bind each volume at its path in the running sandbox (made, owned by its root,
+        when missing; a bind already there is kept). ``VolumeMountFailed`` when a path
+        cannot take it; ``SandboxNotFound`` for an unknown id."""
         ...
 
 

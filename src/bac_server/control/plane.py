@@ -25,7 +25,6 @@ from bac_server.control.errors import InvalidRequest, NotFound
 from bac_server.control.events import EventServices
 from bac_server.control.keys import KeyService, Team
 from bac_server.control.limits import Limits
-from bac_server.control.secrets import Secrets
 from bac_server.control.metering import CostCaps, CpuCharge, Meter, PriceTable, UsageReports
 from bac_server.control.sandboxes import (
     LIVE_STATES,
@@ -44,6 +43,7 @@ from bac_server.control.sandboxes import (
     TraceSettings,
     reconcile,
 )
+from bac_server.control.secrets import Secrets
 from bac_server.control.telemetry import SpanExport, Telemetry
 from bac_server.control.templates import (
     BuiltImages,
@@ -55,6 +55,7 @@ from bac_server.control.templates import (
     is_finished,
     split_ref,
 )
+from bac_server.control.volumes import Volumes, VolumeSettings
 from bac_server.store import (
     ArtefactStore,
     BuildStore,
@@ -68,6 +69,7 @@ from bac_server.store import (
     TemplateRecord,
     UploadStore,
     UsageStore,
+    VolumeStore,
 )
 from bac_server.templates import BuildEngine
 
@@ -161,6 +163,8 @@ class ControlPlane:
         artefact_store: ArtefactStore | None = None,
         artefacts_dir: Path | None = None,
         artefact_settings: ArtefactSettings | None = None,
+        volume_store: VolumeStore | None = None,
+        volume_settings: VolumeSettings | None = None,
         secret_store: SecretStore | None = None,
     ) -> None:
         """``usage_store``: where the meter writes what sandboxes use (None: no
@@ -266,6 +270,12 @@ class ControlPlane:
                 artefact_store=artefact_store, sandbox_store=sandbox_store,
                 registry=self.registry, blobs=Blobs(artefacts_dir),
                 settings=artefact_settings, on_logged=self.traces.changes.notify)
+        # Volumes (E2B's; docs/volumes-secrets-artefacts.md): None without a store for them.
+        self.volumes: Volumes | None = None
+        if volume_store is not None:
+            self.volumes = Volumes(volume_store=volume_store, backend=backend,
+                                   registry=self.registry, lifecycle=self.lifecycle,
+                                   settings=volume_settings)
 
     async def start(self) -> ReconcileReport:
         """End what a previous process left half-done (builds, pins), re-attach what
@@ -292,6 +302,8 @@ class ControlPlane:
         await self.checkpoints.sweep()
         if self.artefacts is not None:
             await self.artefacts.start()
+        if self.volumes is not None:
+            await self.volumes.start()
         for sbx in self.registry.all():
             self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
         return report

@@ -10,6 +10,7 @@ bundle (bound at /opt/bac) and, while a restore runs, the images::
 
     <data>/                          0710 root:<sandbox root gid>   other users cannot enter
     sandboxes/ checkpoints/ envd/    0710 root:<sandbox root gid>
+    volumes/                         0710 root:<sandbox root gid>  (CRIU binds them back)
     bac.db  -wal -shm -journal       0600 root
     first-api-key                    0600 root
     keys/                            0700 root   (store.key 0600)
@@ -61,7 +62,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("keys", True, 0o700),
     Entry("keys/store.key", False, 0o600),
     *(Entry(name, True, 0o710, sandbox_group=True)
-      for name in ("sandboxes", "checkpoints", "envd")),
+      for name in ("sandboxes", "checkpoints", "envd", "volumes")),
     *(Entry(name, True, 0o700)
       for name in ("templates", "layers", "images", "imports", "cache", "template-uploads",
                    "start-snapshots", "artefacts", "claims", ".discard")),

@@ -42,8 +42,10 @@ from bac_server.backends.base import (
     SandboxStatus,
     TemplateImage,
     TraceSink,
+    VolumeBind,
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
+from bac_server.cancel_safe import off_loop
 from bac_server.host import enable_ksm
 
 from ._config import NamespaceConfig
@@ -68,6 +70,7 @@ from .slots import (
     recover,
     restore_egress,
 )
+from .volumes import VolumeStorage, bind_volumes
 
 _log = logging.getLogger(__name__)
 
@@ -94,6 +97,7 @@ class NamespaceBackend:
         self._parts: _Parts | None = None
         self._start_lock = asyncio.Lock()
         self._trace_sink: TraceSink | None = None
+        self._volumes = VolumeStorage(self.config.data_dir, self.config.id_range)
 
     # -- start-up ---------------------------------------------------------------------
 
@@ -238,6 +242,25 @@ class NamespaceBackend:
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         await (await self._started()).checkpointer.delete(checkpoint_id)
+
+    # -- VolumeHost ---------------------------------------------------------------------
+
+    async def make_volume(self, volume_id: str, size_mb: int) -> None:
+        await self._started()
+        await off_loop(lambda: self._volumes.make(volume_id, size_mb))
+
+    async def volume_dir(self, volume_id: str) -> Path:
+        return await off_loop(lambda: self._volumes.ensure_mounted(volume_id))
+
+    async def drop_volume(self, volume_id: str) -> None:
+        await off_loop(lambda: self._volumes.drop(volume_id))
+
+    async def mount_volumes(self, sandbox_id: str, binds: Sequence[VolumeBind]) -> None:
+        parts = await self._started()
+        pairs = [(str(await self.volume_dir(b.volume_id)), b.path) for b in binds]
+        async with parts.slots.lock(sandbox_id):
+            record = parts.slots.record(sandbox_id)
+            await bind_volumes(parts.ctx, record, pairs)
 
     # -- StartSnapshotter ---------------------------------------------------------------
 

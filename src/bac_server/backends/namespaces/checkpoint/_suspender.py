@@ -43,6 +43,7 @@ from ..slots import (
     save_record,
     stop_processes,
 )
+from ..volumes import rebind
 from . import _discard, _stored
 from ._durable import Flusher
 from .criu import (
@@ -248,6 +249,7 @@ class Suspender:
                     await off_loop(lambda: wake_ahead.discard(
                         ctx.cgroups, ctx.paths(record.slot), record.slot, record.cgroup_path))
                     await cold_start(ctx, record, spec)
+                    await rebind(ctx, record)  # a new config: its volumes bound again
                 # The images are garbage now (on failure they stay, and get written).
                 self.drop_flush(spec.sandbox_id)
             if record.phase is SlotPhase.PAUSED:

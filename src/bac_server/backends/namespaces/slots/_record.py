@@ -78,6 +78,9 @@ class SlotRecord:
     # directory beside it (removed by teardown). None for sandbox slots.
     upper_dir: str | None = None
     work_dir: str | None = None
+    # Volumes bound into the sandbox, [host directory, path inside] (``volumes._attach``):
+    # bound again when its processes start afresh.
+    volumes: list[list[str]] = field(default_factory=list)
 
     @property
     def layer_stack(self) -> tuple[Path, ...]:

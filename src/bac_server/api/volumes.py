@@ -1,0 +1,254 @@
+"""E2B's volumes: the team's volumes under ``X-API-KEY``, and each volume's content under
+its own bearer token (docs/volumes-secrets-artefacts.md, *Volumes*).
+
+* ``POST   /volumes``             ``{"name"}``: 201 ``{"volumeID","name","token"}``; 409 a
+  name the team has; 400 past the team's volume quota
+* ``GET    /volumes``             ``[{"volumeID","name"}]``, oldest first
+* ``GET    /volumes/{volumeID}``  ``{"volumeID","name","token"}``
+* ``DELETE /volumes/{volumeID}``  204; 409 while a sandbox that has not ended mounts it
+
+The content API, ``Authorization: Bearer <the volume's token>`` (401 otherwise, the same
+for an unknown volume), query ``path`` (absolute in the volume), owners as the
+sandboxes' ids. Its errors are ``{"code": "<string>", "message"}`` (E2B's volume API
+shape, the ``code`` a word: ``bad_request``, ``unauthorized``, ``not_found``,
+``conflict``, ``insufficient_storage``):
+
+* ``GET    /volumecontent/{id}/file``  the bytes; ``PUT`` writes them (body, streamed;
+  ``uid``, ``gid``, ``mode``; missing parents made; replaces the file whole): 201 stat
+* ``GET    /volumecontent/{id}/dir``   ``[VolumeEntryStat]`` (``depth``, default 1);
+  ``POST`` makes one (``uid``, ``gid``, ``mode``, ``force``: parents too, and one there
+  already is fine): 201 stat
+* ``GET    /volumecontent/{id}/path``  stat; ``PATCH`` ``{"uid","gid","mode"}``: 200
+  stat; ``DELETE``: 204 (a directory with everything in it)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from pydantic import Field, StrictInt
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from bac_server.api.body import Name, Strict, read_model
+from bac_server.api.context import plane, settings, team
+from bac_server.api.errors import ApiError, BadRequest, status_of
+from bac_server.api.query import int_param
+from bac_server.api.views import rfc3339
+from bac_server.control import ControlError, NotSupported
+from bac_server.control.volumes import EntryStat, VolumeContent, Volumes
+from bac_server.store import StoreUnavailable, VolumeRecord
+
+_CHUNK = 1 << 20
+_Id = Field(default=None, ge=0, le=65535)
+_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+          409: "conflict", 413: "payload_too_large", 501: "not_implemented",
+          503: "unavailable", 507: "insufficient_storage"}
+
+
+class NewVolume(Strict):
+    name: Name
+
+
+class MetadataUpdate(Strict):
+    uid: StrictInt | None = _Id
+    gid: StrictInt | None = _Id
+    mode: StrictInt | None = Field(default=None, ge=0, le=0o7777)
+
+
+def _volumes(request: Request) -> Volumes:
+    found = plane(request).volumes
+    if found is None:
+        raise NotSupported("this server keeps no volumes")
+    return found
+
+
+def _with_token(rec: VolumeRecord) -> dict[str, Any]:
+    """``VolumeAndToken`` (no ``domain``: the content API is this server's)."""
+    return {"volumeID": rec.volume_id, "name": rec.name, "token": rec.token}
+
+
+def _volume_id(request: Request) -> str:
+    value: str = request.path_params["volumeID"]
+    return value
+
+
+# -- /volumes ------------------------------------------------------------------------------
+
+async def create_volume(request: Request) -> Response:
+    caller = await team(request)
+    body = await read_model(request, NewVolume, settings(request).max_body_bytes)
+    return JSONResponse(_with_token(await _volumes(request).create(caller, body.name)), 201)
+
+
+async def list_volumes(request: Request) -> Response:
+    caller = await team(request)
+    found = await _volumes(request).listing(caller)
+    return JSONResponse([{"volumeID": v.volume_id, "name": v.name} for v in found])
+
+
+async def get_volume(request: Request) -> Response:
+    caller = await team(request)
+    return JSONResponse(_with_token(await _volumes(request).get(caller, _volume_id(request))))
+
+
+async def delete_volume(request: Request) -> Response:
+    caller = await team(request)
+    await _volumes(request).destroy(caller, _volume_id(request))
+    return Response(status_code=204)
+
+
+# -- /volumecontent ------------------------------------------------------------------------
+
+Handler = Callable[[Request, VolumeContent], Awaitable[Response]]
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"code": _CODES.get(status, "error"), "message": message}, status,
+                        headers={"Should-Retry": "false"})
+
+
+def content_route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """The volume's token checked, its content handed to ``handler``; every failure in
+    the volume API's error shape (a string ``code``)."""
+
+    @functools.wraps(handler)
+    async def route(request: Request) -> Response:
+        try:
+            content = await _volumes(request).authorize(
+                _volume_id(request), request.headers.get("authorization"))
+            return await handler(request, content)
+        except ApiError as exc:
+            return _error(exc.status, exc.message)
+        except ControlError as exc:
+            return _error(status_of(exc), str(exc))
+        except StoreUnavailable:
+            return _error(503, "the server's database is unavailable; try again later")
+
+    return route
+
+
+def _path(request: Request) -> str:
+    path = request.query_params.get("path")
+    if path is None:
+        raise BadRequest("path is required")
+    return path
+
+
+def _ids(request: Request) -> dict[str, int | None]:
+    q = request.query_params
+    return {"uid": int_param(q, "uid", default=None, low=0, high=65535),
+            "gid": int_param(q, "gid", default=None, low=0, high=65535),
+            "mode": int_param(q, "mode", default=None, low=0, high=0o7777)}
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0", ""):
+        raise BadRequest(f"{name} must be true or false, got {raw[:20]!r}")
+    return raw in ("true", "1")
+
+
+def entry_view(entry: EntryStat) -> dict[str, Any]:
+    """``VolumeEntryStat``."""
+    body: dict[str, Any] = {
+        "name": entry.name, "type": entry.type, "path": entry.path, "size": entry.size,
+        "mode": entry.mode, "uid": entry.uid, "gid": entry.gid,
+        "atime": rfc3339(entry.atime), "mtime": rfc3339(entry.mtime),
+        "ctime": rfc3339(entry.ctime)}
+    if entry.target is not None:
+        body["target"] = entry.target
+    return body
+
+
+@content_route
+async def read_file(request: Request, content: VolumeContent) -> Response:
+    fd, size = await asyncio.to_thread(content.open_read, _path(request))
+    return StreamingResponse(_chunks(fd), media_type="application/octet-stream",
+                             headers={"Content-Length": str(size)},
+                             background=BackgroundTask(_close, fd))
+
+
+async def _chunks(fd: int) -> AsyncIterator[bytes]:
+    while chunk := await asyncio.to_thread(_read, fd):
+        yield chunk
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, _CHUNK)
+    except OSError:
+        return b""  # closed under it (the client went): the stream ends
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+@content_route
+async def write_file(request: Request, content: VolumeContent) -> Response:
+    path = _path(request)
+    _flag(request, "force")  # checked; a write replaces the file either way
+    upload = await asyncio.to_thread(lambda: content.open_write(path, **_ids(request)))
+    try:
+        pending: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            pending.append(chunk)
+            size += len(chunk)
+            if size >= _CHUNK:
+                data = b"".join(pending)
+                pending, size = [], 0
+                await asyncio.to_thread(upload.write, data)
+        if pending:
+            await asyncio.to_thread(upload.write, b"".join(pending))
+        entry = await asyncio.to_thread(upload.publish)
+    except BaseException:
+        await asyncio.to_thread(upload.discard)
+        raise
+    return JSONResponse(entry_view(entry), 201)
+
+
+@content_route
+async def list_dir(request: Request, content: VolumeContent) -> Response:
+    depth = int_param(request.query_params, "depth", default=1, low=1, high=64) or 1
+    found = await asyncio.to_thread(content.listing, _path(request), depth)
+    return JSONResponse([entry_view(e) for e in found])
+
+
+@content_route
+async def make_dir(request: Request, content: VolumeContent) -> Response:
+    path, ids, force = _path(request), _ids(request), _flag(request, "force")
+    entry = await asyncio.to_thread(lambda: content.make_dir(path, force=force, **ids))
+    return JSONResponse(entry_view(entry), 201)
+
+
+@content_route
+async def stat_path(request: Request, content: VolumeContent) -> Response:
+    return JSONResponse(entry_view(await asyncio.to_thread(content.stat, _path(request))))
+
+
+@content_route
+async def update_path(request: Request, content: VolumeContent) -> Response:
+    path = _path(request)
+    body = await read_model(request, MetadataUpdate, settings(request).max_body_bytes)
+    entry = await asyncio.to_thread(lambda: content.update(
+        path, uid=body.uid, gid=body.gid, mode=body.mode))
+    return JSONResponse(entry_view(entry))
+
+
+@content_route
+async def remove_path(request: Request, content: VolumeContent) -> Response:
+    await asyncio.to_thread(content.remove, _path(request))
+    return Response(status_code=204)
+
+
+
