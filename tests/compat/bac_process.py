@@ -131,6 +131,15 @@ class ServerProcess:
                 for item in listed.json() if listed.status_code == 200 else []:
                     client.delete(f"/sandboxes/{item['sandboxID']}", headers={"X-API-KEY": key})
 
+    def destroy_all_volumes(self) -> None:
+        """Destroy every volume of every team this server handed a key to (after their
+        sandboxes: a mounted volume is not destroyed)."""
+        with httpx.Client(base_url=self.url, timeout=60) as client:
+            for key in self.keys:
+                listed = client.get("/volumes", headers={"X-API-KEY": key})
+                for item in listed.json() if listed.status_code == 200 else []:
+                    client.delete(f"/volumes/{item['volumeID']}", headers={"X-API-KEY": key})
+
     def slots(self) -> list[str]:
         """Sandbox slot directories the backend still holds for this data dir."""
         root = self.data_dir / "sandboxes"
@@ -153,6 +162,12 @@ def remove_data_dir(server: ServerProcess) -> None:
     could still have its rootfs mounted)."""
     if server.slots():
         raise AssertionError(f"sandboxes leaked in {server.data_dir}: {server.slots()}")
+    # A volume the test left behind stays mounted on the host (its loop device with it):
+    # unmounted here, or the tree below would be emptied through the mount and kept.
+    volumes = server.data_dir / "volumes"
+    for entry in sorted(volumes.glob("*/mnt")) if volumes.is_dir() else []:
+        if os.path.ismount(entry):
+            subprocess.run(["umount", "-l", str(entry)], check=False)
     shutil.rmtree(server.data_dir, ignore_errors=True)
 
 
@@ -167,5 +182,7 @@ def running(label: str, **extra_env: str) -> Iterator[ServerProcess]:
     finally:
         with contextlib.suppress(Exception):
             server.kill_all_sandboxes()
+        with contextlib.suppress(Exception):
+            server.destroy_all_volumes()
         server.stop()
     remove_data_dir(server)

@@ -33,19 +33,11 @@ def vserver() -> Iterator[ServerProcess]:
         try:
             yield srv
         finally:
-            _destroy_all(srv)
+            srv.kill_all_sandboxes()
+            srv.destroy_all_volumes()
             # Nothing of the volumes is left mounted on the host.
             assert not [m for m in mount_table()
                         if m.mount_point.startswith(str(srv.data_dir / "volumes"))]
-
-
-def _destroy_all(srv: ServerProcess) -> None:
-    import httpx
-    srv.kill_all_sandboxes()
-    with httpx.Client(base_url=srv.url, timeout=60) as client:
-        for key in srv.keys:
-            for vol in client.get("/volumes", headers={"X-API-KEY": key}).json():
-                client.delete(f"/volumes/{vol['volumeID']}", headers={"X-API-KEY": key})
 
 
 @pytest.fixture(scope="module", autouse=True)
