@@ -55,6 +55,15 @@ class EnvdState:
                 raise InitError("envVars keys must be non-empty without '=' or NUL")
         if workdir and not workdir.startswith("/"):
             raise InitError("defaultWorkdir must be an absolute path")
+        trust = _optional_str(body, "bacTrust")
+        if trust:
+            # The host's relay CA for this sandbox (Bac): into the trust store, as root.
+            from bac_envd._trust import install_text
+
+            try:
+                install_text(trust, "relay")
+            except (OSError, UnicodeError) as exc:
+                raise InitError(f"adding bacTrust to the trust store failed: {exc}") from exc
 
         if env_vars:
             self.env_vars.update(env_vars)

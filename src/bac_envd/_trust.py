@@ -20,6 +20,11 @@ otherwise read a bundle of their own. This runs as the sandbox's root, inside it
 host never opens a path of the sandbox's. Idempotent: a certificate already there (by its
 DER bytes) is not added again, so a restart or a snapshot's restore changes nothing.
 Built on ``os`` alone: it runs before envd's front, on every sandbox's boot.
+
+The same way, ``/init`` may carry the sandbox's own relay CA (``bacTrust``: the host's
+egress relay terminates TLS with it for the hosts the sandbox's network rules name, and
+keeps its key); ``install_text`` adds it (as ``relay-<n>.crt``). A certificate is all
+the sandbox gets: nothing here can sign.
 """
 
 from __future__ import annotations
@@ -94,7 +99,13 @@ def _merge(path: str, extra: list[str]) -> list[str]:
 def install(source: str = SOURCE) -> int:
     """Add the certificates at ``source`` to the sandbox's trust store; returns how many
     the system bundle lacked (0: none given, or all there)."""
-    extra = certificates(_read(source) or "")
+    return install_text(_read(source) or "")
+
+
+def install_text(text: str, kind: str = "operator") -> int:
+    """Add the PEM certificates in ``text`` to the trust store, as ``<kind>-<n>.crt``
+    where ``update-ca-certificates`` finds them; returns how many the bundle lacked."""
+    extra = certificates(text)
     if not extra:
         return 0
     real = os.path.realpath(BUNDLE)
@@ -114,7 +125,9 @@ def install(source: str = SOURCE) -> int:
         local = os.path.join(LOCAL_DIR, "bac")
         os.makedirs(local, mode=0o755, exist_ok=True)
         for n, block in enumerate(added):
-            _write(os.path.join(local, f"operator-{n}.crt"), block)
+            _write(os.path.join(local, f"{kind}-{_key(block)[-16:].replace('/', '_')}"
+                                       f"-{n}.crt" if kind != "operator" else
+                                       f"operator-{n}.crt"), block)
     return len(added)
 
 

@@ -25,6 +25,7 @@ from bac_server.api import ApiSettings, build_api
 from bac_server.api.mcp import McpRoute
 from bac_server.api.scrape import ScrapeConfigError, ScrapeListener, parse_address
 from bac_server.backends.base import Builder, TemplateNotFound
+from bac_server.backends.egress import SecretLookup
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
 from bac_server.control import (
@@ -142,7 +143,9 @@ def sandbox_ca_of(config: ServerConfig) -> bytes:
     return b"".join(kept)
 
 
-def build_backend(config: ServerConfig) -> NamespaceBackend:
+def build_backend(config: ServerConfig, secrets: SecretLookup | None = None
+                  ) -> NamespaceBackend:
+    """``secrets``: what the egress relay resolves the rules' placeholders with."""
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size, pool_max=config.pool_max,
         ksm=config.ksm, ksm_max_cpu_pct=config.ksm_max_cpu_pct,
@@ -152,6 +155,7 @@ def build_backend(config: ServerConfig) -> NamespaceBackend:
         dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt),
         favor_dynamic_cgroups=config.cgroup_favordynmods, criu=config.criu or None,
         ca_certificates=sandbox_ca_of(config),
+        secret_lookup=secrets,
         # The pool warms slots with the disk creates ask for by default (a disk cannot
         # grow at hand-out).
         default_disk_mb=config.default_disk_mb,
@@ -279,7 +283,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         spans = build_span_export(config)
         store = await open_store(config, logged.set,
                                  None if spans is None else spans.logged)
-        backend = build_backend(config)
+        backend = build_backend(config, store.secrets.secret_values)
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
             backend=backend, images=templates, catalog_store=store.catalog,

@@ -43,7 +43,6 @@ class NetworkUpdateBody(Strict):
 # Accepted on the wire but not implemented: refusing them beats silently not applying them.
 _UNSUPPORTED = {
     "egressProxy": "egress proxies are not supported by this server",
-    "rules": "per-host request transforms are not supported by this server",
     "maskRequestHost": "masking the request host is not supported by this server",
     "httpsPorts": "HTTPS to sandbox ports is not supported by this server",
 }
@@ -60,7 +59,7 @@ async def update_network(request: Request) -> Response:
     body = await read_model(request, NetworkUpdateBody, settings(request).max_body_bytes)
     refuse_unsupported_network(body.model_dump(exclude_none=True), "network")
     await plane(request).network.update(caller, sandbox_id(request), NetworkUpdate(
-        body.allowOut, body.denyOut, body.dnsServers, body.allow_internet_access))
+        body.allowOut, body.denyOut, body.dnsServers, body.allow_internet_access, body.rules))
     return Response(status_code=204, headers={"Should-Retry": "false"})
 
 

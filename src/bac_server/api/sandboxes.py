@@ -263,6 +263,7 @@ def _create_request(body: NewSandbox) -> CreateRequest:
         None if network is None else network.denyOut,
         None if network is None else network.dnsServers,
         body.allow_internet_access,
+        rules=None if network is None else network.rules,
     )
     allow_public = True if network is None or network.allowPublicTraffic is None else (
         network.allowPublicTraffic

@@ -51,7 +51,8 @@ class _Echo(BaseHTTPRequestHandler):
         if parsed and self.path != "/_seen":
             with _SEEN_LOCK:
                 _SEEN.append({"method": self.command, "path": self.path,
-                              "hosts": self.headers.get_all("Host") or []})
+                              "hosts": self.headers.get_all("Host") or [],
+                              "headers": [[k, v] for k, v in self.headers.items()]})
         return parsed
 
     def _answer(self) -> None:

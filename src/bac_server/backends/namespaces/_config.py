@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bac_server.backends.egress import SecretLookup
 from bac_server.host import LXCFS_DIR, IdRange, default_data_dir
 
 
@@ -56,6 +57,9 @@ class NamespaceConfig:
     # The operator's CA certificates (PEM), added to every sandbox's trust store at its
     # start (``bac_envd._trust``); empty: the templates' own stores as they are.
     ca_certificates: bytes = b""
+    # Where the egress relay reads the secrets its rules' placeholders name (the store's
+    # lookup); None: a request needing one is refused.
+    secret_lookup: SecretLookup | None = None
     # Where LXCFS is mounted (``host.ensure_lxcfs``): its /proc files are bound into each
     # sandbox started while it serves. None: never.
     lxcfs_dir: Path | None = LXCFS_DIR

@@ -243,7 +243,8 @@ class Creator:
             disk_mb=sbx.disk_mb,
             env_vars=dict(sbx.env_vars),
             envd_access_token=sbx.envd_access_token,
-            network=egress,
+            # The rules' secret placeholders name the team's secrets.
+            network=dataclasses.replace(egress, team=sbx.team_id),
         )
         # The one write a create needs overlaps the backend's work: the row goes in as
         # running (with its created and started events) while the sandbox starts. A crash

@@ -28,16 +28,18 @@ from ._events import EventKind, event
 from ._registry import LiveSandbox, Registry
 from ._states import SandboxState
 
-_EGRESS_KEYS = ("allowOut", "denyOut", "dnsServers")
+_EGRESS_KEYS = ("allowOut", "denyOut", "dnsServers", "rules")
 
 
 def egress_policy(allow_out: Sequence[object] | None, deny_out: Sequence[object] | None,
                   dns_servers: Sequence[object] | None, allow_internet_access: bool | None,
-                  prefix: str = "network") -> EgressPolicy:
-    """Parse the wire lists; raises InvalidRequest naming the first bad entry."""
+                  prefix: str = "network", *, rules: object = None,
+                  team: str = "") -> EgressPolicy:
+    """Parse the wire lists (and E2B's per-host ``rules``, whose secret placeholders name
+    ``team``'s secrets); raises InvalidRequest naming the first bad entry."""
     try:
         return parse_policy(WirePolicy(allow_out, deny_out, dns_servers,
-                                       allow_internet_access, prefix))
+                                       allow_internet_access, prefix, rules, team))
     except PolicyError as exc:
         raise InvalidRequest(str(exc)) from exc
 
@@ -47,7 +49,8 @@ def policy_of(sbx: LiveSandbox) -> EgressPolicy:
     checkpoint). Stored values were validated when they came in."""
     network = sbx.network or {}
     return egress_policy(network.get("allowOut"), network.get("denyOut"),
-                         network.get("dnsServers"), sbx.allow_internet_access)
+                         network.get("dnsServers"), sbx.allow_internet_access,
+                         rules=network.get("rules"), team=sbx.team_id)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,7 @@ class NetworkUpdate:
     deny_out: Sequence[object] | None = None
     dns_servers: Sequence[object] | None = None
     allow_internet_access: bool | None = None
+    rules: object = None  # E2B's ``rules``: {host: [{"transform": {"headers": {...}}}]}
 
 
 class NetworkService:
@@ -73,7 +77,8 @@ class NetworkService:
 
     async def update(self, team: Team, sandbox_id: str, update: NetworkUpdate) -> None:
         policy = egress_policy(update.allow_out, update.deny_out, update.dns_servers,
-                               update.allow_internet_access)
+                               update.allow_internet_access, rules=update.rules,
+                               team=team.team_id)
         backend = self._control()
         sbx = self._registry.owned(team, sandbox_id)
         async with sbx.lock:

@@ -28,7 +28,13 @@ from pathlib import Path
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from bac_server.backends.egress import EgressPolicy, NetworkUsage, WirePolicy, parse_policy
+from bac_server.backends.egress import (
+    EgressPolicy,
+    NetworkUsage,
+    SecretLookup,
+    WirePolicy,
+    parse_policy,
+)
 from bac_server.host import (
     TABLE_FAMILY,
     TABLE_NAME,
@@ -40,7 +46,8 @@ from bac_server.host import (
 from ._addresses import AddressPool
 from ._dns import DnsListeners, Upstream, host_nameservers
 from ._name_checks import NameChecks, SandboxEgress
-from ._proxy import EgressProxy
+from ._proxy import EgressProxy, upstream_context
+from ._relay_ca import RelayCa
 from ._tcp_hold import close_hold_sockets
 from ._usage import read_usage
 from .nft import Installed, NftSocket, SandboxNames, SandboxRules, read_installed
@@ -50,7 +57,8 @@ STATE_FILE = "network.json"
 
 
 def _save(path: Path, policy: EgressPolicy) -> None:
-    write_private(path, json.dumps(policy.to_wire()))
+    # The rules hold placeholders only: no secret's value is ever in this file.
+    write_private(path, json.dumps(policy.to_wire() | {"team": policy.team}))
 
 
 def load_policy(path: Path) -> EgressPolicy:
@@ -60,7 +68,8 @@ def load_policy(path: Path) -> EgressPolicy:
     except (OSError, ValueError):
         return EgressPolicy(internet=False)
     return parse_policy(WirePolicy(data.get("allowOut"), data.get("denyOut"),
-                                   data.get("dnsServers"), data.get("allowInternetAccess")))
+                                   data.get("dnsServers"), data.get("allowInternetAccess"),
+                                   rules=data.get("rules"), team=str(data.get("team") or "")))
 
 
 def _connected_subnets(veth_prefix: str) -> list[str]:
@@ -80,13 +89,18 @@ def _connected_subnets(veth_prefix: str) -> list[str]:
 
 class Egress:
     def __init__(self, pool: AddressPool, exempt: tuple[str, ...],
-                 upstreams: tuple[str, ...]) -> None:
+                 upstreams: tuple[str, ...], secrets: SecretLookup | None = None,
+                 upstream_cas: bytes = b"") -> None:
+        """``secrets``: where the relay reads the values its rules' placeholders name
+        (None: requests naming one are refused); ``upstream_cas``: CA certificates (PEM)
+        the relay trusts for ruled hosts besides the host's own store."""
         self._pool = pool
         self._exempt = [str(ipaddress.IPv4Network(c, strict=False)) for c in exempt]
         self._checks = NameChecks(Upstream(list(upstreams) or host_nameservers()),
                                   [ipaddress.IPv4Network(c) for c in self._exempt])
         self._listeners = DnsListeners(self._checks.answer)
-        self._proxy = EgressProxy(self._checks.decide, self._checks.account)
+        self._proxy = EgressProxy(self._checks.decide, self._checks.account,
+                                  self._checks.ruled, secrets, upstream_context(upstream_cas))
         self._by_veth: dict[str, SandboxEgress] = {}
         self._socket = NftSocket()
         self._installed = Installed()
@@ -170,6 +184,14 @@ class Egress:
         entry = self._by_veth[veth]
         await asyncio.to_thread(self._commit, entry.state, policy, entry.rules.update)
         entry.policy = policy
+
+    def relay_ca(self, veth: str, label: str) -> str:
+        """The PEM certificate of the sandbox's relay CA, made on first use (at hand-out,
+        for envd's ``/init`` to add to its trust store); the key stays in memory here."""
+        entry = self._by_veth[veth]
+        if entry.ca is None:
+            entry.ca = RelayCa(label)
+        return entry.ca.cert_pem
 
     async def detach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str) -> None:

@@ -25,6 +25,11 @@ is relayed as bytes (``Switched``). Other upgrade offers (``h2c``) are dropped f
 request, so the site answers in HTTP/1.1 and every request stays visible. An HTTP/1.0
 request without Host is decided on the address alone, as before, and sent with the
 address as its Host (h11 writes HTTP/1.1 only).
+
+A request for a host with rules goes through ``transform`` once checked (the rule's
+headers and the secrets scoped to the host, ``_transforms``); one it cannot make ready
+(``Unanswerable``) is answered 502 by the relay itself, naming why, and the connection
+closes with nothing of it sent.
 """
 
 from __future__ import annotations
@@ -49,10 +54,17 @@ Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 # (host named by the request or None, log an allowed verdict) -> allowed
 Check = Callable[[str | None, bool], bool]
 Connect = Callable[[], Awaitable[Streams]]
+# (a checked request, the host it names) -> the request to send; raises Unanswerable
+Transform = Callable[[h11.Request, str | None], Awaitable[h11.Request]]
 
 
 class Refused(Exception):
     """A request the policy or the framing rules refuse; the connection is closed."""
+
+
+class Unanswerable(Refused):
+    """A request that cannot be made ready for its host: the relay answers it 502 with
+    this message (which must never hold a secret), then closes."""
 
 
 @dataclass(frozen=True)
@@ -139,11 +151,13 @@ def _forwarded(request: h11.Request, address: str) -> h11.Request:
 class HttpRelay:
     """One relayed connection while it speaks HTTP/1 (``run``), counting its bytes."""
 
-    def __init__(self, client: Streams, address: str, check: Check, connect: Connect) -> None:
+    def __init__(self, client: Streams, address: str, check: Check, connect: Connect,
+                 transform: Transform | None = None) -> None:
         self._client_reader, self._client_writer = client
         self._address = address
         self._check = check
         self._connect = connect
+        self._transform = transform
         self._from_client = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         self._to_server = h11.Connection(h11.CLIENT)
         self._server: Streams | None = None
@@ -169,10 +183,17 @@ class HttpRelay:
             first = await self._client_event()
             if type(first) is not h11.Request:
                 return None
-            request = self._checked(first)
+            request = await self._ready(first)
+        except Unanswerable as exc:
+            await self._answer(str(exc))
+            return None
         except (Refused, h11.ProtocolError):
             return None
-        self._server = await self._connect()
+        try:
+            self._server = await self._connect()
+        except Unanswerable as exc:
+            await self._answer(str(exc))
+            return None
         try:
             await self._send_up(request)
         except h11.ProtocolError:
@@ -188,6 +209,8 @@ class HttpRelay:
                 task.cancel()
             results = await asyncio.gather(*tasks, return_exceptions=True)
         for result in results:
+            if isinstance(result, Unanswerable):
+                await self._answer(str(result))
             if isinstance(result, BaseException) and not isinstance(
                     result, Refused | h11.ProtocolError | OSError | asyncio.CancelledError):
                 raise result
@@ -199,13 +222,31 @@ class HttpRelay:
         return (self._from_client.our_state is h11.SWITCHED_PROTOCOL
                 and self._to_server.our_state is h11.SWITCHED_PROTOCOL)
 
-    def _checked(self, request: h11.Request) -> h11.Request:
+    async def _ready(self, request: h11.Request) -> h11.Request:
+        """``request`` checked, then as the site gets it."""
         host = request_host(request)
         # The log keeps one line per host a connection changes to, and every refusal.
         if not self._check(host, host != self._last_host):
             raise Refused(f"{host or self._address} is not allowed")
         self._last_host = host
-        return _forwarded(request, self._address)
+        forwarded = _forwarded(request, self._address)
+        if self._transform is not None:
+            forwarded = await self._transform(forwarded, host)
+        return forwarded
+
+    async def _answer(self, message: str) -> None:
+        """Answer the request in flight 502 with ``message`` (nothing of it was sent)."""
+        body = f"bac egress relay: {message}\n".encode()
+        try:
+            out = self._from_client.send(h11.Response(status_code=502, headers=[
+                (b"Content-Type", b"text/plain; charset=utf-8"),
+                (b"Content-Length", str(len(body)).encode()), (b"Connection", b"close")]))
+            out += self._from_client.send(h11.Data(data=body))
+            out += self._from_client.send(h11.EndOfMessage()) or b""
+            self._client_writer.write(out)
+            await self._client_writer.drain()
+        except (h11.ProtocolError, OSError, RuntimeError):
+            pass
 
     async def _client_event(self) -> h11.Event | type[h11.PAUSED]:
         conn = self._from_client
@@ -257,7 +298,7 @@ class HttpRelay:
                 continue
             assert isinstance(event, h11.Event)
             if type(event) is h11.Request:
-                event = self._checked(event)
+                event = await self._ready(event)
             await self._send_up(event)
             self._next_cycle()
 

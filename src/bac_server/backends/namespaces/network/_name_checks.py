@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bac_server.backends.egress import Destination, EgressPolicy, domain_matches
+from bac_server.backends.egress import Destination, EgressPolicy, HostRules, domain_matches
 from bac_server.host import INFRA_DENY
 
 from . import _dns_answers as answers
 from ._dns import Upstream
+from ._relay_ca import RelayCa
 from .nft import PinError, SandboxRules
 
 _log = logging.getLogger(__name__)
@@ -38,6 +39,22 @@ class SandboxEgress:
         default_factory=lambda: collections.deque(maxlen=_DNS_LOG))
     relayed_out: int = 0  # bytes through the host-name-checking relay (not forwarded)
     relayed_in: int = 0
+    # The CA its trust store holds for the relay's TLS termination (made at hand-out,
+    # ``Egress.relay_ca``; kept in memory only).
+    ca: RelayCa | None = None
+
+
+@dataclass(frozen=True)
+class Ruled:
+    """A host with rules, as one sandbox's relay sees it."""
+
+    host: str
+    rules: HostRules
+    team: str
+    ca: RelayCa | None
+    # The addresses the sandbox's resolver answered for this host (a plain-HTTP request
+    # gets its secrets only on a connection to one of them).
+    answered: frozenset[str]
 
 
 def _is_address(host: str) -> bool:
@@ -94,6 +111,20 @@ class NameChecks:
                                                  allowed=allowed, count=1, name=host,
                                                  last_seen=time.time()))
         return allowed
+
+    def ruled(self, client: str, host: str) -> Ruled | None:
+        """The rules of ``host`` for the sandbox at ``client``, None when it has none."""
+        entry = self.by_address.get(client)
+        if entry is None:
+            return None
+        rules = entry.policy.rules_for(host)
+        if rules is None:
+            return None
+        host = host.lower().rstrip(".")
+        answered = frozenset(d.address for d in entry.dns_log
+                             if d.protocol == "dns" and d.address and d.allowed
+                             and (d.name or "").lower().rstrip(".") == host)
+        return Ruled(host, rules, entry.policy.team, entry.ca, answered)
 
     def account(self, client: str, sent: int, received: int) -> None:
         entry = self.by_address.get(client)

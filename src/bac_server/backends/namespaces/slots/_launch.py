@@ -267,6 +267,9 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
         payload = init_payload(sandbox_env(spec, trust=bool(ctx.config.ca_certificates)),
                                spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
+        # The sandbox's relay CA into its trust store (envd adds it, as root inside), so
+        # the relay can terminate TLS for the hosts its rules name, now or after an update.
+        payload["bacTrust"] = ctx.egress.relay_ca(record.veth, spec.sandbox_id)
         await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,
                         current_token)
 

@@ -1,0 +1,217 @@
+"""E2B secrets that never enter the sandbox, through a real server, the official SDK and the
+fake internet (network namespaces): the egress relay terminates TLS for a ruled host with
+the sandbox's own CA, puts the secret in, and verifies the site against the operator's
+CA. The site sees the value; the sandbox (its env, its files, every process's memory),
+a checkpoint, the store and the log never do; other hosts keep the placeholder, and the
+ways around the scope (another Host inside the TLS, another address for the ruled name)
+are refused with nothing sent."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from e2b import Sandbox, Secret
+from fake_internet import SITE_B, FakeInternet, requests_seen
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat"))
+
+from bac_process import ServerProcess, running
+
+pytestmark = [pytest.mark.root]
+
+
+@pytest.fixture(scope="module")
+def server(internet: FakeInternet, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[ServerProcess]:
+    ca = tmp_path_factory.mktemp("secrets-ca") / "ca.pem"
+    ca.write_bytes(internet.ca_pem)
+    with running("secrets", BAC_DNS_UPSTREAMS=internet.dns_server, BAC_POOL_SIZE="1",
+                 BAC_SANDBOX_CA_CERTS=str(ca)) as srv:
+        srv.create_key("secrets")
+        saved = {k: os.environ.get(k) for k in ("E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY")}
+        os.environ.update(E2B_API_URL=srv.url, E2B_SANDBOX_URL=srv.url, E2B_API_KEY=srv.keys[0])
+        yield srv
+        for key, value in saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+def _headers_of(path: str) -> list[dict[str, str]]:
+    """The headers of every request the fake site got for ``path``."""
+    return [{str(k).lower(): str(v) for k, v in r["headers"]}  # type: ignore[union-attr]
+            for r in requests_seen() if r["path"] == path]
+
+
+def _sandbox_pids(server: ServerProcess, sandbox_id: str) -> set[int]:
+    slot = (server.data_dir / "claims" / sandbox_id).read_text()
+    pids: set[int] = set()
+    for root in Path("/sys/fs/cgroup").iterdir():
+        procs = root / "bac" / slot / "cgroup.procs"
+        if procs.is_file():
+            pids.update(int(x) for x in procs.read_text().split())
+    return pids
+
+
+def _in_memory(pid: int, needle: bytes) -> bool:
+    """Whether ``needle`` is anywhere in the process's readable memory (read from the
+    host through /proc/<pid>/mem)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
+    except OSError:
+        return False  # gone meanwhile
+    with mem:
+        for line in maps.splitlines():
+            span, perms = line.split()[:2]
+            if not perms.startswith("r"):
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            try:
+                mem.seek(start)
+                if needle in mem.read(end - start):
+                    return True
+            except (OSError, OverflowError, ValueError):
+                continue  # vsyscall and the like
+    return False
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    found = []
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return found
+
+
+def _curl(sbx: Sandbox, args: str) -> tuple[int, str]:
+    result = sbx.commands.run(f"curl -sS -m 10 {args} 2>&1; echo \" exit=$?\"")
+    exit_code = int(re.findall(r"exit=(\d+)", result.stdout)[-1])
+    return exit_code, result.stdout
+
+
+@pytest.mark.slow
+def test_secret_reaches_the_ruled_host_and_nothing_else(server: ServerProcess) -> None:
+    """The ruled HTTPS request arrives with the real value (rule header and a placeholder
+    the sandbox wrote), another host gets the placeholder verbatim, and the value is in
+    no env var, file, process memory, checkpoint, store file or log."""
+    name = f"api-key-{uuid.uuid4().hex[:6]}"
+    value = "sk-live-" + uuid.uuid4().hex
+    Secret.create(name, value)
+    placeholder = Secret.fill(name)
+    sbx = Sandbox.create(timeout=120, network={
+        "allow_out": ["allowed.test", "other.test"], "deny_out": ["0.0.0.0/0"],
+        "rules": {"allowed.test": [
+            {"transform": {"headers": {"Authorization": f"Bearer {placeholder}"}}}]}})
+    try:
+        tag = uuid.uuid4().hex[:8]
+        code, out = _curl(sbx, f"https://allowed.test/ruled-{tag} "
+                               f"-H 'X-Own: {placeholder}' -H 'Authorization: Bearer mine'")
+        assert code == 0, out
+        (seen,) = _headers_of(f"/ruled-{tag}")
+        assert seen["authorization"] == f"Bearer {value}"  # the rule's, replacing the own
+        assert seen["x-own"] == value  # a placeholder the sandbox wrote, in scope
+        code, out = _curl(sbx, f"https://other.test/other-{tag} "
+                               f"-H 'Authorization: Bearer {placeholder}'")
+        assert code == 0, out
+        (other,) = _headers_of(f"/other-{tag}")
+        assert other["authorization"] == f"Bearer {placeholder}"
+
+        # The sandbox sees the placeholder only: env, files, every process's memory.
+        sbx.commands.run("sleep 30", background=True, envs={"TOKEN": placeholder})
+        env = sbx.commands.run("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'",
+                               user="root")
+        assert value not in env.stdout
+        needle = value.encode()
+        pids = _sandbox_pids(server, sbx.sandbox_id)
+        assert pids
+        assert [p for p in pids if _in_memory(p, needle)] == []
+        slot = (server.data_dir / "claims" / sbx.sandbox_id).read_text()
+        assert _files_holding(server.data_dir / "sandboxes" / slot, needle) == []
+
+        headers = {"X-API-KEY": server.keys[0]}
+        taken = httpx.post(f"{server.url}/sandboxes/{sbx.sandbox_id}/checkpoints",
+                           json={"memory": True}, headers=headers, timeout=120)
+        assert taken.status_code == 201, taken.text
+        cid = taken.json()["checkpointID"]
+        checkpoint = server.data_dir / "checkpoints" / cid
+        assert checkpoint.is_dir()
+        assert _files_holding(checkpoint, needle) == []
+    finally:
+        sbx.kill()
+        Secret.destroy(name)
+    for path in [server.log, *server.data_dir.glob("bac.db*")]:
+        assert needle not in path.read_bytes(), path
+
+
+def test_ways_around_the_scope_are_refused(server: ServerProcess) -> None:
+    """Inside a ruled TLS connection another Host is refused; the ruled name asked of
+    another site's address (its own server) is refused, over TLS and plain HTTP; a rule
+    naming a secret that does not exist answers 502 naming it; none of these requests
+    reaches a site."""
+    name = f"scoped-{uuid.uuid4().hex[:6]}"
+    value = "scoped-" + uuid.uuid4().hex
+    Secret.create(name, value)
+    sbx = Sandbox.create(timeout=120, network={
+        "allow_out": ["allowed.test", "other.test"], "deny_out": ["0.0.0.0/0"],
+        "rules": {"allowed.test": [{"transform": {"headers": {
+            "X-Key": Secret.fill(name), "X-Gone": Secret.fill(name + "-missing")}}}]}})
+    try:
+        tag = uuid.uuid4().hex[:8]
+        sbx.commands.run("getent hosts allowed.test other.test")  # resolved, as a client would
+        code, out = _curl(sbx, f"https://allowed.test/host-{tag} -H 'Host: other.test'")
+        assert code == 52, out  # closed with no answer: nothing relayed
+        unresolved = f"{SITE_B} was not resolved for allowed.test"
+        code, out = _curl(sbx, f"--resolve allowed.test:443:{SITE_B} "
+                               f"https://allowed.test/address-{tag}")
+        assert unresolved in out, out
+        code, out = _curl(sbx, f"http://{SITE_B}/plain-{tag} -H 'Host: allowed.test'")
+        assert unresolved in out, out
+        code, out = _curl(sbx, f"-w '%{{http_code}}' https://allowed.test/missing-{tag}")
+        assert "502" in out and f"{name}-missing" in out, out
+        assert value not in out
+        for path in ("host", "address", "plain", "missing"):
+            assert _headers_of(f"/{path}-{tag}") == [], path
+    finally:
+        sbx.kill()
+        Secret.destroy(name)
+
+
+def test_rules_are_checked_and_replaced_by_update(server: ServerProcess) -> None:
+    """A rule for a host allowOut does not allow, or for an address, is a 400; a PUT
+    with rules applies them to the next request, one without clears them."""
+    from e2b.exceptions import InvalidArgumentException, SandboxException
+
+    bad = [{"allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"],
+            "rules": {"other.test": [{"transform": {"headers": {"X": "y"}}}]}},
+           {"allow_out": ["1.2.3.4"], "deny_out": ["0.0.0.0/0"],
+            "rules": {"1.2.3.4": [{"transform": {"headers": {"X": "y"}}}]}}]
+    for network in bad:
+        with pytest.raises((InvalidArgumentException, SandboxException), match="rules"):
+            Sandbox.create(timeout=30, network=network)  # type: ignore[arg-type]
+    name = f"upd-{uuid.uuid4().hex[:6]}"
+    value = "upd-" + uuid.uuid4().hex
+    Secret.create(name, value)
+    sbx = Sandbox.create(timeout=120, network={"allow_out": ["allowed.test"],
+                                               "deny_out": ["0.0.0.0/0"]})
+    try:
+        tag = uuid.uuid4().hex[:8]
+        sbx.update_network({"allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"],
+                            "rules": {"allowed.test": [{"transform": {"headers": {
+                                "X-Key": Secret.fill(name)}}}]}})
+        assert _curl(sbx, f"https://allowed.test/on-{tag}")[0] == 0
+        assert _headers_of(f"/on-{tag}")[0]["x-key"] == value
+        sbx.update_network({"allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"]})
+        assert _curl(sbx, f"https://allowed.test/off-{tag}")[0] == 0
+        assert "x-key" not in _headers_of(f"/off-{tag}")[0]
+    finally:
+        sbx.kill()
+        Secret.destroy(name)
