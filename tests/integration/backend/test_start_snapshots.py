@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -219,3 +220,44 @@ async def test_a_broken_snapshot_boots_and_says_it_is_lost(
             await runc.destroy(spec.sandbox_id)
         await runc.delete_start_snapshot(image.start_snapshot.checkpoint_id)
     assert _pooled_slots(runc) == set()
+
+
+async def test_restores_on_demand_start_from_one_disk_image_filled_once(
+        runc: NamespaceBackend, template: TemplateImage) -> None:
+    """Creates restored from the snapshot (no slot made ahead for them) each get a copy of
+    one disk image holding the snapshot's files, kept beside it and gone with it: each
+    sandbox continues the snapshot on a disk of its own size, and none sees another's
+    writes. What a fill stopped by a crash left (a half-written image, its mount) is
+    cleared by the next fill."""
+    image = await _take(runc, template)
+    assert image.start_snapshot is not None
+    checkpoint = runc.config.checkpoints_dir / image.start_snapshot.checkpoint_id
+    own = EgressPolicy(internet=False)  # never handed a slot restored ahead
+    spec_a, spec_b = _spec(image, network=own, disk_mb=96), _spec(image, network=own,
+                                                                   disk_mb=96)
+    # A crash mid-fill: the half-written image and its mount left behind.
+    left = checkpoint / ".disk-96m-v1.img.filling"
+    left.write_bytes(b"half")
+    (mnt := checkpoint / ".disk-96m-v1.img.mnt").mkdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "bac-test", str(mnt)], check=True)
+    try:
+        ends = []
+        for spec in (spec_a, spec_b):
+            ends.append(await runc.create(spec))
+        assert not left.exists() and not mnt.exists()
+        assert [p.name for p in checkpoint.glob("disk-*")] == ["disk-96m-v1.img"]
+        assert spec_a.envd_access_token is not None and spec_b.envd_access_token is not None
+        status, out = await _run(ends[0], spec_a.envd_access_token,
+                                 "wc -l < /home/user/ready-runs; echo mine > /home/user/a; "
+                                 "df -m --output=size / | tail -1")
+        assert status == 200 and out.split()[0] == "3"  # restored, not booted
+        assert 80 <= int(out.split()[1]) <= 96
+        assert _policy(runc, _slot_of(runc, spec_a.sandbox_id)) == own.to_wire()
+        _, out = await _run(ends[1], spec_b.envd_access_token,
+                            "wc -l < /home/user/ready-runs; test -e /home/user/a || echo no")
+        assert out.split() == ["3", "no"]
+    finally:
+        for spec in (spec_a, spec_b):
+            await runc.destroy(spec.sandbox_id)
+        await runc.delete_start_snapshot(image.start_snapshot.checkpoint_id)
+    assert not checkpoint.exists()

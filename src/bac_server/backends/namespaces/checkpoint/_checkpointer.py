@@ -24,6 +24,7 @@ from bac_server.backends.base import (
     SandboxSpec,
     TemplateImage,
 )
+from bac_server.backends.egress import EgressPolicy
 from bac_server.cancel_safe import off_loop
 from bac_server.host import remove_tree, write_private
 
@@ -43,6 +44,7 @@ from ..slots import (
 from . import _stored
 from ._copies import restore_copy, start_copy, template_of
 from ._durable import Flusher
+from ._seeded import seeded_disk
 from ._suspender import Suspender, suspend_images
 from .criu import (
     Images,
@@ -142,15 +144,18 @@ class Checkpointer:
             spec.sandbox_id, lambda: self.copy(spec, checkpoint_id, source_token=source_token))
 
     async def copy(self, spec: SandboxSpec, checkpoint_id: str, *,
-                   source_token: str | None) -> SlotRecord:
+                   source_token: str | None, often: bool = False) -> SlotRecord:
         """The slot of a new sandbox ``spec`` continuing from the checkpoint, RUNNING; the
-        caller has claimed ``spec.sandbox_id`` (``SlotTable.start``)."""
+        caller has claimed ``spec.sandbox_id`` (``SlotTable.start``). ``often``: the
+        checkpoint is copied for many creates (a template's start snapshot), so its
+        files are laid once into a disk image that every copy starts from."""
         ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
         criu = self._suspender.need_criu() if meta.memory else None
         with self._flusher.busy():
-            return await start_copy(ctx, criu, stored, meta, spec, source_token=source_token)
+            return await start_copy(ctx, criu, stored, meta, spec, source_token=source_token,
+                                    seed=often)
 
     async def copy_ahead(self, checkpoint_id: str, image: TemplateImage, limits: Limits, *,
                          hostname: str, disk_mb: int) -> SlotRecord:
@@ -165,8 +170,10 @@ class Checkpointer:
             raise CheckpointFailed(f"checkpoint {checkpoint_id} holds no memory to restore")
         criu = self._suspender.need_criu()
         with self._flusher.busy():
+            seeded = await seeded_disk(ctx.config, stored, disk_mb)
             record = await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
-                                        limits, hostname=hostname, disk_mb=disk_mb)
+                                        limits, hostname=hostname, disk_mb=disk_mb,
+                                        egress=EgressPolicy(), seeded=seeded)
             try:
                 await memory_settled(record.slot)
             except BaseException:

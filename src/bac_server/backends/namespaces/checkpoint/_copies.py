@@ -17,13 +17,15 @@ and started again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from bac_server.backends.base import SandboxSetupError, SandboxSpec, TemplateImage
-from bac_server.cancel_safe import off_loop
+from bac_server.backends.egress import EgressPolicy
+from bac_server.cancel_safe import off_loop, to_the_end
 from bac_server.host import write_private
 
 from ..slots import (
@@ -31,6 +33,7 @@ from ..slots import (
     Limits,
     SlotRecord,
     assign,
+    attach_egress,
     cold_start,
     lay_out,
     lay_out_with_netns,
@@ -43,6 +46,7 @@ from ..slots import (
     undo_after_failure,
     validate,
 )
+from ._seeded import seeded_disk
 from ._stored import Meta, Stored
 from .criu import Criu, Images, restore, thaw
 
@@ -72,9 +76,12 @@ def _config_for_slot(config: dict[str, Any], *, slot_root: Path, netns: str,
 
 
 async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta,
-                     spec: SandboxSpec, *, source_token: str | None) -> SlotRecord:
+                     spec: SandboxSpec, *, source_token: str | None,
+                     seed: bool = False) -> SlotRecord:
     """The new slot, RUNNING and initialised for ``spec``; fails closed (everything made
-    is torn down and ``SandboxSetupError`` raised)."""
+    is torn down and ``SandboxSetupError`` raised). ``seed``: the checkpoint is copied
+    often (a start snapshot): its files go to the copy in a disk image filled once
+    (``_seeded``)."""
     limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
     template = template_of(meta, spec.template)
     if not meta.memory:
@@ -91,9 +98,12 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
         await assign(ctx, record, spec, limits)
         return record
     assert criu is not None  # a checkpoint with memory needs CRIU (create_from)
+    seeded = await seeded_disk(ctx.config, stored, spec.disk_mb) if seed else None
     record = await restore_copy(ctx, criu, stored, meta, template, limits,
-                                hostname=spec.sandbox_id, disk_mb=spec.disk_mb)
-    await assign(ctx, record, spec, limits, current_token=source_token)
+                                hostname=spec.sandbox_id, disk_mb=spec.disk_mb,
+                                egress=spec.network, seeded=seeded)
+    await assign(ctx, record, spec, limits, current_token=source_token,
+                 egress_attached=True)
     return record
 
 
@@ -107,22 +117,32 @@ def template_of(meta: Meta, image: TemplateImage) -> TemplateImage:
 
 async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
                        template: TemplateImage, limits: Limits, *, hostname: str,
-                       disk_mb: int) -> SlotRecord:
+                       disk_mb: int, egress: EgressPolicy,
+                       seeded: Path | None = None) -> SlotRecord:
     """A new slot restored from the memory checkpoint: its processes running under
     ``hostname`` on a disk of ``disk_mb``, envd still holding the checkpoint's token, the
-    slot CREATING (for ``assign``, or the pool); fails closed (``SandboxSetupError``)."""
+    slot CREATING (for ``assign``, or the pool); fails closed (``SandboxSetupError``).
+
+    The slot's egress policy ``egress`` goes in while CRIU restores (its veth rejects
+    everything until then), so the restored processes run under it from their first
+    instruction and the create does not wait for it after. ``seeded``: the image of the
+    slot's disk already holding the checkpoint's files (``_seeded``); without it they are
+    copied into the new disk."""
     record = new_record(ctx, kind="s", template_id=meta.template_id,
                         layers=template.layer_stack, envd_bundle=meta.envd_bundle,
                         limits=limits, disk_mb=disk_mb)
     paths = ctx.paths(record.slot)
+    attaching: asyncio.Future[None] | None = None
     try:
         made = await lay_out_with_netns(
-            ctx, record, lambda: lay_out(ctx, record, template, hostname))
+            ctx, record, lambda: lay_out(ctx, record, template, hostname, seeded=seeded))
         try:
             netns = pin_netns(paths, made)
         finally:
             os.close(made)
-        await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
+        attaching = asyncio.ensure_future(attach_egress(ctx, record, egress))
+        if seeded is None:
+            await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
         config = stored.oci_config()
         _config_for_slot(config, slot_root=paths.root, netns=netns,
                         cgroup_path=record.cgroup_path, hostname=hostname,
@@ -134,7 +154,11 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
         assert record.init_pid is not None
         pid = record.init_pid
         await off_loop(lambda: set_hostname_in(pid, hostname))
+        await to_the_end(attaching)
     except BaseException as exc:
+        if attaching is not None:
+            # The teardown below detaches the policy: never while it is still going in.
+            await asyncio.gather(to_the_end(attaching), return_exceptions=True)
         await undo_after_failure(ctx, record)
         if not isinstance(exc, Exception):
             raise

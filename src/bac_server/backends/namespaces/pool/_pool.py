@@ -80,7 +80,6 @@ from ..slots import (
     SlotRecord,
     SlotTable,
     assign,
-    attach_egress,
     boot,
     is_alive,
     save_record,
@@ -210,7 +209,8 @@ class ReadyPool:
                     step = time.perf_counter()
                     try:
                         restored = await self._checkpointer.copy(spec, key.snapshot,
-                                                                 source_token=ref.token)
+                                                                 source_token=ref.token,
+                                                                 often=True)
                         part("restore", step)
                         return restored
                     except Exception as exc:
@@ -405,7 +405,6 @@ class ReadyPool:
             key.snapshot, template, dataclasses.replace(key.limits, background=True),
             hostname=POOL_HOSTNAME, disk_mb=key.disk_mb)
         try:
-            await attach_egress(self._ctx, record, EgressPolicy())
             await probe_health(record.sandbox_address, self._ctx.config.envd_init_timeout_s)
             record.move(SlotPhase.POOLED)  # on disk only once it can be handed out
             await off_loop(lambda: save_record(self._ctx.paths(record.slot), record))

@@ -11,7 +11,8 @@ recorded on disk at every step (``_record``); a sandbox id is bound to it at han
 * What the runtime is given: ``_ocispec`` (the OCI config), ``_seccomp``, ``_runtime``
   (the runtime's command line), ``_cgroups``, ``_files`` (the slot's directories, /etc
   files and overlay root), ``_disk`` (the overlay's upper layer on a file system of the
-  sandbox's size: ENOSPC past it, usage from its counters), ``_devfs`` (/dev across a
+  sandbox's size: ENOSPC past it, usage from its counters; ``SeedImage``, a disk filled
+  once for many slots to copy), ``_devfs`` (/dev across a
   dump and restore), ``_restorable`` (what runc slots need to be checkpointed).
 * ``_process`` (host processes: identity, liveness, reaping), ``_usage``, ``_validate``,
   ``_layers_in_use``.
@@ -20,6 +21,7 @@ recorded on disk at every step (``_record``); a sandbox id is bound to it at han
 from . import _devfs as devfs
 from ._cgroups import CgroupTree
 from ._context import Context
+from ._disk import SeedImage
 from ._files import (
     disk_used,
     log_tail,
@@ -68,6 +70,7 @@ __all__ = [
     "OciRuntime",
     "RuntimeFailed",
     "SandboxPlan",
+    "SeedImage",
     "SlotPaths",
     "SlotPhase",
     "SlotRecord",

@@ -152,20 +152,77 @@ def _copy_sparse(source: Path, target: Path) -> None:
         os.close(src)
 
 
-def make_disk(paths: SlotPaths, data_dir: Path, disk_mb: int, ids: IdRange) -> None:
+def make_disk(paths: SlotPaths, data_dir: Path, disk_mb: int, ids: IdRange, *,
+              seeded: Path | None = None) -> None:
     """The slot's disk of ``disk_mb``, mounted at ``paths.layer``, with the overlay's upper
-    (the sandbox's "/": sandbox root's) and work directories in it. Blocking."""
+    (the sandbox's "/": sandbox root's) and work directories in it. ``seeded``: an image
+    of ``disk_mb`` that already holds them, files and all (``SeedImage``), copied instead
+    of the empty one. Blocking."""
     if disk_mb < MIN_DISK_MB:
         raise DiskError(errno.EINVAL, f"a sandbox's disk is at least {MIN_DISK_MB} MiB, "
                                       f"not {disk_mb}")
-    _copy_sparse(_prototype(prototypes_dir(data_dir), disk_mb), paths.disk)
+    _copy_sparse(seeded or _prototype(prototypes_dir(data_dir), disk_mb), paths.disk)
     mount_disk(paths)
-    top = paths.layer
-    os.chmod(top, 0o700)
+    os.chmod(paths.layer, 0o700)
+    if seeded is None:
+        _make_layer_dirs(paths.layer, ids)
+
+
+def _make_layer_dirs(top: Path, ids: IdRange) -> None:
     (top / "upper").mkdir(mode=0o755)
     os.chown(top / "upper", ids.root, ids.root)
     os.chmod(top / "upper", 0o755)  # noqa: S103 - the sandbox's "/", as in any image
     (top / "work").mkdir(mode=0o700)
+
+
+class SeedImage:
+    """A disk image of one size being filled once, for many slots to copy (``seeded``).
+
+    ``open`` copies the empty prototype to a temporary file next to ``target`` and mounts
+    it (upper and work directories made, as in a slot's disk); the caller fills
+    ``upper``; ``publish`` unmounts it, syncs it and renames it to ``target``, so a
+    ``target`` that exists is whole. ``discard`` undoes whatever is left (idempotent).
+    The temporary file and mount point are named after ``target``: ``open`` removes what
+    a crash mid-fill left of them. Callers serialise the fills of one ``target``.
+    Blocking, all of it."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self._tmp = target.with_name(f".{target.name}.filling")
+        self._mnt = target.with_name(f".{target.name}.mnt")
+
+    @property
+    def upper(self) -> Path:
+        return self._mnt / "upper"
+
+    def open(self, data_dir: Path, disk_mb: int, ids: IdRange) -> None:
+        self.discard()
+        _copy_sparse(_prototype(prototypes_dir(data_dir), disk_mb), self._tmp)
+        self._mnt.mkdir(mode=0o700)
+        image = os.open(self._tmp, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            with loop_device(image, str(self._tmp)) as device:
+                mount(device, str(self._mnt), "ext4", MS_NODEV | MS_NOSUID, _MOUNT_OPTIONS)
+        finally:
+            os.close(image)
+        os.chmod(self._mnt, 0o700)
+        _make_layer_dirs(self._mnt, ids)
+
+    def publish(self) -> None:
+        umount(str(self._mnt))  # not lazily: the image must be whole before it is named
+        self._mnt.rmdir()
+        fd = os.open(self._tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(self._tmp, self.target)
+
+    def discard(self) -> None:
+        if self._mnt.exists():
+            unmount(self._mnt)
+            self._mnt.rmdir()
+        self._tmp.unlink(missing_ok=True)
 
 
 def has_disk(paths: SlotPaths) -> bool:

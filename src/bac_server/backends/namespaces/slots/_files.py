@@ -36,6 +36,8 @@ class SlotDisk:
 
     data_dir: Path
     disk_mb: int
+    # An image of ``disk_mb`` already holding the slot's files (``SeedImage``), or None.
+    seeded: Path | None = None
 
 
 def _mkdir(path: Path, mode: int, uid: int, gid: int) -> None:
@@ -97,7 +99,7 @@ def make_slot_dirs(paths: SlotPaths, ids: IdRange, disk: SlotDisk, ca: bytes = b
     os.chown(paths.root, 0, ids.root)
     # The upper directory's root becomes the sandbox's "/": owned by sandbox root, on
     # the slot's own disk of its size (``_disk``).
-    make_disk(paths, disk.data_dir, disk.disk_mb, ids)
+    make_disk(paths, disk.data_dir, disk.disk_mb, ids, seeded=disk.seeded)
     _mkdir(paths.rootfs, 0o755, 0, 0)
     _mkdir(paths.etc, 0o710, 0, ids.root)
     make_trace_dir(paths, ids, ca)

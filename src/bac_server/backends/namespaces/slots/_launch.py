@@ -53,10 +53,13 @@ from ._teardown import undo_after_failure
 _log = logging.getLogger(__name__)
 
 
-def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str) -> None:
+def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str, *,
+            seeded: Path | None = None) -> None:
+    """The new slot's files, its root mounted (blocking). ``seeded``: an image of the
+    slot's disk size holding the files it starts with (``SeedImage``)."""
     paths = ctx.paths(record.slot)
     ids = ctx.config.id_range
-    make_slot_dirs(paths, ids, SlotDisk(ctx.config.data_dir, record.disk_mb),
+    make_slot_dirs(paths, ids, SlotDisk(ctx.config.data_dir, record.disk_mb, seeded),
                    ctx.config.ca_certificates)
     save_record(paths, record)
     write_identity(paths, hostname, ids)
