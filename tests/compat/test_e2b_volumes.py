@@ -174,8 +174,8 @@ def test_shared_by_two_sandboxes_kept_after_kill_and_restart(vserver: ServerProc
     """A volume one sandbox writes (as its user) another reads at once, with sane owners
     in both and through the API; the files stay after both are killed and after a
     server restart, and a sandbox made after it sees them; a mounted volume cannot be
-    destroyed (409)."""
-    from e2b import Sandbox, Volume, VolumeException
+    destroyed (409), nor can it be snapshotted or forked (409)."""
+    from e2b import Sandbox, SandboxException, Volume, VolumeException
 
     with _volume() as vol:
         a = Sandbox.create(timeout=120, volume_mounts={"/mnt/shared": vol})
@@ -191,6 +191,11 @@ def test_shared_by_two_sandboxes_kept_after_kill_and_restart(vserver: ServerProc
             assert (st.uid, st.gid) == (1000, 1000)
             with pytest.raises(VolumeException, match="409"):
                 Volume.destroy(vol.volume_id)
+            # Volumes are never saved in a checkpoint: snapshots and forks are refused.
+            with pytest.raises(SandboxException, match="409"):
+                a.create_snapshot()
+            with pytest.raises(SandboxException, match="409"):
+                a.fork()
         finally:
             a.kill()
             b.kill()

@@ -264,6 +264,17 @@ class Volumes:
             pass
         await self._store.delete_mounts(sbx.sandbox_id)
 
+    def refuse_saving(self, team: Team, sandbox_id: str, what: str) -> None:
+        """``Conflict`` when the team's sandbox mounts volumes: checkpoints, snapshots and
+        forks of it are not taken (docs/volumes-secrets-artefacts.md, *Checkpoints*)."""
+        mounted = self._mounted.get(sandbox_id)
+        if mounted:
+            self._registry.owned(team, sandbox_id, activity=False)  # another's: 404
+            paths = ", ".join(path for _, path in mounted)
+            raise Conflict(f"{what} of a sandbox with volumes mounted ({paths}) is not "
+                           "supported: a volume is live storage shared by sandboxes and "
+                           "is never saved in a checkpoint; pause and resume keep it")
+
     def mounts_of(self, sandbox_id: str) -> list[tuple[str, str]]:
         """(volume name, path) of each volume the sandbox mounts."""
         return list(self._mounted.get(sandbox_id, ()))
