@@ -23,8 +23,9 @@ Built on ``os`` alone: it runs before envd's front, on every sandbox's boot.
 
 The same way, ``/init`` may carry the sandbox's own relay CA (``bacTrust``: the host's
 egress relay terminates TLS with it for the hosts the sandbox's network rules name, and
-keeps its key); ``install_text`` adds it (as ``relay-<n>.crt``). A certificate is all
-the sandbox gets: nothing here can sign.
+keeps its key); ``install_text`` adds it (as ``relay-0.crt``, replacing the CA of the
+sandbox a checkpoint was taken from). A certificate is all the sandbox gets: nothing
+here can sign.
 """
 
 from __future__ import annotations
@@ -125,9 +126,7 @@ def install_text(text: str, kind: str = "operator") -> int:
         local = os.path.join(LOCAL_DIR, "bac")
         os.makedirs(local, mode=0o755, exist_ok=True)
         for n, block in enumerate(added):
-            _write(os.path.join(local, f"{kind}-{_key(block)[-16:].replace('/', '_')}"
-                                       f"-{n}.crt" if kind != "operator" else
-                                       f"operator-{n}.crt"), block)
+            _write(os.path.join(local, f"{kind}-{n}.crt"), block)
     return len(added)
 
 

@@ -36,7 +36,7 @@ _HOOK = "/events/webhooks/{webhookID}"
 _ART = "/artefacts/{runId}/{name}"
 _VOL = "/volumes/{volumeID}"
 _CONTENT = "/volumecontent/{volumeID}"
-_SECRET = "/secrets/{secret_id}"  # noqa: S105 (a path, not a password)
+_SECRET = "/secrets/{secretID}"  # noqa: S105 (a path, not a password)
 
 ROUTES = [
     Route("/health", health.health, methods=["GET"]),

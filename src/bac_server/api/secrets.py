@@ -47,7 +47,7 @@ def _service(request: Request) -> Secrets:
 
 
 def _ref(request: Request) -> str:
-    value: str = request.path_params["secret_id"]
+    value: str = request.path_params["secretID"]
     return value
 
 

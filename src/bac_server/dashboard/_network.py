@@ -79,6 +79,8 @@ async def update(request: Request) -> Response:
         allow_out=_lines(form.get("allow_out"), "allowed"),
         deny_out=_lines(form.get("deny_out"), "denied"),
         dns_servers=_lines(form.get("dns_servers"), "DNS servers"),
-        allow_internet_access=form.get("internet") == "yes"))
+        allow_internet_access=form.get("internet") == "yes",
+        # The form edits the lists only: the sandbox's header rules stay as they are.
+        rules=(sbx.network or {}).get("rules")))
     return render(request, "_tab_network.html", sid=sid, live=sbx,
                   message="egress policy replaced", **await network_tab(view, sbx, team))

@@ -44,8 +44,13 @@ def server(internet: FakeInternet, tmp_path_factory: pytest.TempPathFactory
 
 def _headers_of(path: str) -> list[dict[str, str]]:
     """The headers of every request the fake site got for ``path``."""
-    return [{str(k).lower(): str(v) for k, v in r["headers"]}  # type: ignore[union-attr]
-            for r in requests_seen() if r["path"] == path]
+    found = []
+    for seen in requests_seen():
+        if seen["path"] == path:
+            pairs = seen["headers"]
+            assert isinstance(pairs, list)
+            found.append({str(k).lower(): str(v) for k, v in pairs})
+    return found
 
 
 def _sandbox_pids(server: ServerProcess, sandbox_id: str) -> set[int]:

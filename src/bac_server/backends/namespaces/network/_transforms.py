@@ -11,7 +11,8 @@ The secrets *scoped* to a host are those its rules' header values name
   written otherwise; Host is never touched (it routed the request);
 * a scoped secret the team does not have (deleted, or never made) refuses the request
   (``Unresolved``: the relay answers 502 saying which name, and sends nothing), as does
-  a value holding a character no header may (a line break would split the header).
+  a value holding a control character no header may (a line break would split the
+  header; h11's own refusal would quote the value).
 
 Nothing is ever resolved in a request to a host without rules, in a request line or a
 body. Values are read per request (``SecretLookup``), so an update takes effect at the
@@ -28,7 +29,7 @@ from bac_server.backends.egress import PLACEHOLDER, HostRules, SecretLookup
 
 from ._http_relay import Unanswerable
 
-_NOT_IN_HEADER = re.compile(r"[\x00\r\n]")
+_NOT_IN_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class Unresolved(Unanswerable):
@@ -66,8 +67,8 @@ async def transformed(request: h11.Request, rules: HostRules, team: str,
                 return match.group(0)
             value = values[name]
             if _NOT_IN_HEADER.search(value):
-                raise Unresolved(f"secret {name!r} holds a line break or NUL, which no "
-                                 "header value may")
+                raise Unresolved(f"secret {name!r} holds a control character (a line "
+                                 "break, NUL...), which no header value may")
             return value.encode().decode("latin-1")  # its UTF-8 bytes, as sent
         return PLACEHOLDER.sub(one, text)
 

@@ -205,6 +205,11 @@ TRUST_ENV = {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
              "NODE_EXTRA_CA_CERTS": "/run/bac/ca.pem"}
 
 
+# The same for a sandbox created with network rules (its relay CA is in the system
+# bundle; there is no operator file for Node).
+RELAY_TRUST_ENV = TRUST_ENV | {"NODE_EXTRA_CA_CERTS": "/etc/ssl/certs/ca-certificates.crt"}
+
+
 def sandbox_env(spec: SandboxSpec, *, trust: bool = False) -> dict[str, str]:
     """What every process of the sandbox starts with: the template's ENV, overridden by
     the create request's env vars; under both, ``OMP_NUM_THREADS`` (its vCPUs: what
@@ -267,8 +272,10 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
         if not egress_attached:
             # Before /init: no code of the user's runs without its egress policy.
             await attach_egress(ctx, record, spec.network)
-        payload = init_payload(sandbox_env(spec, trust=bool(ctx.config.ca_certificates)),
-                               spec.envd_access_token,
+        env = sandbox_env(spec, trust=bool(ctx.config.ca_certificates))
+        if spec.network.rules and not ctx.config.ca_certificates:
+            env = RELAY_TRUST_ENV | env  # the template's and the request's own win
+        payload = init_payload(env, spec.envd_access_token,
                                spec.template.default_user, spec.template.default_workdir)
         # The sandbox's relay CA into its trust store (envd adds it, as root inside), so
         # the relay can terminate TLS for the hosts its rules name, now or after an update.
