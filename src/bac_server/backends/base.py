@@ -17,7 +17,7 @@ Error tree (server side, backend layer)::
     ├── CheckpointNotFound    no checkpoint with this id
     ├── CheckpointFailed      saving or restoring state failed; the sandbox is as it was
     │                         before the call (or, for a restore, stopped: the message says)
-    └── ServiceNotReady       a start snapshot's ready command never succeeded in its bound
+    ├── ServiceNotReady       a start snapshot's ready command never succeeded in its bound
     └── VolumeMountFailed     a volume could not be bound into a sandbox (the message
                               says why: a path crossing a symlink or a file, ...)
 """

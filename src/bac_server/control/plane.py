@@ -331,6 +331,8 @@ class ControlPlane:
         self.checkpoints.close()
         if self.artefacts is not None:
             await self.artefacts.close()
+        if self.volumes is not None:
+            await self.volumes.close()
         if isinstance(self.backend, Traced):
             self.backend.trace_to(None)
         await self.traces.stop()

@@ -16,6 +16,7 @@ has not ended (running or paused) cannot be destroyed: 409, kill the sandbox fir
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hmac
 import logging
@@ -96,6 +97,7 @@ class Volumes:
         self.settings = settings or VolumeSettings()
         # sandbox id -> [(volume name, path)]: what its listing shows.
         self._mounted: dict[str, list[tuple[str, str]]] = {}
+        self._forgetting: set[asyncio.Future[None]] = set()
         registry.on_gone(self._maybe_ended)
 
     def _host(self) -> VolumeHost:
@@ -131,6 +133,21 @@ class Volumes:
         # Called when it stops being routable: a pause too, which keeps its mounts.
         if sandbox_id in self._mounted and not self._live(sandbox_id):
             del self._mounted[sandbox_id]
+            task = asyncio.ensure_future(to_the_end(self._forget(sandbox_id)))
+            self._forgetting.add(task)
+            task.add_done_callback(self._forgetting.discard)
+
+    async def _forget(self, sandbox_id: str) -> None:
+        try:
+            await self._store.delete_mounts(sandbox_id)
+        except Exception as exc:  # the next start forgets them
+            log.warning("the ended sandbox %s's volume mounts stay recorded until the "
+                        "next start: %s", sandbox_id, exc)
+
+    async def close(self) -> None:
+        """Wait for the ended sandboxes' mounts to be forgotten."""
+        if self._forgetting:
+            await asyncio.gather(*self._forgetting, return_exceptions=True)
 
     # -- E2B's /volumes ------------------------------------------------------------------
 
