@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,8 +174,9 @@ def test_content_api_async() -> None:
 def test_shared_by_two_sandboxes_kept_after_kill_and_restart(vserver: ServerProcess) -> None:
     """A volume one sandbox writes (as its user) another reads at once, with sane owners
     in both and through the API; the files stay after both are killed and after a
-    server restart, and a sandbox made after it sees them; a mounted volume cannot be
-    destroyed (409), nor can it be snapshotted or forked (409)."""
+    server restart (its file system unmounted meanwhile, as by a reboot), and a sandbox
+    made after it sees them; a mounted volume cannot be destroyed (409), nor can its
+    sandbox be snapshotted or forked (409)."""
     from e2b import Sandbox, SandboxException, Volume, VolumeException
 
     with _volume() as vol:
@@ -201,6 +203,9 @@ def test_shared_by_two_sandboxes_kept_after_kill_and_restart(vserver: ServerProc
             b.kill()
         assert vol.read_file("/out/a.txt") == "from-a\nfrom-b\n"
         vserver.stop()
+        # As after a host reboot: the volume's file system is no longer mounted.
+        subprocess.run(["umount", str(vserver.data_dir / "volumes" / vol.volume_id / "mnt")],
+                       check=True)
         vserver.start()
         assert vol.read_file("/out/a.txt") == "from-a\nfrom-b\n"
         c = Sandbox.create(timeout=60, volume_mounts={"/srv/v": vol})
