@@ -305,10 +305,10 @@ def test_quota_and_a_full_volume() -> None:
 
 
 @pytest.mark.slow
-def test_pause_and_resume_keep_the_volume_live() -> None:
-    """A paused sandbox (to disk with its memory, then files only) comes back with its
-    volume mounted, live: what was written meanwhile through the API is there, a process
-    holding a file open on it is restored with it."""
+def test_pause_and_resume_keep_the_volume_live(vserver: ServerProcess) -> None:
+    """A paused sandbox (to disk with its memory, across a server restart; then files
+    only) comes back with its volume mounted, live: what was written meanwhile through
+    the API is there, a process holding a file open on it is restored with it."""
     from e2b import Sandbox
 
     with _volume() as vol:
@@ -319,6 +319,8 @@ def test_pause_and_resume_keep_the_volume_live() -> None:
             sbx.commands.run("echo before > /mnt/v/a.txt")
             assert sbx.pause()
             vol.write_file("/during.txt", "while paused")
+            vserver.stop()
+            vserver.start()
             sbx.connect()
             assert sbx.commands.run("cat /mnt/v/a.txt /mnt/v/during.txt").stdout == \
                 "before\nwhile paused"
