@@ -17,22 +17,31 @@ from bac_kernel._kernel_process import Requests
 
 STEP = 1.0
 
-_EMPTY_CELL = {
-    "code": "", "silent": True, "store_history": False, "user_expressions": {},
-    "allow_stdin": False, "stop_on_error": False,
-}
+def _silent_cell(code: str) -> dict[str, object]:
+    return {
+        "code": code, "silent": True, "store_history": False, "user_expressions": {},
+        "allow_stdin": False, "stop_on_error": False,
+    }
 
 
 async def handshake(
-    inbox: asyncio.Queue[InboxItem], requests: Requests, is_alive: Callable[[], bool]
+    inbox: asyncio.Queue[InboxItem], requests: Requests, is_alive: Callable[[], bool],
+    warm_code: str = "",
 ) -> None:
-    """Return once the kernel answered on both channels; KernelDiedError if it exits."""
+    """Return once the kernel answered on both channels; KernelDiedError if it exits.
+
+    The silent cell that proves iopub runs ``warm_code`` (the language's own, see
+    `Language.warm_code`): code paths a first cell would otherwise load, run now so that
+    a kernel started ahead (a template's start snapshot) answers its first cell as fast as
+    its next. Silent and kept out of history, it changes no execution count, no `_` and
+    no output. Its reply may come after this returns: replies are matched by request."""
     await _retry_until(
         inbox, lambda: requests.send("kernel_info_request", {}), "shell", "kernel_info_reply",
         is_alive,
     )
     await _retry_until(
-        inbox, lambda: requests.send("execute_request", _EMPTY_CELL), "iopub", "status", is_alive
+        inbox, lambda: requests.send("execute_request", _silent_cell(warm_code)), "iopub",
+        "status", is_alive,
     )
 
 

@@ -144,7 +144,8 @@ class Kernel:
         ]
         self.collecting = True
         try:
-            await asyncio.wait_for(handshake(self.inbox, requests, self.is_alive), START_TIMEOUT)
+            await asyncio.wait_for(handshake(self.inbox, requests, self.is_alive,
+                                                 self.language.warm_code), START_TIMEOUT)
         except (TimeoutError, KernelDiedError) as exc:
             await self._teardown()
             self._mark_dead()

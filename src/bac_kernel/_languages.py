@@ -89,6 +89,8 @@ class Language:
     #: Executables that must be on PATH, and Python modules that must be importable.
     needs_programs: tuple[str, ...] = ()
     needs_modules: tuple[str, ...] = ()
+    #: Run silently once the kernel is up (`_handshake`): what its first cell would load.
+    warm_code: str = ""
 
     def missing(self) -> str | None:
         """What is missing for this language to run here, or None when it can."""
@@ -132,6 +134,9 @@ LANGUAGES: dict[str, Language] = {
             ),
             _python_env,
             needs_modules=("ipykernel",),
+            # Compiles and runs a cell and formats a value with every formatter (the
+            # inkernel extension's too), as a first `1+1` would, without displaying it.
+            warm_code="get_ipython().display_formatter.format(1 + 1)",
         ),
         Language(
             "bash",
