@@ -63,8 +63,12 @@ class Refused(Exception):
 
 
 class Unanswerable(Refused):
-    """A request that cannot be made ready for its host: the relay answers it 502 with
-    this message (which must never hold a secret), then closes."""
+    """A request that cannot be made ready for its host: the relay answers it (502, or
+    ``status``) with this message (which must never hold a secret), then closes."""
+
+    def __init__(self, message: str, status: int = 502) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -185,14 +189,14 @@ class HttpRelay:
                 return None
             request = await self._ready(first)
         except Unanswerable as exc:
-            await self._answer(str(exc))
+            await self._answer(exc)
             return None
         except (Refused, h11.ProtocolError):
             return None
         try:
             self._server = await self._connect()
         except Unanswerable as exc:
-            await self._answer(str(exc))
+            await self._answer(exc)
             return None
         try:
             await self._send_up(request)
@@ -210,7 +214,7 @@ class HttpRelay:
             results = await asyncio.gather(*tasks, return_exceptions=True)
         for result in results:
             if isinstance(result, Unanswerable):
-                await self._answer(str(result))
+                await self._answer(result)
             if isinstance(result, BaseException) and not isinstance(
                     result, Refused | h11.ProtocolError | OSError | asyncio.CancelledError):
                 raise result
@@ -234,11 +238,11 @@ class HttpRelay:
             forwarded = await self._transform(forwarded, host)
         return forwarded
 
-    async def _answer(self, message: str) -> None:
-        """Answer the request in flight 502 with ``message`` (nothing of it was sent)."""
-        body = f"bac egress relay: {message}\n".encode()
+    async def _answer(self, refusal: Unanswerable) -> None:
+        """Answer the request in flight with ``refusal`` (nothing of it was sent)."""
+        body = f"bac egress relay: {refusal}\n".encode()
         try:
-            out = self._from_client.send(h11.Response(status_code=502, headers=[
+            out = self._from_client.send(h11.Response(status_code=refusal.status, headers=[
                 (b"Content-Type", b"text/plain; charset=utf-8"),
                 (b"Content-Length", str(len(body)).encode()), (b"Connection", b"close")]))
             out += self._from_client.send(h11.Data(data=body))

@@ -207,7 +207,10 @@ class EgressProxy:
         def check(asked: str | None, log: bool) -> bool:
             # SECURITY: the request's Host must be the name the TLS connection was opened
             # (and its upstream verified) for: the rules and secrets chosen are its.
-            return asked == host and self._decide(sandbox, asked, address, port, log)
+            if asked != host:
+                raise Unanswerable(f"this connection was opened for {host}, not "
+                                   f"{asked or 'a request without Host'}", status=421)
+            return self._decide(sandbox, asked, address, port, log)
 
         async def transform(request: h11.Request, _host: str | None) -> h11.Request:
             # SECURITY: the name must be one answered for this address, not only one whose

@@ -1,14 +1,14 @@
 """A sandbox's relay CA: the certificate authority its trust store holds so that the egress
-relay can terminate TLS for the hosts its rules name (``_tls_relay``), and the
+relay can terminate TLS for the hosts its rules name (``_proxy``), and the
 certificates minted from it, one per host.
 
-The CA is made per sandbox (an EC P-256 key and a self-signed certificate, limited to
-signing server certificates: path length 0) when the sandbox is handed out; its
+The CA is made per sandbox (an EC P-256 key and a self-signed certificate that signs
+certificates, no sub-CA: path length 0) when the sandbox is handed out; its
 certificate goes to the sandbox through envd's ``/init`` (``bacTrust``), which adds it
 to the trust store. Its key lives in this server's memory only: never in a file, the
 store, a checkpoint or the sandbox. A sandbox another server process re-attaches (after
-a restart) gets a new CA it does not trust, so its ruled HTTPS fails verification
-instead of reaching anyone (fail closed) until it is created again.
+a restart) has none there: the relay closes its ruled TLS connections instead of
+sending them anywhere (fail closed) until it is created again.
 
 Leaf certificates (one EC key per CA, a certificate per host name, valid for a week and
 minted again a day before they end) are loaded into an ``ssl.SSLContext`` through a
