@@ -191,3 +191,33 @@ def test_artefact_responses_conform(api: httpx.Client, sandbox_id: str) -> None:
     again = api.get(f"/artefacts/{run}/h")
     check("GET", "/artefacts/{runId}/{name}", again)
     assert (gone.status_code, again.status_code) == (204, 404)
+
+
+def test_secret_responses_conform(api: httpx.Client) -> None:
+    """Create (201, 409 again, 400 for a bad name), list with a page token, read, update
+    (the next version), delete (204, then 404) answer per the spec, never with a value."""
+    name = f"openapi-{time.monotonic_ns()}"
+    one = "/secrets/{secretID}"
+    created = api.post("/secrets", json={"name": name, "value": "v1", "metadata": {"a": "b"}})
+    check("POST", "/secrets", created)
+    again = api.post("/secrets", json={"name": name, "value": "v"})
+    check("POST", "/secrets", again)
+    bad = api.post("/secrets", json={"name": "a b", "value": "v"})
+    check("POST", "/secrets", bad)
+    assert (created.status_code, again.status_code, bad.status_code) == (201, 409, 400)
+    second = api.post("/secrets", json={"name": name + "-2", "value": "v"})
+    page = api.get("/secrets", params={"limit": 1})
+    check("GET", "/secrets", page)
+    assert page.status_code == 200 and len(page.json()) == 1 and page.headers["x-next-token"]
+    read = api.get(f"/secrets/{name}")
+    check("GET", one, read)
+    updated = api.post(f"/secrets/{created.json()['secretID']}", json={"value": "v2"})
+    check("POST", one, updated)
+    assert updated.json()["currentVersion"] == 2 and "v2" not in updated.text
+    for sid in (created.json()["secretID"], second.json()["secretID"]):
+        gone = api.delete(f"/secrets/{sid}")
+        check("DELETE", one, gone)
+        assert gone.status_code == 204
+    missing = api.get(f"/secrets/{name}")
+    check("GET", one, missing)
+    assert missing.status_code == 404
