@@ -41,7 +41,7 @@ from bac_server.api.errors import ApiError, BadRequest, status_of
 from bac_server.api.query import int_param
 from bac_server.api.views import rfc3339
 from bac_server.control import ControlError, NotSupported
-from bac_server.control.volumes import EntryStat, VolumeContent, Volumes
+from bac_server.control.volumes import EntryStat, VolumeContent, Volumes, failure
 from bac_server.store import StoreUnavailable, VolumeRecord
 
 _CHUNK = 1 << 20
@@ -129,6 +129,10 @@ def content_route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return _error(status_of(exc), str(exc))
         except StoreUnavailable:
             return _error(503, "the server's database is unavailable; try again later")
+        except OSError as exc:  # file work the content module did not name: still a 4xx
+            err = failure(exc)
+            return _error(status_of(err) if isinstance(err, ControlError) else 400,
+                          str(err))
 
     return route
 

@@ -8,8 +8,8 @@ the content API with each volume's own token.
   the volume (``openat2`` ``RESOLVE_IN_ROOT``, nothing followed out).
 """
 
-from ._content import EntryStat, Upload, VolumeContent, normalize
+from ._content import EntryStat, Upload, VolumeContent, failure, normalize
 from ._service import Mount, Volumes, VolumeSettings, mount_path
 
 __all__ = ["EntryStat", "Mount", "Upload", "VolumeContent", "VolumeSettings", "Volumes",
-           "mount_path", "normalize"]
+           "failure", "mount_path", "normalize"]

@@ -77,6 +77,11 @@ def normalize(path: str) -> str:
     return posixpath.normpath("/" + path.lstrip("/")).replace("//", "/")
 
 
+def failure(exc: OSError, path: str = "the path") -> Exception:
+    """The control plane's error for a file system failure on ``path``."""
+    return _failed(exc, path)
+
+
 def _failed(exc: OSError, path: str) -> Exception:
     code = exc.errno
     if code in (errno.ENOENT,):
@@ -218,6 +223,8 @@ class VolumeContent:
                 found: list[EntryStat] = []
                 self._walk(fd, path, depth, found)
                 return found
+            except OSError as exc:
+                raise _failed(exc, path) from exc
             finally:
                 os.close(fd)
 
@@ -271,6 +278,8 @@ class VolumeContent:
         try:
             os.fchown(entry, *owner)
             os.fchmod(entry, mode)
+        except OSError as exc:
+            raise _failed(exc, path) from exc
         finally:
             os.close(entry)
 
