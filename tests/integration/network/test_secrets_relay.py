@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 import uuid
 from collections.abc import Iterator
@@ -25,6 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compat"))
 from bac_process import ServerProcess, running
 
 pytestmark = [pytest.mark.root]
+# Two requests over one kept-alive HTTPS connection, the second once stdin says so.
+KEEP_ALIVE = """
+import http.client, sys
+conn = http.client.HTTPSConnection("allowed.test", timeout=20)
+conn.request("GET", "/kept-1-{tag}"); conn.getresponse().read()
+print("one", flush=True)
+sys.stdin.readline()
+conn.request("GET", "/kept-2-{tag}"); conn.getresponse().read()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +214,8 @@ def test_ways_around_the_scope_are_refused(server: ServerProcess) -> None:
 
 def test_rules_are_checked_and_replaced_by_update(server: ServerProcess) -> None:
     """A rule for a host allowOut does not allow, or for an address, is a 400; a PUT
-    with rules applies them to the next request, one without clears them."""
+    with rules applies them to the next request, one without clears them, also on a
+    connection opened while they applied."""
     from e2b.exceptions import InvalidArgumentException, SandboxException
 
     bad = [{"allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"],
@@ -226,7 +237,17 @@ def test_rules_are_checked_and_replaced_by_update(server: ServerProcess) -> None
                                 "X-Key": Secret.fill(name)}}}]}})
         assert _curl(sbx, f"https://allowed.test/on-{tag}")[0] == 0
         assert _headers_of(f"/on-{tag}")[0]["x-key"] == value
+        # A connection opened under the rule: its next request follows the update.
+        keep = sbx.commands.run(f"python3 -c {shlex.quote(KEEP_ALIVE.format(tag=tag))}",
+                                background=True, stdin=True, timeout=60)
+        events = iter(keep)
+        assert any(out and "one" in out for out, _err, _pty in events)
         sbx.update_network({"allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"]})
+        sbx.commands.send_stdin(keep.pid, "go\n")
+        for _event in events:  # to its end
+            pass
+        first, second = _headers_of(f"/kept-1-{tag}"), _headers_of(f"/kept-2-{tag}")
+        assert first[0]["x-key"] == value and "x-key" not in second[0]
         assert _curl(sbx, f"https://allowed.test/off-{tag}")[0] == 0
         assert "x-key" not in _headers_of(f"/off-{tag}")[0]
     finally:

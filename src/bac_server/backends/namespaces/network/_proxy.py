@@ -213,12 +213,17 @@ class EgressProxy:
             return self._decide(sandbox, asked, address, port, log)
 
         async def transform(request: h11.Request, _host: str | None) -> h11.Request:
+            # The rules as they are now: a PUT may have changed them since the connection
+            # opened (none left: the request goes as the sandbox wrote it).
+            now = self._ruled(sandbox, host)
+            if now is None:
+                return request
             # SECURITY: the name must be one answered for this address, not only one whose
             # certificate the site at it holds (a shared or wildcard certificate).
-            if address not in ruled.answered:
+            if address not in now.answered:
                 raise Unanswerable(f"{address} was not resolved for {host} here; its "
                                    "rules apply only on connections to its own addresses")
-            return await transformed(request, ruled.rules, ruled.team, self._lookup)
+            return await transformed(request, now.rules, now.team, self._lookup)
 
         try:
             inner_opening, found = await _read_opening(tls[0])
