@@ -237,6 +237,9 @@ def test_rules_are_checked_and_replaced_by_update(server: ServerProcess) -> None
                                 "X-Key": Secret.fill(name)}}}]}})
         assert _curl(sbx, f"https://allowed.test/on-{tag}")[0] == 0
         assert _headers_of(f"/on-{tag}")[0]["x-key"] == value
+        info = sbx.get_info().network  # the SDK reads the rules back: placeholders only
+        assert info is not None and info["rules"] == {"allowed.test": [
+            {"transform": {"headers": {"X-Key": Secret.fill(name)}}}]}
         # A connection opened under the rule: its next request follows the update.
         keep = sbx.commands.run(f"python3 -c {shlex.quote(KEEP_ALIVE.format(tag=tag))}",
                                 background=True, stdin=True, timeout=60)
