@@ -269,6 +269,8 @@ def test_bad_mounts_are_refused_with_400_or_404_and_leave_nothing(vserver: Serve
             for mounts, status in (({"relative": vol}, "400"), ({"/": vol}, "400"),
                                    ({"/proc/x": vol}, "400"), ({"/dev": vol}, "400"),
                                    ({"/mnt/../etc": vol}, "400"),
+                                   ({"/opt": vol}, "400"),  # over envd's /opt/bac
+                                   ({"/run": vol}, "400"),
                                    ({"/var/run/x": vol}, "400"),  # /var/run is a symlink
                                    ({"/a": vol, "/a/b": vol}, "400"),
                                    ({"/mnt/x": "no-such-volume"}, "404"),

@@ -81,9 +81,10 @@ def mount_path(path: str) -> str:
     if norm in ("/", "/."):
         raise InvalidRequest("volumeMounts: a volume cannot be mounted at /")
     for tree in _RESERVED:
-        if norm == tree or norm.startswith(tree + "/"):
-            raise InvalidRequest(f"volumeMounts: {norm} is in {tree}, which the sandbox's "
-                                 "system needs; mount volumes elsewhere (e.g. /mnt/data)")
+        if norm == tree or norm.startswith(tree + "/") or tree.startswith(norm + "/"):
+            raise InvalidRequest(f"volumeMounts: {norm} is in or over {tree}, which the "
+                                 "sandbox's system needs; mount volumes elsewhere (e.g. "
+                                 "/mnt/data)")
     return norm
 
 
