@@ -148,8 +148,8 @@ def test_content_api_sync_read_write_list_make_dir_metadata_remove() -> None:
 
 
 def test_content_api_async() -> None:
-    """The same through AsyncVolume."""
-    from e2b import AsyncVolume, VolumePathNotFoundException
+    """The same through AsyncVolume, and one mounted by an AsyncSandbox."""
+    from e2b import AsyncSandbox, AsyncVolume, VolumePathNotFoundException
 
     async def main() -> None:
         vol = await AsyncVolume.create(_name("async"))
@@ -165,6 +165,12 @@ def test_content_api_async() -> None:
                 await vol.get_info("/d/f.bin")
             info = await AsyncVolume.get_info(vol.volume_id)
             assert info.token == vol.token
+            sbx = await AsyncSandbox.create(timeout=60, volume_mounts={"/mnt/a": vol})
+            try:
+                await sbx.files.write("/mnt/a/from-async.txt", "x")
+            finally:
+                await sbx.kill()
+            assert await vol.read_file("/from-async.txt") == "x"
         finally:
             assert await AsyncVolume.destroy(vol.volume_id)
 
