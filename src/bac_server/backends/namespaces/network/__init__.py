@@ -6,7 +6,9 @@
   resolver (``_dns``, ``_dns_answers``), the relay that checks the host name a connection
   opens with and each HTTP request names (``_proxy``, ``_opening``, ``_http_relay``),
   what both decide and the answered addresses they pin (``_name_checks``), and the
-  counters read back (``_usage``).
+  counters read back (``_usage``); for hosts with E2B network rules, each request made
+  ready (``_transforms``: headers, secrets) and TLS terminated with the sandbox's own
+  CA (``_relay_ca``).
 * ``nft``: the table changed one sandbox at a time, each change one raw netlink batch.
 * ``_tcp_hold``: a suspended sandbox's TCP connections held on the host (``tcp_hold``).
 """
