@@ -60,6 +60,17 @@ def _is_id(text: str) -> bool:
     return True
 
 
+def _place(token: str) -> tuple[datetime, str]:
+    at, _, secret_id = token.partition("~")
+    try:
+        when = datetime.fromtimestamp(float(at), UTC)
+    except (ValueError, OverflowError, OSError):
+        when = None
+    if when is None or not _is_id(secret_id):
+        raise InvalidRequest("invalid nextToken: pass the X-Next-Token value unchanged")
+    return when, secret_id
+
+
 def _check_value(value: str) -> str:
     size = len(value.encode())
     if not 0 < size <= MAX_VALUE_BYTES:
@@ -116,12 +127,15 @@ class Secrets:
         return found
 
     async def list(self, team: Team, next_token: str | None, limit: int) -> SecretPage:
-        if next_token is not None and not _is_id(next_token):
-            raise InvalidRequest("invalid nextToken: pass the X-Next-Token value unchanged")
-        items = await self._store.list_secrets(team.team_id, next_token, limit + 1)
+        """Oldest first; the token is the last item's place (its creation time and id),
+        so a page goes on from there even once that secret is destroyed."""
+        after = None if next_token is None else _place(next_token)
+        items = await self._store.list_secrets(team.team_id, after, limit + 1)
         more = len(items) > limit
         items = items[:limit]
-        return SecretPage(items, items[-1].secret_id if more and items else None)
+        last = items[-1] if more and items else None
+        return SecretPage(items, None if last is None else
+                          f"{last.created_at.timestamp()!r}~{last.secret_id}")
 
     async def delete(self, team: Team, ref: str) -> None:
         if not await self._store.delete_secret(team.team_id, ref):

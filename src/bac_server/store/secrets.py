@@ -35,9 +35,10 @@ class SecretStore(Protocol):
 
     async def get_secret(self, team_id: str, ref: str) -> SecretRecord | None: ...
 
-    async def list_secrets(self, team_id: str, after: str | None, limit: int
-                           ) -> list[SecretRecord]:
-        """Oldest first, those after the secret whose id is ``after``."""
+    async def list_secrets(self, team_id: str, after: tuple[datetime, str] | None,
+                           limit: int) -> list[SecretRecord]:
+        """Oldest first (then by id), those after ``after`` (a creation time and id: the
+        place of the last one seen, which need not exist any more)."""
         ...
 
     async def update_secret(self, team_id: str, ref: str, value: str,

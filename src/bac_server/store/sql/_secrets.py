@@ -61,18 +61,14 @@ class SqlSecrets:
             row = (await conn.execute(query)).first()
         return None if row is None else _record(row)
 
-    async def list_secrets(self, team_id: str, after: str | None, limit: int
-                           ) -> list[SecretRecord]:
+    async def list_secrets(self, team_id: str, after: tuple[datetime, str] | None,
+                           limit: int) -> list[SecretRecord]:
         query = sa.select(*_COLUMNS).where(_s.team_id == team_id)
+        if after is not None:
+            mark, last = ts(after[0]), after[1]
+            query = query.where(sa.or_(_s.created_at > mark,
+                                       sa.and_(_s.created_at == mark, _s.secret_id > last)))
         async with self._engine.connect() as conn:
-            if after is not None:
-                mark = (await conn.execute(sa.select(_s.created_at).where(
-                    _s.team_id == team_id, _s.secret_id == after))).scalar()
-                if mark is None:
-                    return []
-                query = query.where(sa.or_(
-                    _s.created_at > mark,
-                    sa.and_(_s.created_at == mark, _s.secret_id > after)))
             rows = (await conn.execute(
                 query.order_by(_s.created_at, _s.secret_id).limit(limit))).all()
         return [_record(r) for r in rows]
