@@ -28,7 +28,7 @@ import asyncio
 import functools
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import Field, StrictInt
 from starlette.background import BackgroundTask
@@ -172,29 +172,22 @@ def entry_view(entry: EntryStat) -> dict[str, Any]:
 
 @content_route
 async def read_file(request: Request, content: VolumeContent) -> Response:
-    fd, size = await asyncio.to_thread(content.open_read, _path(request))
-    return StreamingResponse(_chunks(fd), media_type="application/octet-stream",
-                             headers={"Content-Length": str(size)},
-                             background=BackgroundTask(_close, fd))
+    fd, _ = await asyncio.to_thread(content.open_read, _path(request))
+    handle = os.fdopen(fd, "rb", buffering=0)
+    # No Content-Length: a sandbox may be writing the file meanwhile, and the answer is
+    # what is there until its end. Closed after the answer however it ends (a client gone
+    # before the first chunk: the generator's own close never runs then); closing twice
+    # is harmless.
+    return StreamingResponse(_chunks(handle), media_type="application/octet-stream",
+                             background=BackgroundTask(handle.close))
 
 
-async def _chunks(fd: int) -> AsyncIterator[bytes]:
-    while chunk := await asyncio.to_thread(_read, fd):
-        yield chunk
-
-
-def _read(fd: int) -> bytes:
+async def _chunks(handle: BinaryIO) -> AsyncIterator[bytes]:
     try:
-        return os.read(fd, _CHUNK)
-    except OSError:
-        return b""  # closed under it (the client went): the stream ends
-
-
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
+        while chunk := await asyncio.to_thread(handle.read, _CHUNK):
+            yield chunk
+    finally:
+        handle.close()
 
 
 @content_route
