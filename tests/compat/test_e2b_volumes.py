@@ -80,6 +80,8 @@ def test_volume_api_sync_create_list_get_connect_destroy(vserver: ServerProcess)
     assert vol.token and vol.volume_id.isalnum()
     info = Volume.get_info(vol.volume_id)
     assert (info.volume_id, info.name, info.token) == (vol.volume_id, vol.name, vol.token)
+    # Bac's own domain: without E2B_VOLUME_API_URL the token never goes to E2B's hosts.
+    assert info.domain == f"localhost:{vserver.port}"
     assert (vol.volume_id, vol.name) in [(v.volume_id, v.name) for v in Volume.list()]
     again = Volume.connect(vol.volume_id)
     assert again.token == vol.token

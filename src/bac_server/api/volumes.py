@@ -1,10 +1,10 @@
 """E2B's volumes: the team's volumes under ``X-API-KEY``, and each volume's content under
 its own bearer token (docs/volumes-secrets-artefacts.md, *Volumes*).
 
-* ``POST   /volumes``             ``{"name"}``: 201 ``{"volumeID","name","token"}``; 409 a
+* ``POST   /volumes``             ``{"name"}``: 201 ``{"volumeID","name","token","domain"}``; 409 a
   name the team has; 400 past the team's volume quota
 * ``GET    /volumes``             ``[{"volumeID","name"}]``, oldest first
-* ``GET    /volumes/{volumeID}``  ``{"volumeID","name","token"}``
+* ``GET    /volumes/{volumeID}``  ``{"volumeID","name","token","domain"}``
 * ``DELETE /volumes/{volumeID}``  204; 409 while a sandbox that has not ended mounts it
 
 The content API, ``Authorization: Bearer <the volume's token>`` (401 otherwise, the same
@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from bac_server.api.body import Name, Strict, read_model
-from bac_server.api.context import plane, settings, team
+from bac_server.api.context import plane, public_domain, settings, team
 from bac_server.api.errors import ApiError, BadRequest, status_of
 from bac_server.api.query import int_param
 from bac_server.api.views import rfc3339
@@ -68,9 +68,12 @@ def _volumes(request: Request) -> Volumes:
     return found
 
 
-def _with_token(rec: VolumeRecord) -> dict[str, Any]:
-    """``VolumeAndToken`` (no ``domain``: the content API is this server's)."""
-    return {"volumeID": rec.volume_id, "name": rec.name, "token": rec.token}
+def _with_token(request: Request, rec: VolumeRecord) -> dict[str, Any]:
+    """``VolumeAndToken``. ``domain`` is this server's: an SDK not told
+    ``E2B_VOLUME_API_URL`` then sends the content calls, and the volume's token, to
+    ``https://api.<this domain>``, never to E2B's own ``api.e2b.app``."""
+    return {"volumeID": rec.volume_id, "name": rec.name, "token": rec.token,
+            "domain": public_domain(request)}
 
 
 def _volume_id(request: Request) -> str:
@@ -83,7 +86,8 @@ def _volume_id(request: Request) -> str:
 async def create_volume(request: Request) -> Response:
     caller = await team(request)
     body = await read_model(request, NewVolume, settings(request).max_body_bytes)
-    return JSONResponse(_with_token(await _volumes(request).create(caller, body.name)), 201)
+    return JSONResponse(_with_token(request, await _volumes(request).create(caller, body.name)),
+                        201)
 
 
 async def list_volumes(request: Request) -> Response:
@@ -94,7 +98,8 @@ async def list_volumes(request: Request) -> Response:
 
 async def get_volume(request: Request) -> Response:
     caller = await team(request)
-    return JSONResponse(_with_token(await _volumes(request).get(caller, _volume_id(request))))
+    found = await _volumes(request).get(caller, _volume_id(request))
+    return JSONResponse(_with_token(request, found))
 
 
 async def delete_volume(request: Request) -> Response:
