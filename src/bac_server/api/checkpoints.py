@@ -93,16 +93,16 @@ async def _save(request: Request, save: _Save,
     """A checkpoint and a snapshot are taken alike; they differ in what keeps them."""
     caller = await team(request)
     body = await read_model(request, SaveRequest, settings(request).max_body_bytes)
-    _no_volumes(request, "a checkpoint or snapshot")
+    _no_volumes(request, caller, "a checkpoint or snapshot")
     rec = await save(caller, sandbox_id(request), name=body.name,
                      memory=body.memory is not False)
     return JSONResponse(view(rec), 201)
 
 
-def _no_volumes(request: Request, what: str) -> None:
+def _no_volumes(request: Request, caller: Team, what: str) -> None:
     volumes = plane(request).volumes
     if volumes is not None:
-        volumes.refuse_saving(sandbox_id(request), what)
+        volumes.refuse_saving(caller, sandbox_id(request), what)
 
 
 async def take_checkpoint(request: Request) -> Response:
@@ -134,7 +134,7 @@ async def delete_checkpoint(request: Request) -> Response:
 async def schedule_checkpoints(request: Request) -> Response:
     caller = await team(request)
     body = await read_model(request, ScheduleRequest, settings(request).max_body_bytes)
-    _no_volumes(request, "a checkpoint schedule")
+    _no_volumes(request, caller, "a checkpoint schedule")
     await plane(request).checkpoints.schedule(caller, sandbox_id(request),
                                               body.intervalSeconds, body.keep)
     return Response(status_code=204)
@@ -158,7 +158,7 @@ async def fork(request: Request) -> Response:
     caller = await team(request)
     conf = settings(request)
     body = await read_model(request, ForkRequest, conf.max_body_bytes)
-    _no_volumes(request, "a fork")
+    _no_volumes(request, caller, "a fork")
     results = await plane(request).snapshots.fork(
         caller, sandbox_id(request), count=1 if body.count is None else body.count,
         timeout_s=body.timeout)
