@@ -55,6 +55,7 @@ from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 from bac_server.host import Destinations, IdRange, prepare_host, secure_data_dir
 from bac_server.store import EventRecord, Store
 from bac_server.store.key_file import load_sealer
+from bac_server.store.sealing import Sealer
 from bac_server.store.sql import SqlStore
 from bac_server.templates import BuildEngine, RegistryAccess, StorageCollector, TemplateStore
 
@@ -143,9 +144,10 @@ def sandbox_ca_of(config: ServerConfig) -> bytes:
     return b"".join(kept)
 
 
-def build_backend(config: ServerConfig, secrets: SecretLookup | None = None
-                  ) -> NamespaceBackend:
-    """``secrets``: what the egress relay resolves the rules' placeholders with."""
+def build_backend(config: ServerConfig, secrets: SecretLookup | None = None,
+                  sealer: Sealer | None = None) -> NamespaceBackend:
+    """``secrets``: what the egress relay resolves the rules' placeholders with;
+    ``sealer``: the store's, which seals each sandbox's relay CA in its slot."""
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size, pool_max=config.pool_max,
         ksm=config.ksm, ksm_max_cpu_pct=config.ksm_max_cpu_pct,
@@ -155,7 +157,7 @@ def build_backend(config: ServerConfig, secrets: SecretLookup | None = None
         dns_upstreams=_csv(config.dns_upstreams), egress_exempt=_csv(config.egress_exempt),
         favor_dynamic_cgroups=config.cgroup_favordynmods, criu=config.criu or None,
         ca_certificates=sandbox_ca_of(config),
-        secret_lookup=secrets,
+        secret_lookup=secrets, relay_ca_sealer=sealer,
         # The pool warms slots with the disk creates ask for by default (a disk cannot
         # grow at hand-out).
         default_disk_mb=config.default_disk_mb,
@@ -283,7 +285,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         spans = build_span_export(config)
         store = await open_store(config, logged.set,
                                  None if spans is None else spans.logged)
-        backend = build_backend(config, store.secrets.secret_values)
+        backend = build_backend(config, store.secrets.secret_values,
+                                await asyncio.to_thread(load_sealer, config.store_key_path))
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
             backend=backend, images=templates, catalog_store=store.catalog,

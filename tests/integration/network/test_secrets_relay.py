@@ -256,3 +256,28 @@ def test_rules_are_checked_and_replaced_by_update(server: ServerProcess) -> None
     finally:
         sbx.kill()
         Secret.destroy(name)
+
+
+def test_a_restarted_server_keeps_relaying_for_a_running_sandbox(server: ServerProcess
+                                                                 ) -> None:
+    """The relay CA outlives the server process, sealed in the slot (never in clear):
+    after a restart the sandbox's ruled HTTPS still gets its secret."""
+    name = f"restart-{uuid.uuid4().hex[:6]}"
+    value = "restart-" + uuid.uuid4().hex
+    Secret.create(name, value)
+    sbx = Sandbox.create(timeout=120, network={
+        "allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"],
+        "rules": {"allowed.test": [{"transform": {"headers": {"X-Key": Secret.fill(name)}}}]}})
+    try:
+        tag = uuid.uuid4().hex[:8]
+        assert _curl(sbx, f"https://allowed.test/before-{tag}")[0] == 0
+        slot = (server.data_dir / "claims" / sbx.sandbox_id).read_text()
+        sealed = server.data_dir / "sandboxes" / slot / "relay-ca.sealed"
+        assert b"PRIVATE KEY" not in sealed.read_bytes()
+        server.stop()
+        server.start()
+        assert _curl(sbx, f"https://allowed.test/after-{tag}")[0] == 0
+        assert _headers_of(f"/after-{tag}")[0]["x-key"] == value
+    finally:
+        sbx.kill()
+        Secret.destroy(name)

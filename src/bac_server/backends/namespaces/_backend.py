@@ -130,7 +130,7 @@ class NamespaceBackend:
             raise SandboxSetupError(str(exc)) from exc
         addresses = AddressPool(cfg.address_pool, cfg.leases_dir, cfg.veth_prefix)
         egress = Egress(addresses, cfg.egress_exempt, cfg.dns_upstreams, cfg.secret_lookup,
-                        cfg.ca_certificates)
+                        cfg.ca_certificates, cfg.relay_ca_sealer)
         await egress.start()
         ctx = Context(config=cfg, runtime=runtime, addresses=addresses,
                       cgroups=CgroupTree(), owner=owner_token(), egress=egress)

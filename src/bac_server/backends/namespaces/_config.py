@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bac_server.backends.egress import SecretLookup
 from bac_server.host import LXCFS_DIR, IdRange, default_data_dir
+from bac_server.store.sealing import Sealer
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class NamespaceConfig:
     # Where the egress relay reads the secrets its rules' placeholders name (the store's
     # lookup); None: a request needing one is refused.
     secret_lookup: SecretLookup | None = None
+    # Seals each sandbox's relay CA in its slot, so that a restarted server takes the
+    # sandbox back with it (the store's sealer); None: kept in memory only.
+    relay_ca_sealer: Sealer | None = None
     # Where LXCFS is mounted (``host.ensure_lxcfs``): its /proc files are bound into each
     # sandbox started while it serves. None: never.
     lxcfs_dir: Path | None = LXCFS_DIR

@@ -42,6 +42,7 @@ from bac_server.host import (
     nft,
     write_private,
 )
+from bac_server.store.sealing import Sealer, SealError
 
 from ._addresses import AddressPool
 from ._dns import DnsListeners, Upstream, host_nameservers
@@ -54,6 +55,7 @@ from .nft import Installed, NftSocket, SandboxNames, SandboxRules, read_installe
 
 _log = logging.getLogger(__name__)
 STATE_FILE = "network.json"
+CA_FILE = "relay-ca.sealed"  # the sandbox's relay CA, key included, sealed
 
 
 def _save(path: Path, policy: EgressPolicy) -> None:
@@ -70,6 +72,10 @@ def load_policy(path: Path) -> EgressPolicy:
     return parse_policy(WirePolicy(data.get("allowOut"), data.get("denyOut"),
                                    data.get("dnsServers"), data.get("allowInternetAccess"),
                                    rules=data.get("rules"), team=str(data.get("team") or "")))
+
+
+def _ca_where(slot_dir: Path) -> str:
+    return f"relay-ca:{slot_dir.name}"
 
 
 def _connected_subnets(veth_prefix: str) -> list[str]:
@@ -90,10 +96,13 @@ def _connected_subnets(veth_prefix: str) -> list[str]:
 class Egress:
     def __init__(self, pool: AddressPool, exempt: tuple[str, ...],
                  upstreams: tuple[str, ...], secrets: SecretLookup | None = None,
-                 upstream_cas: bytes = b"") -> None:
+                 upstream_cas: bytes = b"", sealer: Sealer | None = None) -> None:
         """``secrets``: where the relay reads the values its rules' placeholders name
         (None: requests naming one are refused); ``upstream_cas``: CA certificates (PEM)
-        the relay trusts for ruled hosts besides the host's own store."""
+        the relay trusts for ruled hosts besides the host's own store; ``sealer``: seals
+        each sandbox's relay CA in its slot, for a restarted server (None: kept in memory
+        only)."""
+        self._sealer = sealer
         self._pool = pool
         self._exempt = [str(ipaddress.IPv4Network(c, strict=False)) for c in exempt]
         self._checks = NameChecks(Upstream(list(upstreams) or host_nameservers()),
@@ -187,11 +196,31 @@ class Egress:
 
     def relay_ca(self, veth: str, label: str) -> str:
         """The PEM certificate of the sandbox's relay CA, made on first use (at hand-out,
-        for envd's ``/init`` to add to its trust store); the key stays in memory here."""
+        for envd's ``/init`` to add to its trust store); the key stays here, in memory
+        and sealed in the slot."""
         entry = self._by_veth[veth]
         if entry.ca is None:
-            entry.ca = RelayCa(label)
+            ca = RelayCa(label)
+            if self._sealer is not None:
+                write_private(entry.state.with_name(CA_FILE),
+                              self._sealer.seal(ca.saved(), _ca_where(entry.state.parent)))
+            entry.ca = ca
         return entry.ca.cert_pem
+
+    def _load_ca(self, slot_dir: Path) -> RelayCa | None:
+        """The relay CA a previous server sealed in the slot (None: none, or it does not
+        open: the sandbox's ruled TLS is then closed)."""
+        if self._sealer is None:
+            return None
+        try:
+            sealed = (slot_dir / CA_FILE).read_text()
+            return RelayCa("", saved=self._sealer.open(sealed, _ca_where(slot_dir)))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, SealError):
+            _log.warning("the relay CA of %s does not open; its ruled TLS stays closed",
+                         slot_dir.name)
+            return None
 
     async def detach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str) -> None:
@@ -207,12 +236,14 @@ class Egress:
         """Remove the saved policy (the slot directory is about to go)."""
         (slot_dir / STATE_FILE).unlink(missing_ok=True)
         (slot_dir / STATE_FILE).with_suffix(".tmp").unlink(missing_ok=True)
+        (slot_dir / CA_FILE).unlink(missing_ok=True)
 
     async def restore(self, slot_dir: Path, veth: str, host_address: str,
                       sandbox_address: str) -> None:
         """Put a re-attached sandbox's saved policy back (its objects may be gone)."""
         policy = await asyncio.to_thread(load_policy, slot_dir / STATE_FILE)
         await self.attach(slot_dir, veth, host_address, sandbox_address, policy)
+        self._by_veth[veth].ca = await asyncio.to_thread(self._load_ca, slot_dir)
 
     async def usage(self, veth: str) -> NetworkUsage:
         entry = self._by_veth[veth]

@@ -48,7 +48,8 @@ def _mkdir(path: Path, mode: int, uid: int, gid: int) -> None:
 
 # What a slot or a checkpoint keeps that is the server's alone (the rest is the sandbox's
 # files, or mounted into it): files 0600, the CRIU images' directory 0700.
-_PRIVATE_FILES = ("state.json", "config.json", "network.json", "init.pid", "meta.json")
+_PRIVATE_FILES = ("state.json", "config.json", "network.json", "init.pid", "meta.json",
+                  "relay-ca.sealed")
 _IMAGE_DIRS = ("suspend/images", "images")
 
 
