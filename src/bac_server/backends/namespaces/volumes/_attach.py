@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ from bac_server.host import write_private
 from ..slots import Context, SlotRecord, save_record
 
 _TIMEOUT_S = 10.0
+_log = logging.getLogger(__name__)
 
 # The child: argv[1] is {"pid", "owner", "binds": [[host dir, path], ...]}. Exits 0, or 3
 # with one line for the caller (the path's problem, in the sandbox's terms).
@@ -131,7 +133,10 @@ async def bind_volumes(ctx: Context, record: SlotRecord,
     if child.returncode == 3:
         raise VolumeMountFailed(message)
     if child.returncode != 0:
-        raise VolumeMountFailed(f"mounting volumes failed: {message[-300:]}")
+        # Host-side detail (paths, a traceback) for the log, not for the caller.
+        _log.error("binding volumes into slot %s failed (exit %s): %s", record.slot,
+                   child.returncode, message[-500:])
+        raise VolumeMountFailed("the volumes could not be mounted (the server's log says why)")
     paths = ctx.paths(record.slot)
 
     def remember() -> None:
