@@ -61,7 +61,7 @@ class EnvdState:
             from bac_envd._trust import install_text
 
             try:
-                install_text(trust, "relay")
+                install_text(trust, "relay", new=True)
             except (OSError, UnicodeError) as exc:
                 raise InitError(f"adding bacTrust to the trust store failed: {exc}") from exc
 

@@ -84,12 +84,17 @@ def _write(path: str, text: str) -> None:
     os.replace(partial, path)
 
 
-def _merge(path: str, extra: list[str]) -> list[str]:
+def _merge(path: str, extra: list[str], new: bool = False) -> list[str]:
     """Append to the bundle at ``path`` the certificates of ``extra`` it lacks; returns
-    those added."""
+    those added. ``new``: they were just made, so only a copy added here before (the
+    same normalised text) is looked for, not every certificate parsed (a bundle of ~140
+    takes 3-10 ms to parse; this runs in a create's ``/init``)."""
     text = _read(path) or ""
-    have = {_key(block) for block in certificates(text)}
-    missing = [block for block in extra if _key(block) not in have]
+    if new:
+        missing = [block for block in extra if block not in text]
+    else:
+        have = {_key(block) for block in certificates(text)}
+        missing = [block for block in extra if _key(block) not in have]
     if missing:
         if text and not text.endswith("\n"):
             text += "\n"
@@ -103,9 +108,10 @@ def install(source: str = SOURCE) -> int:
     return install_text(_read(source) or "")
 
 
-def install_text(text: str, kind: str = "operator") -> int:
+def install_text(text: str, kind: str = "operator", *, new: bool = False) -> int:
     """Add the PEM certificates in ``text`` to the trust store, as ``<kind>-<n>.crt``
-    where ``update-ca-certificates`` finds them; returns how many the bundle lacked."""
+    where ``update-ca-certificates`` finds them; returns how many the bundle lacked.
+    ``new``: certificates just made (see ``_merge``)."""
     extra = certificates(text)
     if not extra:
         return 0
@@ -115,13 +121,13 @@ def install_text(text: str, kind: str = "operator") -> int:
         # A distribution keeping its bundle elsewhere: start from it.
         base = next((t for p in OTHER_BUNDLES if (t := _read(p))), "")
         _write(real, base)
-    added = _merge(real, extra)
+    added = _merge(real, extra, new)
     seen = {real}
     for other in OTHER_BUNDLES:
         path = os.path.realpath(other)
         if path not in seen and os.path.isfile(path):
             seen.add(path)
-            _merge(path, extra)
+            _merge(path, extra, new)
     if added and os.path.isdir(LOCAL_DIR):
         local = os.path.join(LOCAL_DIR, "bac")
         os.makedirs(local, mode=0o755, exist_ok=True)

@@ -64,3 +64,20 @@ def test_nothing_is_touched_without_certificates(root: Path) -> None:
     (root / "run/bac/ca.pem").write_text("not a certificate\n")
     assert _trust.install(_trust.SOURCE) == 0
     assert not (root / "etc").exists()
+
+
+def test_a_relay_ca_from_init_is_added_once_beside_the_operators(root: Path) -> None:
+    """``bacTrust`` (the sandbox's relay CA, just made) goes into every bundle and
+    ``relay-0.crt`` without parsing the bundle; an /init sent again adds nothing."""
+    from bac_envd._state import EnvdState
+
+    bundle = root / "etc/ssl/certs/ca-certificates.crt"
+    bundle.parent.mkdir(parents=True)
+    bundle.write_text(pem(CERT_A))
+    (root / "usr/local/share/ca-certificates").mkdir(parents=True)
+    state = EnvdState()
+    for _ in range(2):
+        state.apply_init({"bacTrust": pem(CERT_B)}, forward=False)
+    assert _trust.certificates(bundle.read_text()) == [pem(CERT_A), pem(CERT_B)]
+    local = root / "usr/local/share/ca-certificates/bac/relay-0.crt"
+    assert local.read_text() == pem(CERT_B)
