@@ -60,7 +60,8 @@ CA_FILE = "relay-ca.sealed"  # the sandbox's relay CA, key included, sealed
 
 def _save(path: Path, policy: EgressPolicy) -> None:
     # The rules hold placeholders only: no secret's value is ever in this file.
-    write_private(path, json.dumps(policy.to_wire() | {"team": policy.team}))
+    wire = policy.to_wire()
+    write_private(path, json.dumps(wire | {"team": policy.team} if policy.team else wire))
 
 
 def load_policy(path: Path) -> EgressPolicy:
