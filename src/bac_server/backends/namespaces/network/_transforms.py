@@ -43,10 +43,9 @@ async def transformed(request: h11.Request, rules: HostRules, team: str,
     scoped = rules.secrets
     sent = [(bytes(n), bytes(v)) for n, v in request.headers.raw_items()]
     set_by_rule = {name.lower().encode() for name, _v in rules.headers}
-    wanted = set(rules.secrets)
-    for name, value in sent:
-        if name.lower() != b"host" and name.lower() not in set_by_rule:
-            wanted |= scoped & set(PLACEHOLDER.findall(value.decode("latin-1")))
+    # Every scoped secret, whether this request names it or not: a rule's headers name
+    # them all, and a request's own placeholders may only name those.
+    wanted = set(scoped)
     values: dict[str, str] = {}
     if wanted:
         if lookup is None or not team:
