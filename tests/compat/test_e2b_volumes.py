@@ -183,8 +183,8 @@ def test_shared_by_two_sandboxes_kept_after_kill_and_restart(vserver: ServerProc
     """A volume one sandbox writes (as its user) another reads at once, with sane owners
     in both and through the API; the files stay after both are killed and after a
     server restart (its file system unmounted meanwhile, as by a reboot), and a sandbox
-    made after it sees them; a mounted volume cannot be destroyed (409), nor can its
-    sandbox be snapshotted or forked (409)."""
+    made after it sees them; a mounted volume cannot be destroyed (409); a fork mounts its
+    source's volumes, a snapshot is refused (409)."""
     from e2b import Sandbox, SandboxException, Volume, VolumeException
 
     with _volume() as vol:
@@ -201,11 +201,18 @@ def test_shared_by_two_sandboxes_kept_after_kill_and_restart(vserver: ServerProc
             assert (st.uid, st.gid) == (1000, 1000)
             with pytest.raises(VolumeException, match="409"):
                 Volume.destroy(vol.volume_id)
-            # Volumes are never saved in a checkpoint: snapshots and forks are refused.
+            # A snapshot, which could outlive the volume, is refused; a fork mounts it too.
             with pytest.raises(SandboxException, match="409"):
                 a.create_snapshot()
-            with pytest.raises(SandboxException, match="409"):
-                a.fork()
+            [fork] = a.fork()
+            try:
+                assert fork.get_info().volume_mounts == \
+                    [{"name": vol.name, "path": "/mnt/shared"}]
+                fork.commands.run("echo from-fork > /mnt/shared/out/f.txt")
+                assert b.files.read("/data/out/f.txt") == "from-fork\n"
+            finally:
+                fork.kill()
+            vol.remove("/out/f.txt")
         finally:
             a.kill()
             b.kill()
@@ -344,4 +351,31 @@ def test_pause_and_resume_keep_the_volume_live(vserver: ServerProcess) -> None:
             sbx.commands.run("echo again > /mnt/v/c.txt")
             assert vol.read_file("/c.txt") == "again\n"
         finally:
+            sbx.kill()
+
+
+@pytest.mark.slow
+def test_checkpoints_roll_back_files_but_keep_the_volume_live(vserver: ServerProcess) -> None:
+    """A sandbox rolled back to a checkpoint (with its memory, then files only) keeps its
+    volume bound, live: what was written there after the checkpoint stays."""
+    import httpx
+    from e2b import Sandbox
+
+    with _volume() as vol:
+        sbx = Sandbox.create(timeout=120, volume_mounts={"/mnt/v": vol})
+        api = httpx.Client(base_url=vserver.url, timeout=60,
+                           headers={"X-API-KEY": vserver.keys[0]})
+        try:
+            for memory in (True, False):
+                taken = api.post(f"/sandboxes/{sbx.sandbox_id}/checkpoints",
+                                 json={"memory": memory})
+                assert taken.status_code == 201, taken.text
+                sbx.commands.run(f"echo {memory} > /mnt/v/after.txt && touch /home/user/x")
+                back = api.post(f"/sandboxes/{sbx.sandbox_id}/checkpoints/"
+                                f"{taken.json()['checkpointID']}/restore", json={})
+                assert back.status_code == 200, back.text
+                run = sbx.commands.run("cat /mnt/v/after.txt; ls /home/user/x 2>&1 || true")
+                assert run.stdout.startswith(f"{memory}\n") and "No such file" in run.stdout
+        finally:
+            api.close()
             sbx.kill()

@@ -34,7 +34,8 @@ from bac_server.api.context import plane, public_domain, sandbox_id, settings, t
 from bac_server.api.errors import status_of
 from bac_server.api.query import int_param, page_after
 from bac_server.api.views import rfc3339
-from bac_server.control import LiveSandbox, Team
+from bac_server.control import ControlError, LiveSandbox, Team
+from bac_server.control.volumes import Volumes
 from bac_server.store import CheckpointRecord
 
 
@@ -89,20 +90,17 @@ class _Save(Protocol):
 
 
 async def _save(request: Request, save: _Save,
-                view: Callable[[CheckpointRecord], dict[str, Any]]) -> Response:
+                view: Callable[[CheckpointRecord], dict[str, Any]], *,
+                snapshot: bool = False) -> Response:
     """A checkpoint and a snapshot are taken alike; they differ in what keeps them."""
     caller = await team(request)
     body = await read_model(request, SaveRequest, settings(request).max_body_bytes)
-    _no_volumes(request, caller, "a checkpoint or snapshot")
+    volumes = plane(request).volumes
+    if snapshot and volumes is not None:
+        volumes.refuse_snapshot(caller, sandbox_id(request))
     rec = await save(caller, sandbox_id(request), name=body.name,
                      memory=body.memory is not False)
     return JSONResponse(view(rec), 201)
-
-
-def _no_volumes(request: Request, caller: Team, what: str) -> None:
-    volumes = plane(request).volumes
-    if volumes is not None:
-        volumes.refuse_saving(caller, sandbox_id(request), what)
 
 
 async def take_checkpoint(request: Request) -> Response:
@@ -134,14 +132,13 @@ async def delete_checkpoint(request: Request) -> Response:
 async def schedule_checkpoints(request: Request) -> Response:
     caller = await team(request)
     body = await read_model(request, ScheduleRequest, settings(request).max_body_bytes)
-    _no_volumes(request, caller, "a checkpoint schedule")
     await plane(request).checkpoints.schedule(caller, sandbox_id(request),
                                               body.intervalSeconds, body.keep)
     return Response(status_code=204)
 
 
 async def take_snapshot(request: Request) -> Response:
-    return await _save(request, plane(request).snapshots.create, _snapshot)
+    return await _save(request, plane(request).snapshots.create, _snapshot, snapshot=True)
 
 
 async def list_snapshots(request: Request) -> Response:
@@ -158,10 +155,14 @@ async def fork(request: Request) -> Response:
     caller = await team(request)
     conf = settings(request)
     body = await read_model(request, ForkRequest, conf.max_body_bytes)
-    _no_volumes(request, caller, "a fork")
-    results = await plane(request).snapshots.fork(
+    control = plane(request)
+    results = await control.snapshots.fork(
         caller, sandbox_id(request), count=1 if body.count is None else body.count,
         timeout_s=body.timeout)
+    if control.volumes is not None:
+        # Each fork mounts its source's volumes; one that cannot is ended, an error item.
+        results = [await _with_volumes(control.volumes, caller, r, sandbox_id(request))
+                   for r in results]
     items = [
         {"sandbox": views.sandbox(r, envd_version=conf.envd_version, domain=public_domain(request))}
         if isinstance(r, LiveSandbox) else
@@ -169,3 +170,14 @@ async def fork(request: Request) -> Response:
         for r in results
     ]
     return JSONResponse(items, 201)
+
+
+async def _with_volumes(volumes: Volumes, caller: Team, made: LiveSandbox | ControlError,
+                        source_id: str) -> LiveSandbox | ControlError:
+    if not isinstance(made, LiveSandbox):
+        return made
+    try:
+        await volumes.inherit(caller, made, source_id)
+    except ControlError as exc:
+        return exc
+    return made

@@ -39,18 +39,11 @@ async def _tab(request: Request, view: Viewer, sid: str, team: Team, message: st
                   live=True, message=message, link=link)
 
 
-def _no_volumes(view: Viewer, team: Team, sid: str, what: str) -> None:
-    """As the API: a sandbox with volumes mounted is never checkpointed (409)."""
-    if view.plane.volumes is not None:
-        view.plane.volumes.refuse_saving(team, sid, what)
-
-
 async def take(request: Request) -> Response:
     view, form = await acting(request)
     sid: str = request.path_params["sandbox_id"]
     _, team = view.sandbox(sid)
     memory = form.get("memory", "yes") != "no"
-    _no_volumes(view, team, sid, "a checkpoint")
     record = await view.plane.checkpoints.take(team, sid, name=_name(form.get("name")),
                                                memory=memory)
     what = "with its memory" if record.memory else "files only"
@@ -73,10 +66,11 @@ async def fork(request: Request) -> Response:
     view, _ = await acting(request)
     sid: str = request.path_params["sandbox_id"]
     _, team = view.sandbox(sid)
-    _no_volumes(view, team, sid, "a fork")
     [made] = await view.plane.snapshots.fork(team, sid, count=1, timeout_s=None)
     if isinstance(made, ControlError):
         raise made
     assert isinstance(made, LiveSandbox)
+    if view.plane.volumes is not None:
+        await view.plane.volumes.inherit(team, made, sid)  # as the API's fork
     return await _tab(request, view, sid, team, f"forked into {made.sandbox_id}",
                       link=f"{PREFIX}/sandboxes/{made.sandbox_id}")

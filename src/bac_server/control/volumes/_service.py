@@ -282,16 +282,45 @@ class Volumes:
             pass
         await self._store.delete_mounts(sbx.sandbox_id)
 
-    def refuse_saving(self, team: Team, sandbox_id: str, what: str) -> None:
-        """``Conflict`` when the team's sandbox mounts volumes: checkpoints, snapshots and
-        forks of it are not taken (docs/volumes-secrets-artefacts.md, *Checkpoints*)."""
+    def refuse_snapshot(self, team: Team, sandbox_id: str) -> None:
+        """``Conflict`` when the team's sandbox mounts volumes: a snapshot outlives it,
+        and could outlive its volumes (docs/volumes-secrets-artefacts.md, *Checkpoints*).
+        Its checkpoints (gone with it) and its forks (made at once) are fine."""
         mounted = self._mounted.get(sandbox_id)
         if mounted:
             self._registry.owned(team, sandbox_id, activity=False)  # another's: 404
             paths = ", ".join(path for _, path in mounted)
-            raise Conflict(f"{what} of a sandbox with volumes mounted ({paths}) is not "
-                           "supported: a volume is live storage shared by sandboxes and "
-                           "is never saved in a checkpoint; pause and resume keep it")
+            raise Conflict(f"a snapshot of a sandbox with volumes mounted ({paths}) is not "
+                           "taken: a volume is never saved in one, and a snapshot would "
+                           "outlive the sandbox and could outlive the volume; checkpoints "
+                           "and forks of it keep its volumes")
+
+    async def inherit(self, team: Team, fork: LiveSandbox, source_id: str) -> None:
+        """A fork of ``source_id`` mounts the source's volumes at the same paths (bound
+        back by its restore, or now); on failure the fork is ended and the error raised."""
+        mounted = self._mounted.get(source_id)
+        if not mounted:
+            return
+        records = await self._store.mounts_of(source_id)
+        names = dict((path, name) for name, path in mounted)
+        volumes = {m.volume_id: m for m in records}
+        try:
+            await self._store.add_mounts([
+                VolumeMountRecord(fork.sandbox_id, m.path, m.volume_id, team.team_id)
+                for m in records])
+            self._mounted[fork.sandbox_id] = [(names.get(m.path, m.volume_id), m.path)
+                                              for m in records]
+            await self._host().mount_volumes(
+                fork.sandbox_id, [VolumeBind(m.volume_id, m.path) for m in records])
+        except BaseException as exc:
+            self._mounted.pop(fork.sandbox_id, None)
+            await to_the_end(self._end(team, fork))
+            if isinstance(exc, (VolumeMountFailed, SandboxNotFound, OSError)):
+                log.error("binding volumes %s into the fork %s failed: %s",
+                          sorted(volumes), fork.sandbox_id, exc)
+                raise Conflict("the fork could not mount its source's volumes (the "
+                               "server's log says why)") from exc
+            raise
 
     def mounts_of(self, sandbox_id: str) -> list[tuple[str, str]]:
         """(volume name, path) of each volume the sandbox mounts."""

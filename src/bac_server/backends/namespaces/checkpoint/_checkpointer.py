@@ -41,6 +41,7 @@ from ..slots import (
     stop_processes,
     undo_after_failure,
 )
+from ..volumes import rebind
 from . import _stored
 from ._copies import restore_copy, start_copy, template_of
 from ._durable import Flusher
@@ -132,6 +133,7 @@ class Checkpointer:
                 await self._suspender.restore_in_place(record, where)
             else:
                 await cold_start(ctx, record, spec)
+                await rebind(ctx, record)  # a new config: its volumes bound again
             if record.phase is SlotPhase.PAUSED:
                 record.move(SlotPhase.RUNNING)
             record.paused_to = None
