@@ -171,6 +171,11 @@ def test_secret_reaches_the_ruled_host_and_nothing_else(server: ServerProcess) -
         assert checkpoint.is_dir()
         assert _files_holding(checkpoint, needle) == []
         assert _files_holding(checkpoint, placeholder.encode())  # its memory is there
+        # Every read of the sandbox the API gives: its record, trace, network log.
+        for route in ("", "/trace", "/network", "/logs"):
+            answer = httpx.get(f"{server.url}/sandboxes/{sbx.sandbox_id}{route}",
+                               headers=headers, timeout=30)
+            assert answer.status_code == 200 and value not in answer.text, route
     finally:
         sbx.kill()
         Secret.destroy(name)
