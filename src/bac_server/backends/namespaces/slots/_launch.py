@@ -279,7 +279,8 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
                                spec.template.default_user, spec.template.default_workdir)
         # The sandbox's relay CA into its trust store (envd adds it, as root inside), so
         # the relay can terminate TLS for the hosts its rules name, now or after an update.
-        payload["bacTrust"] = ctx.egress.relay_ca(record.veth, spec.sandbox_id)
+        payload["bacTrust"] = await off_loop(
+            lambda: ctx.egress.relay_ca(record.veth, spec.sandbox_id))
         await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,
                         current_token)
 
