@@ -286,3 +286,30 @@ def test_a_restarted_server_keeps_relaying_for_a_running_sandbox(server: ServerP
     finally:
         sbx.kill()
         Secret.destroy(name)
+
+
+def test_a_fork_keeps_the_rules_with_a_relay_ca_of_its_own(server: ServerProcess) -> None:
+    """A fork (restored from a snapshot of the ruled sandbox) relays its ruled HTTPS with
+    the secret too: its /init brings a CA of its own, which its trust store takes."""
+    name = f"fork-{uuid.uuid4().hex[:6]}"
+    value = "fork-" + uuid.uuid4().hex
+    Secret.create(name, value)
+    sbx = Sandbox.create(timeout=120, network={
+        "allow_out": ["allowed.test"], "deny_out": ["0.0.0.0/0"],
+        "rules": {"allowed.test": [{"transform": {"headers": {"X-Key": Secret.fill(name)}}}]}})
+    forks: list[object] = []
+    try:
+        forks = list(sbx.fork(timeout=60))
+        (fork,) = forks
+        assert isinstance(fork, Sandbox), fork
+        tag = uuid.uuid4().hex[:8]
+        assert _curl(fork, f"https://allowed.test/fork-{tag}")[0] == 0
+        assert _headers_of(f"/fork-{tag}")[0]["x-key"] == value
+        relay_ca = "/usr/local/share/ca-certificates/bac/relay-0.crt"
+        assert fork.files.read(relay_ca) != sbx.files.read(relay_ca)  # a CA of its own
+    finally:
+        for fork in forks:
+            if isinstance(fork, Sandbox):
+                fork.kill()
+        sbx.kill()
+        Secret.destroy(name)
