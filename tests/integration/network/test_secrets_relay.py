@@ -266,7 +266,8 @@ def test_rules_are_checked_and_replaced_by_update(server: ServerProcess) -> None
 def test_a_restarted_server_keeps_relaying_for_a_running_sandbox(server: ServerProcess
                                                                  ) -> None:
     """The relay CA outlives the server process, sealed in the slot (never in clear):
-    after a restart the sandbox's ruled HTTPS still gets its secret."""
+    after a restart the sandbox's ruled HTTPS still gets its secret, and after a pause
+    and resume too."""
     name = f"restart-{uuid.uuid4().hex[:6]}"
     value = "restart-" + uuid.uuid4().hex
     Secret.create(name, value)
@@ -283,6 +284,10 @@ def test_a_restarted_server_keeps_relaying_for_a_running_sandbox(server: ServerP
         server.start()
         assert _curl(sbx, f"https://allowed.test/after-{tag}")[0] == 0
         assert _headers_of(f"/after-{tag}")[0]["x-key"] == value
+        sbx.pause()  # to disk, then back: the CA is the one it trusted
+        sbx.connect()
+        assert _curl(sbx, f"https://allowed.test/resumed-{tag}")[0] == 0
+        assert _headers_of(f"/resumed-{tag}")[0]["x-key"] == value
     finally:
         sbx.kill()
         Secret.destroy(name)
