@@ -4,6 +4,7 @@ from one: handed out restored ahead, restored, or booted when the snapshot is br
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
@@ -239,7 +240,8 @@ async def test_restores_on_demand_start_from_one_disk_image_filled_once(
     left = checkpoint / ".disk-96m-v1.img.filling"
     left.write_bytes(b"half")
     (mnt := checkpoint / ".disk-96m-v1.img.mnt").mkdir(mode=0o700)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "bac-test", str(mnt)], check=True)
+    await asyncio.to_thread(subprocess.run, ["mount", "-t", "tmpfs", "-o", "size=1m",
+                                             "bac-test", str(mnt)], check=True)
     try:
         ends = []
         for spec in (spec_a, spec_b):
