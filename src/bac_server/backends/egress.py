@@ -106,7 +106,10 @@ class EgressPolicy:
     dns_servers: tuple[str, ...] = ()
     rules: tuple[HostRules, ...] = ()
     # The team whose secrets the rules' placeholders name (set by the control plane).
-    team: str = ""
+    # Not part of what the policy *is*: two policies that let the same traffic out are
+    # equal whoever owns them (a slot restored ahead under the default policy serves any
+    # team's create that asks for the default).
+    team: str = field(default="", compare=False)
 
     def rules_for(self, host: str) -> HostRules | None:
         """The rules of ``host``: an exact entry, else the longest ``*.`` pattern."""

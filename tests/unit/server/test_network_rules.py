@@ -131,3 +131,12 @@ def test_the_relay_ca_signs_a_leaf_a_client_trusting_it_accepts() -> None:
         assert failed is not ok, name
         if ok:
             assert tls_client.version() is not None  # the handshake completed
+
+
+def test_the_owning_team_is_not_part_of_what_a_policy_lets_out() -> None:
+    """A team's default policy is the default policy: a slot restored ahead under it serves
+    any team's create that asks for the default (the pool compares policies)."""
+    from bac_server.backends.egress import EgressPolicy
+
+    assert parse_policy(WirePolicy(None, None, team="team-1")) == EgressPolicy()
+    assert _policy({}) != EgressPolicy()
