@@ -54,14 +54,19 @@ class FdReader:
         else:
             self._finish()
 
-    def drain(self) -> None:
+    def drain(self, *, keep_for_stragglers: bool = False) -> None:
         """Read what is buffered now (the process has exited), then close.
 
         Bounded: a surviving grandchild that keeps writing must not pin the loop here.
+        ``keep_for_stragglers``: a pipe some descendant still holds open (a process it
+        started and left running, such as a browser ``gtk-launch`` started) is not closed
+        under it, which would kill it with SIGPIPE at its next write: what it writes
+        from now on is read and dropped until it closes its end (``_Stragglers`` bounds
+        how many such pipes envd keeps).
         """
         for _ in range(256):
             if self.closed:
-                break
+                return
             try:
                 data = os.read(self.fd, self._chunk)
             except BlockingIOError:
@@ -69,9 +74,15 @@ class FdReader:
             except OSError:
                 data = b""
             if not data:
-                break
+                self._finish()
+                return
             self._on_data(data)
-        self._finish()
+        if keep_for_stragglers:
+            self._on_data = _drop
+            self.resume()
+            _stragglers.add(self)
+        else:
+            self._finish()
 
     def _finish(self) -> None:
         if self.closed:
@@ -79,7 +90,39 @@ class FdReader:
         self.pause()
         self.closed = True
         os.close(self.fd)
+        _stragglers.discard(self)
         self._on_eof()
+
+
+
+def _drop(data: bytes) -> None:
+    """Output written after its command ended: nobody reads it any more."""
+
+
+class _Stragglers:
+    """The pipes kept open after their command ended, oldest first, at most ``LIMIT``:
+    past it the oldest is closed (its writer then gets SIGPIPE, as any process whose
+    reader left), so commands that leave writers behind cannot use up envd's fds."""
+
+    LIMIT = 256
+
+    def __init__(self) -> None:
+        self._open: dict[FdReader, None] = {}
+
+    def add(self, reader: FdReader) -> None:
+        self._open[reader] = None
+        while len(self._open) > self.LIMIT:
+            oldest = next(iter(self._open))
+            oldest._finish()  # removes it
+
+    def discard(self, reader: FdReader) -> None:
+        self._open.pop(reader, None)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+_stragglers = _Stragglers()
 
 
 class FdWriter:

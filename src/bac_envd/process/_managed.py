@@ -240,7 +240,9 @@ class ManagedProcess:
         if self._lifetime is not None:
             self._lifetime.cancel()
         for reader in self._readers:
-            reader.drain()
+            # A pipe's other end may still be held by a descendant left running; a
+            # terminal's session ends with its leader (the kernel hangs it up anyway).
+            reader.drain(keep_for_stragglers=not self.is_pty)
         if self._writer is not None:
             self._writer.close()
         self._pty_fd = None

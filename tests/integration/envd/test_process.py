@@ -196,3 +196,22 @@ def test_timeout_kills_the_process(sandbox: Sandbox) -> None:
         )
     assert started.is_set()
     assert wait_all_exit({pids[0]}, timeout=10) == set()
+
+
+def test_a_process_left_running_may_write_after_its_command_ended(sandbox: Sandbox,
+                                                                    tmp_path: Path) -> None:
+    """A command that starts a process and exits (as `gtk-launch firefox` does) ends at
+    once; what it left running keeps its stdout and stderr: its writes after the end are
+    dropped, not answered with SIGPIPE (which killed a browser that printed a warning)."""
+    gate, marker = tmp_path / "gate", tmp_path / "wrote"
+    os.mkfifo(gate)
+    result = sandbox.commands.run(
+        f"(read _ < {gate}; echo late; echo late >&2; echo more; touch {marker}) & "
+        "echo $!")
+    left = int(result.stdout.split()[0])
+    assert result.stdout == f"{left}\n" and os.path.exists(f"/proc/{left}")
+    with open(gate, "w") as opened:  # the command has ended: now it writes
+        opened.write("go\n")
+    assert wait_all_exit({left}, timeout=10) == set()
+    assert marker.exists(), "the process left running died at its first write"
+    assert sandbox.commands.run("echo next").stdout == "next\n"
