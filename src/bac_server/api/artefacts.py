@@ -11,23 +11,18 @@ durable storage under a run id and a name (docs/volumes-secrets-artefacts.md).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, Any
 
 from pydantic import Field, StrictStr
-from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from bac_server.api.body import Name, Strict, read_model
 from bac_server.api.context import plane, sandbox_id, settings, team
 from bac_server.api.errors import BadRequest
-from bac_server.api.views import rfc3339
+from bac_server.api.views import rfc3339, streamed_file
 from bac_server.control import Artefacts, NotSupported
 from bac_server.store import ArtefactKind, ArtefactRecord
-
-_CHUNK = 1 << 20
 
 
 class PromoteRequest(Strict):
@@ -80,20 +75,10 @@ async def download(request: Request) -> Response:
                "Content-Disposition": f'attachment; filename="{filename}"',
                "ETag": f'"{record.sha256}"', "X-Bac-Artefact-Sha256": record.sha256,
                "X-Bac-Artefact-Kind": record.kind.value}
-    # Closed after the answer however it ends (a HEAD, a client gone before the first
-    # chunk: the generator's own close never runs then).
-    return StreamingResponse(_chunks(handle), headers=headers,
-                             media_type="application/x-tar" if directory
-                             else "application/octet-stream",
-                             background=BackgroundTask(handle.close))
+    return streamed_file(handle, headers=headers,
+                         media_type="application/x-tar" if directory
+                         else "application/octet-stream")
 
-
-async def _chunks(handle: BinaryIO) -> AsyncIterator[bytes]:
-    try:
-        while chunk := await asyncio.to_thread(handle.read, _CHUNK):
-            yield chunk
-    finally:
-        handle.close()
 
 
 async def delete(request: Request) -> Response:

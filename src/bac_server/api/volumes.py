@@ -27,19 +27,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, BinaryIO
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from pydantic import Field, StrictInt
-from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from bac_server.api.body import Name, Strict, read_model
 from bac_server.api.context import plane, public_domain, settings, team
 from bac_server.api.errors import ApiError, BadRequest, status_of
 from bac_server.api.query import int_param
-from bac_server.api.views import rfc3339
+from bac_server.api.views import rfc3339, streamed_file
 from bac_server.control import ControlError, NotSupported
 from bac_server.control.volumes import EntryStat, VolumeContent, Volumes, failure
 from bac_server.store import StoreUnavailable, VolumeRecord
@@ -180,19 +179,9 @@ async def read_file(request: Request, content: VolumeContent) -> Response:
     fd, _ = await asyncio.to_thread(content.open_read, _path(request))
     handle = os.fdopen(fd, "rb", buffering=0)
     # No Content-Length: a sandbox may be writing the file meanwhile, and the answer is
-    # what is there until its end. Closed after the answer however it ends (a client gone
-    # before the first chunk: the generator's own close never runs then); closing twice
-    # is harmless.
-    return StreamingResponse(_chunks(handle), media_type="application/octet-stream",
-                             background=BackgroundTask(handle.close))
+    # what is there until its end.
+    return streamed_file(handle, media_type="application/octet-stream")
 
-
-async def _chunks(handle: BinaryIO) -> AsyncIterator[bytes]:
-    try:
-        while chunk := await asyncio.to_thread(handle.read, _CHUNK):
-            yield chunk
-    finally:
-        handle.close()
 
 
 @content_route
