@@ -21,7 +21,7 @@ recorded on disk at every step (``_record``); a sandbox id is bound to it at han
 from . import _devfs as devfs
 from ._cgroups import CgroupTree
 from ._context import Context
-from ._disk import SeedImage
+from ._disk import SeedImage, mount_image
 from ._files import (
     disk_used,
     log_tail,
@@ -95,6 +95,7 @@ __all__ = [
     "layers_in_use",
     "limits_of",
     "log_tail",
+    "mount_image",
     "netns_pin",
     "new_record",
     "owner_token",

@@ -199,12 +199,7 @@ class SeedImage:
         self.discard()
         _copy_sparse(_prototype(prototypes_dir(data_dir), disk_mb), self._tmp)
         self._mnt.mkdir(mode=0o700)
-        image = os.open(self._tmp, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            with loop_device(image, str(self._tmp)) as device:
-                mount(device, str(self._mnt), "ext4", MS_NODEV | MS_NOSUID, _MOUNT_OPTIONS)
-        finally:
-            os.close(image)
+        mount_image(self._tmp, self._mnt)
         os.chmod(self._mnt, 0o700)
         _make_layer_dirs(self._mnt, ids)
 
@@ -233,14 +228,21 @@ def has_disk(paths: SlotPaths) -> bool:
 def mount_disk(paths: SlotPaths) -> None:
     """Mount the slot's image at ``paths.layer`` (made, or again after a reboot)."""
     paths.layer.mkdir(mode=0o700, exist_ok=True)
-    image = os.open(paths.disk, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # The sandbox's own file system, mounted where only root can reach (the slot's 0700
+    # layer/).
+    mount_image(paths.disk, paths.layer)
+
+
+def mount_image(image: Path, target: Path) -> None:
+    """Mount the ext4 file system in ``image`` at ``target`` through a loop device that
+    detaches itself with the mount. SECURITY: a file system a sandbox writes: no device
+    nodes or setuid honoured through it."""
+    fd = os.open(image, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        with loop_device(image, str(paths.disk)) as device:
-            # SECURITY: the sandbox's own file system, mounted where only root can reach
-            # (the slot's 0700 layer/); no device nodes or setuid honoured through it.
-            mount(device, str(paths.layer), "ext4", MS_NODEV | MS_NOSUID, _MOUNT_OPTIONS)
+        with loop_device(fd, str(image)) as device:
+            mount(device, str(target), "ext4", MS_NODEV | MS_NOSUID, _MOUNT_OPTIONS)
     finally:
-        os.close(image)
+        os.close(fd)
 
 
 def unmount_disk(paths: SlotPaths) -> None:

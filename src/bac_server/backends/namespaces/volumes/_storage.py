@@ -30,14 +30,14 @@ import subprocess
 from pathlib import Path
 
 from bac_server.host import IdRange, is_mount_point
-from bac_server.host._loop import loop_device
-from bac_server.host._syscalls import MNT_DETACH, MS_NODEV, MS_NOSUID, MS_PRIVATE, mount, umount
+from bac_server.host._syscalls import MNT_DETACH, MS_PRIVATE, mount, umount
+
+from ..slots import mount_image
 
 _MIB = 1024 * 1024
 MIN_SIZE_MB = 16
 # One inode per 16 KiB, ext4's default ratio (as a slot's disk).
 _BYTES_PER_INODE = 16384
-_MOUNT_OPTIONS = "noinit_itable,discard,errors=remount-ro"
 _MKFS_TIMEOUT_S = 60.0
 # The volume's content belongs to the template's default user (uid and gid 1000 inside).
 CONTENT_UID = 1000
@@ -102,16 +102,9 @@ class VolumeStorage:
             raise OSError(errno.ENOENT, f"volume {volume_id} has no file system", str(image))
         target.mkdir(mode=0o710, exist_ok=True)
         if not is_mount_point(target):
-            fd = os.open(image, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                with loop_device(fd, str(image)) as device:
-                    # SECURITY: a file system sandboxes write: no device nodes or setuid
-                    # honoured through it, anywhere it is bound; private, so nothing
-                    # mounted under one of its binds propagates back.
-                    mount(device, str(target), "ext4", MS_NODEV | MS_NOSUID,
-                          _MOUNT_OPTIONS)
-            finally:
-                os.close(fd)
+            # SECURITY: no device nodes or setuid honoured through it, anywhere it is
+            # bound; private, so nothing mounted under one of its binds propagates back.
+            mount_image(image, target)
             mount("none", str(target), None, MS_PRIVATE, None)
             os.chown(target, 0, self._ids.root)
             os.chmod(target, 0o710)  # noqa: S103 - the sandboxes' root group traverses
