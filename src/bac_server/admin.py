@@ -71,11 +71,12 @@ def serve(
         except (OSError, ssl.SSLError) as exc:
             raise SystemExit(f"bac serve: cannot use BAC_TLS_CERT={config.tls_cert} and "
                              f"BAC_TLS_KEY={config.tls_key}: {exc}") from None
-    # Before listening, so a host that cannot run sandboxes safely (a device node not
+    # Before listening, so a host that cannot run sandboxes safely (an API replica runs
+    # none: it prepares nothing) (a device node not
     # root's, a missing binary, a data dir it cannot make private) stops the server with
     # one line of advice.
     try:
-        if config.prepare_host:
+        if config.prepare_host and config.role != "api":
             prepare_host()
         secure_data_dir(config.data_dir, IdRange())
     except HostSetupError as exc:
@@ -87,9 +88,37 @@ def serve(
         asyncio.run(_store_opens(config))
     except (HostSetupError, StoreError) as exc:
         raise SystemExit(f"bac serve: refusing to start: {exc}") from None
+    if config.role == "api":
+        try:
+            config.check_multinode("bac serve --role api")
+        except ValueError as exc:
+            raise SystemExit(f"bac serve: refusing to start: {exc}") from None
     if config.prepare_host:
         config = dataclasses.replace(config, prepare_host=False)
     uvicorn.run(create_app(config), **uvicorn_options(config))
+
+
+def serve_node(*, data_dir: Path | str | None = None, **overrides: Any) -> None:
+    """Run a node agent (``bac node``) in the foreground until interrupted."""
+    import uvloop
+
+    from bac_server.config import ConfigError
+    from bac_server.node_app import run_node
+
+    config = ServerConfig.from_env().with_overrides(data_dir=data_dir, **overrides)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config.check_multinode("bac node")
+        if config.prepare_host:
+            prepare_host()
+        secure_data_dir(config.data_dir, IdRange())
+        uvloop.run(run_node(dataclasses.replace(config, prepare_host=False)))
+    except (HostSetupError, StoreError, ConfigError) as exc:
+        raise SystemExit(f"bac node: refusing to start: {exc}") from None
+    except KeyboardInterrupt:
+        pass
 
 
 async def _store_opens(config: ServerConfig) -> None:

@@ -25,6 +25,7 @@ from bac_server.api import ApiSettings, build_api
 from bac_server.api.mcp import McpRoute
 from bac_server.api.scrape import ScrapeConfigError, ScrapeListener, parse_address
 from bac_server.backends.base import Builder, TemplateNotFound
+from bac_server.backends.dialing import dialer_of
 from bac_server.backends.egress import SecretLookup
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
 from bac_server.config import ENVD_VERSION, ConfigError, ServerConfig
@@ -53,6 +54,7 @@ from bac_server.control.volumes import VolumeSettings
 from bac_server.dashboard import DashboardSettings, build_dashboard, front_routes
 from bac_server.gateway import Dispatcher, Gateway, GatewaySlot
 from bac_server.host import Destinations, IdRange, prepare_host, secure_data_dir
+from bac_server.nodes import NodeFleet
 from bac_server.store import EventRecord, Store
 from bac_server.store.key_file import load_sealer
 from bac_server.store.sealing import Sealer
@@ -275,7 +277,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if config.prepare_host:
+        api_only = config.role == "api"
+        if config.prepare_host and not api_only:
             await asyncio.to_thread(prepare_host)
         telemetry = Telemetry(MetricLimits(max_teams=config.metrics_max_teams,
                                            max_templates=config.metrics_max_templates))
@@ -285,15 +288,26 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         spans = build_span_export(config)
         store = await open_store(config, logged.set,
                                  None if spans is None else spans.logged)
-        backend = build_backend(config, store.secrets.secret_values,
-                                await asyncio.to_thread(load_sealer, config.store_key_path))
+        backend: NamespaceBackend | NodeFleet
+        if api_only:
+            # Sandboxes run on node agents (docs/scale-out.md).
+            backend = NodeFleet(node_store=store.nodes, token=config.node_token,
+                                heartbeat_s=config.node_heartbeat_s,
+                                lost_after_s=config.node_lost_after_s)
+            await backend.start()
+        else:
+            backend = build_backend(config, store.secrets.secret_values,
+                                    await asyncio.to_thread(load_sealer,
+                                                            config.store_key_path))
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
             backend=backend, images=templates, catalog_store=store.catalog,
             build_store=store.builds, root=config.data_dir / "start-snapshots",
             enabled=config.start_snapshots, ready_bound_s=config.start_snapshot_ready_s,
             default_vcpus=config.default_cpu_count, default_memory_mb=config.default_memory_mb)
-        gc = await build_gc(config, store, backend, templates)
+        # The template storage this process's sandboxes use (a replica's run elsewhere).
+        gc = await build_gc(config, store, backend, templates) \
+            if isinstance(backend, NamespaceBackend) else None
         template_services = TemplateServices.create(
             catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,
             gc_store=store.gc, images=templates, limits=limits_of(config),
@@ -302,7 +316,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             max_upload_bytes=config.max_upload_mb << 20,
             upload_quota_bytes=config.upload_quota_mb << 20,
             concurrency=config.template_builds, start_snapshots=start_snapshots,
-            on_template_deleted=gc.soon, on_build_finished=telemetry.build_finished)
+            on_template_deleted=None if gc is None else gc.soon,
+            on_build_finished=telemetry.build_finished)
         events = build_events(config, store, logged)
         plane = ControlPlane(
             backend=backend,
@@ -339,13 +354,16 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
                                            quota_mb=config.volume_quota_mb),
         )
         report = await plane.start()
-        warming = asyncio.create_task(warm_up(backend, templates, config))
-        gc.start()
+        warming = asyncio.create_task(
+            warm_up(backend, templates, config) if isinstance(backend, NamespaceBackend)
+            else asyncio.sleep(0))
+        if gc is not None:
+            gc.start()
         app.state.plane = plane
         dashboard.state.plane = plane
         mcp.attach(plane)
         gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic,
-                          telemetry=telemetry, streams=streams)
+                          telemetry=telemetry, streams=streams, dialer=dialer_of(backend))
         gateways.attach(gateway)
         if scrape is not None:
             try:
@@ -371,7 +389,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             if scrape is not None:
                 await scrape.close()
             try:
-                await gc.close()
+                if gc is not None:
+                    await gc.close()
                 await plane.stop()
                 gateway.close()
             finally:

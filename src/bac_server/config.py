@@ -225,8 +225,37 @@ class ServerConfig:
     stream_ports: str = "6080"
     stream_token_ttl_s: int = 300
     stream_token_max_ttl_s: int = 3600
+    # More than one machine (docs/scale-out.md). ``bac serve``'s role: "all" (one process
+    # runs everything, the default) or "api" (a replica of the API and gateway over node
+    # agents, on PostgreSQL). The token API replicas and node agents present to each other
+    # (at least 32 characters; both roles need the same one).
+    role: str = "all"
+    node_token: str = ""
+    # ``bac node``: where it serves the replicas (its RPC and its tunnel into sandboxes),
+    # the host the replicas reach it at (empty: the first address of this host's name),
+    # its id (empty: one made at its first start and kept in the data dir), and what it
+    # offers (0: the machine's CPUs and memory).
+    node_listen: str = "0.0.0.0:7070"
+    node_tunnel_listen: str = "0.0.0.0:7071"
+    node_advertise: str = ""
+    node_id: str = ""
+    node_vcpus: int = 0
+    node_memory_mb: int = 0
+    # Seconds between a node's heartbeats, and the silence after which replicas mark it lost.
+    node_heartbeat_s: float = 5.0
+    node_lost_after_s: float = 30.0
 
     def __post_init__(self) -> None:
+        if self.role not in ("all", "api"):
+            raise ConfigError("BAC_ROLE must be all or api")
+        if self.node_token and (len(self.node_token) < 32
+                                or not self.node_token.isprintable()
+                                or self.node_token.strip() != self.node_token):
+            raise ConfigError("BAC_NODE_TOKEN must be at least 32 printable characters "
+                              "without surrounding spaces (e.g. `openssl rand -hex 32`)")
+        if not 0 < self.node_heartbeat_s < self.node_lost_after_s:
+            raise ConfigError("BAC_NODE_HEARTBEAT_S must be more than 0 and less than "
+                              "BAC_NODE_LOST_AFTER_S")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("BAC_TLS_CERT and BAC_TLS_KEY go together: set both or neither")
         if self.admin_token and (len(self.admin_token) < 32
@@ -288,6 +317,15 @@ class ServerConfig:
         if ":" in host:
             host = f"[{host}]"
         return f"{'https' if self.tls_cert is not None else 'http'}://{host}:{self.port}"
+
+    def check_multinode(self, what: str) -> None:
+        """What an API replica or a node agent needs: PostgreSQL and the node token."""
+        if not self.database_url.startswith("postgresql"):
+            raise ConfigError(f"{what} needs BAC_DATABASE_URL to name a PostgreSQL database "
+                              "(the state its peers share)")
+        if not self.node_token:
+            raise ConfigError(f"{what} needs BAC_NODE_TOKEN (the same on every replica and "
+                              "node)")
 
     @property
     def template_root(self) -> Path:

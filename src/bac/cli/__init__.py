@@ -15,7 +15,7 @@ from typing import NoReturn
 import click
 
 from bac._version import __version__
-from bac.cli._admin import admin, keys, serve
+from bac.cli._admin import admin, keys, node, serve
 from bac.cli._artefacts import artefacts
 from bac.cli._costs import caps, usage
 from bac.cli._desktop import desktop
@@ -66,6 +66,7 @@ def cli(
 
 
 cli.add_command(serve)
+cli.add_command(node)
 cli.add_command(keys)
 cli.add_command(admin)
 cli.add_command(fleet)

@@ -54,19 +54,52 @@ def _call(func: Any, *args: Any, **kwargs: Any) -> Any:
               help="PEM certificate chain: serve HTTPS only (default: BAC_TLS_CERT).")
 @click.option("--tls-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="PEM private key of --tls-cert (default: BAC_TLS_KEY).")
+@click.option("--role", type=click.Choice(["all", "api"]), default=None,
+              help="all: one process runs everything (default: BAC_ROLE or all); api: a "
+                   "replica of the API and gateway over node agents (docs/scale-out.md).")
 def serve(host: str | None, port: int | None, data_dir: Path | None, domain: str | None,
-          tls_cert: Path | None, tls_key: Path | None) -> None:
+          tls_cert: Path | None, tls_key: Path | None, role: str | None) -> None:
     """Run the Bac server (REST API + gateway) in the foreground.
 
     \b
     Examples:
       bac serve                                 # http://127.0.0.1:3000
       bac serve --host 0.0.0.0 --port 8080 --data-dir /srv/bac
+      BAC_DATABASE_URL=postgresql+asyncpg://... BAC_NODE_TOKEN=... bac serve --role api
     """
     given = {"host": host, "port": port, "data_dir": data_dir, "domain": domain,
-             "tls_cert": tls_cert, "tls_key": tls_key}
+             "tls_cert": tls_cert, "tls_key": tls_key, "role": role}
     overrides = {key: value for key, value in given.items() if value is not None}
     _call(_admin().serve, **overrides)
+
+
+@click.command()
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where its sandboxes' state lives (default: BAC_DATA_DIR or /var/lib/bac).")
+@click.option("--listen", default=None,
+              help="host:port serving the API replicas (default: BAC_NODE_LISTEN or "
+                   "0.0.0.0:7070).")
+@click.option("--tunnel-listen", default=None,
+              help="host:port of the tunnel into its sandboxes (default: "
+                   "BAC_NODE_TUNNEL_LISTEN or 0.0.0.0:7071).")
+@click.option("--advertise", default=None,
+              help="The address API replicas reach this node at (default: "
+                   "BAC_NODE_ADVERTISE, else the listen address, else this host's).")
+def node(data_dir: Path | None, listen: str | None, tunnel_listen: str | None,
+         advertise: str | None) -> None:
+    """Run a node agent: this machine runs sandboxes for the API replicas.
+
+    Needs BAC_DATABASE_URL (PostgreSQL, shared with the replicas), BAC_NODE_TOKEN (the
+    replicas' too) and the store's key file (BAC_STORE_KEY_FILE, the replicas' too).
+
+    \b
+    Examples:
+      BAC_DATABASE_URL=postgresql+asyncpg://bac@db/bac BAC_NODE_TOKEN=... bac node
+    """
+    given = {"node_listen": listen, "node_tunnel_listen": tunnel_listen,
+             "node_advertise": advertise}
+    overrides = {key: value for key, value in given.items() if value is not None}
+    _call(_admin().serve_node, data_dir=data_dir, **overrides)
 
 
 @click.group(cls=BacGroup)

@@ -18,14 +18,16 @@ Error tree (server side, backend layer)::
     ├── CheckpointFailed      saving or restoring state failed; the sandbox is as it was
     │                         before the call (or, for a restore, stopped: the message says)
     ├── ServiceNotReady       a start snapshot's ready command never succeeded in its bound
-    └── VolumeMountFailed     a volume could not be bound into a sandbox (the message
-                              says why: a path crossing a symlink or a file, ...)
+    ├── VolumeMountFailed     a volume could not be bound into a sandbox (the message
+    │                         says why: a path crossing a symlink or a file, ...)
+    └── NodeUnreachable       the node that holds the sandbox does not answer (several
+                              nodes, docs/scale-out.md): it may still run it
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -72,6 +74,10 @@ class ServiceNotReady(BackendError):
 class VolumeMountFailed(BackendError):
     """A volume could not be bound at its path in the sandbox (the message says why, in
     the sandbox's terms); the sandbox is as it was."""
+
+
+class NodeUnreachable(BackendError):
+    """The sandbox is on a node that does not answer now; it is neither found nor gone."""
 
 
 class SandboxStatus(enum.Enum):
@@ -467,4 +473,19 @@ class StartSnapshotter(Protocol):
 
     async def delete_start_snapshot(self, checkpoint_id: str) -> None:
         """Destroy the sandboxes kept restored from it and delete it. Idempotent."""
+        ...
+
+
+# (sandbox ids, reachable): what a ``NodesWatched`` backend says when the node holding
+# those sandboxes is lost (False) or back (True).
+NodeWatcher = Callable[[Sequence[str], bool], Awaitable[None]]
+
+
+@runtime_checkable
+class NodesWatched(Protocol):
+    """Backends whose sandboxes run on other machines (docs/scale-out.md), which may stop
+    answering and come back."""
+
+    def watch(self, watcher: NodeWatcher) -> None:
+        """Tell ``watcher`` from now on."""
         ...

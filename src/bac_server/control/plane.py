@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bac_server.backends.base import Backend, CpuMetered, Traced
+from bac_server.backends.base import Backend, CpuMetered, NodesWatched, Traced
+from bac_server.backends.dialing import dialer_of
 from bac_server.control.artefacts import Artefacts, ArtefactSettings, Blobs
 from bac_server.control.builds import TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
@@ -39,8 +40,10 @@ from bac_server.control.sandboxes import (
     NetworkService,
     ReconcileReport,
     Registry,
+    SandboxState,
     Traces,
     TraceSettings,
+    envd_prober,
     reconcile,
 )
 from bac_server.control.secrets import Secrets
@@ -241,6 +244,7 @@ class ControlPlane:
         # Each running sandbox's envd checked; its changes of health are trace events.
         self.health = HealthWatch(registry=self.registry, sandbox_store=sandbox_store,
                                   settings=health or HealthSettings(),
+                                  probe=envd_prober(dialer_of(backend)),
                                   on_change=self.traces.changes.notify)
         self._health_task: asyncio.Task[None] | None = None
         # The events API, webhooks and their deliverer (None: the plane has none).
@@ -297,6 +301,11 @@ class ControlPlane:
             self._health_task = asyncio.create_task(self.health.run())
         if isinstance(self.backend, Traced):
             self.backend.trace_to(self.traces.intake.receive)
+        if isinstance(self.backend, NodesWatched):
+            self.backend.watch(self.health.nodes_changed)
+            for sbx in self.registry.all():  # those on nodes lost before this start
+                if sbx.route is None and sbx.state is SandboxState.RUNNING:
+                    await self.health.nodes_changed([sbx.sandbox_id], False)
         if self.events is not None:
             self.events.start()
         await self.checkpoints.sweep()

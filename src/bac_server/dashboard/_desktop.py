@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 from starlette.requests import Request
 
 from bac_protocol.desktop import NO_DESKTOP, START_STREAM, STREAM_PORT
+from bac_server.backends.dialing import dialer_of
 from bac_server.config import sandbox_domain
 from bac_server.control import LiveSandbox, SandboxState
 from bac_server.control.streams import viewer_url
 
 from ._context import settings
-from ._envd import Envd, EnvdError
+from ._envd import Envd, EnvdError, envd_client
 from ._scope import Viewer
 
 
@@ -37,7 +37,7 @@ async def desktop_tab(view: Viewer, sbx: LiveSandbox | None, request: Request) -
     route = view.plane.registry.route(sbx.sandbox_id)
     if route is None:
         return {"viewer": None, "unavailable": "the sandbox is not running: resume it first"}
-    async with httpx.AsyncClient() as client:
+    async with envd_client(dialer_of(view.plane.backend), route.sandbox_id) as client:
         try:
             code, said = await Envd(route, view.plane.registry, client).run(START_STREAM)
         except EnvdError as exc:

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from bac_server.backends.dialing import Dialer, dialed_transport
 from bac_server.control import Registry, Route
 
 _USER = "user"
@@ -211,3 +212,11 @@ class Envd:
         if answer.status_code != 200:
             raise EnvdError(f"envd: upload refused ({answer.status_code}): "
                             f"{answer.text[:200]}")
+
+
+def envd_client(dialer: Dialer, sandbox_id: str,
+                timeout: httpx.Timeout | None = None) -> httpx.AsyncClient:
+    """An HTTP client for one sandbox's envd, its connections opened by ``dialer`` (through
+    the sandbox's node when several machines run them)."""
+    return httpx.AsyncClient(transport=dialed_transport(dialer, sandbox_id),
+                             timeout=timeout if timeout is not None else httpx.Timeout(5.0))

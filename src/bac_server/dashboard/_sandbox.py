@@ -21,6 +21,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from bac_server.backends.dialing import dialer_of
 from bac_server.control import (
     InvalidRequest,
     NotFound,
@@ -32,7 +33,7 @@ from bac_server.store import EventRecord, SandboxRecord
 
 from ._context import human_bytes, render, settings
 from ._desktop import desktop_csp, desktop_tab
-from ._envd import Envd, EnvdError
+from ._envd import Envd, EnvdError, envd_client
 from ._guard import CSP, TERMINAL_CSP, acting, viewer
 from ._network import network_tab
 from ._scope import Viewer
@@ -114,6 +115,11 @@ async def _head(view: Viewer, sid: str) -> dict[str, Any]:
             "sample": view.plane.sampler.latest(sid), "sid": sid, "tabs": TABS}
 
 
+def _client(view: Viewer, sid: str, timeout: httpx.Timeout | None = None
+            ) -> httpx.AsyncClient:
+    return envd_client(dialer_of(view.plane.backend), sid, timeout)
+
+
 def _envd(view: Viewer, sid: str, client: httpx.AsyncClient) -> Envd:
     route = view.plane.registry.route(sid)
     if route is None:
@@ -150,7 +156,7 @@ async def _tab(view: Viewer, sid: str, tab: str, team: Team, record: SandboxReco
     if tab in ("processes", "files"):
         if plane.registry.route(sid) is None:
             return {"unavailable": "the sandbox is not running"}
-        async with httpx.AsyncClient() as client:
+        async with _client(view, sid) as client:
             envd = _envd(view, sid, client)
             try:
                 if tab == "processes":
@@ -205,7 +211,7 @@ async def kill_process(request: Request) -> Response:
     raw: str = request.path_params["pid"]
     if not raw.isdigit() or not 0 < int(raw) < 1 << 22:
         raise InvalidRequest("pid must be a process id")
-    async with httpx.AsyncClient() as client:
+    async with _client(view, sid) as client:
         try:
             await _envd(view, sid, client).kill(int(raw))
         except EnvdError as exc:
@@ -218,7 +224,7 @@ async def download(request: Request) -> Response:
     sid: str = request.path_params["sandbox_id"]
     view.sandbox(sid)
     path = _path(request.query_params.get("path", ""))
-    client = httpx.AsyncClient(timeout=httpx.Timeout(30, read=None))
+    client = _client(view, sid, httpx.Timeout(30, read=None))
     envd = _envd(view, sid, client)
     try:
         answer = await client.send(envd.download(path), stream=True)
@@ -264,7 +270,7 @@ async def upload(request: Request) -> Response:
     name = file.filename.replace("/", "_").replace("\x00", "")
     target = _path(directory.rstrip("/") + "/" + name)
     data = await file.read()
-    async with httpx.AsyncClient() as client:
+    async with _client(view, sid) as client:
         try:
             await _envd(view, sid, client).upload(target, name, data)
         except EnvdError as exc:

@@ -17,13 +17,13 @@ import contextlib
 import json
 import logging
 
-import httpx
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from bac_server.backends.dialing import dialer_of
 from bac_server.control import ControlError
 
 from ._context import sessions
-from ._envd import Envd, EnvdError
+from ._envd import Envd, EnvdError, envd_client
 from ._guard import DashboardError, same_origin, token_matches, viewer
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ async def terminal_socket(websocket: WebSocket) -> None:
     rows = _size(first.get("rows"), 2, 500, 24)
     cols = _size(first.get("cols"), 2, 1000, 80)
     table = sessions(websocket)
-    async with httpx.AsyncClient() as client:
+    async with envd_client(dialer_of(view.plane.backend), route.sandbox_id) as client:
         envd = Envd(route, view.plane.registry, client)
         pid: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 

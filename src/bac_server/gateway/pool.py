@@ -15,6 +15,8 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 
+from bac_server.backends.dialing import DIRECT, Dialer, open_dialed
+
 _Key = tuple[str, str, int]
 
 
@@ -51,7 +53,10 @@ class Pool:
         max_idle_per_key: int = 64,
         max_idle_seconds: float = 4.0,
         connect_timeout: float = 10.0,
+        dialer: Dialer = DIRECT,
     ) -> None:
+        """``dialer``: how a connection to a sandbox's port is opened (``backends.dialing``)."""
+        self._dialer = dialer
         # Servers commonly drop idle keep-alive connections after 5 s (uvicorn's default);
         # never reusing one older than that avoids most races with their close.
         self._max_idle = max_idle_seconds
@@ -76,7 +81,7 @@ class Pool:
     async def connect(self, key: _Key) -> Upstream:
         try:
             async with asyncio.timeout(self._connect_timeout):
-                reader, writer = await asyncio.open_connection(key[1], key[2], limit=1 << 20)
+                reader, writer = await open_dialed(self._dialer, *key, limit=1 << 20)
         except TimeoutError as exc:
             raise ConnectionRefusedError(f"connecting to port {key[2]} timed out") from exc
         sock = writer.get_extra_info("socket")

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 
 from starlette.types import Receive, Scope, Send
 
+from bac_server.backends.dialing import DIRECT, Dialer
 from bac_server.control import Registry, Route
 from bac_server.control.streams import StreamTokens
 from bac_server.control.telemetry import Telemetry
@@ -57,12 +58,15 @@ class Gateway:
     def __init__(self, registry: Registry, pool: Pool | None = None, *,
                  waker: Callable[[str], Awaitable[Route | None]] | None = None,
                  telemetry: Telemetry | None = None,
-                 streams: StreamTokens | None = None) -> None:
+                 streams: StreamTokens | None = None, dialer: Dialer = DIRECT) -> None:
+        """``dialer``: how connections to sandboxes open (through their node, when several
+        machines run them); the pool's when one is given."""
         self._registry = registry
+        self._dialer = dialer
         self._streams = streams or StreamTokens()
         self._telemetry = telemetry
         self._waker = waker
-        self._pool = pool or Pool()
+        self._pool = pool or Pool(dialer=dialer)
         self._http = HttpRelay(self._pool)
         registry.on_gone(self._pool.drop_sandbox)
 
@@ -136,7 +140,7 @@ class Gateway:
         """Relay; returns why it could not, if it could not (the metrics' reason)."""
         if scope["type"] == "websocket":
             await relay_websocket(scope, receive, send, target.sandbox_id, route.address,
-                                  target.port)
+                                  target.port, self._dialer)
             return None
         try:
             await self._http.relay(

@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
+from bac_server.backends.dialing import DIRECT, Dialer
 from bac_server.gateway.errors import PORT_CLOSED, error_body
 from bac_server.gateway.headers import for_sandbox
 
@@ -46,7 +47,8 @@ async def deny(scope: Scope, send: Send, status: int, body: bytes) -> None:
 
 
 async def relay_websocket(
-    scope: Scope, receive: Receive, send: Send, sandbox_id: str, address: str, port: int
+    scope: Scope, receive: Receive, send: Send, sandbox_id: str, address: str, port: int,
+    dialer: Dialer = DIRECT,
 ) -> None:
     if (await receive())["type"] != "websocket.connect":
         return
@@ -59,8 +61,14 @@ async def relay_websocket(
         if n not in _HANDSHAKE
     ]
     try:
+        sock = await dialer.dial(sandbox_id, address, port)
+    except OSError:
+        await deny(scope, send, 502, error_body(502, PORT_CLOSED, sandbox_id))
+        return
+    try:
         upstream = await connect(
             f"ws://{address}:{port}{target.decode('latin-1')}",
+            sock=sock,
             additional_headers=headers,
             subprotocols=scope.get("subprotocols") or None,
             compression=None,
@@ -71,9 +79,11 @@ async def relay_websocket(
             open_timeout=10,
         )
     except InvalidStatus as exc:
+        sock.close()
         await deny(scope, send, exc.response.status_code, bytes(exc.response.body or b""))
         return
     except (OSError, InvalidHandshake, TimeoutError):
+        sock.close()
         await deny(scope, send, 502, error_body(502, PORT_CLOSED, sandbox_id))
         return
     async with upstream:

@@ -11,6 +11,15 @@ from bac_server.store.checkpoints import CheckpointKind, CheckpointRecord, Check
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import ApiKeyRecord, KeyStore, TeamRecord
 from bac_server.store.metrics import MetricRecord, MetricStore
+from bac_server.store.nodes import (
+    Chooser,
+    NodeLoad,
+    NodeRecord,
+    NodeState,
+    NodeStore,
+    PlacedKind,
+    Placement,
+)
 from bac_server.store.sandboxes import (
     EventRecord,
     SandboxChange,
@@ -61,6 +70,7 @@ __all__ = [
     "CheckpointKind",
     "CheckpointRecord",
     "CheckpointStore",
+    "Chooser",
     "DeliveryQuery",
     "DeliveryRecord",
     "DeliveryStats",
@@ -73,6 +83,12 @@ __all__ = [
     "MeterMark",
     "MetricRecord",
     "MetricStore",
+    "NodeLoad",
+    "NodeRecord",
+    "NodeState",
+    "NodeStore",
+    "PlacedKind",
+    "Placement",
     "SandboxChange",
     "SandboxPin",
     "SandboxRecord",

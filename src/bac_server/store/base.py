@@ -28,6 +28,7 @@ from bac_server.store.checkpoints import CheckpointStore
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
+from bac_server.store.nodes import NodeStore
 from bac_server.store.sandboxes import SandboxStore
 from bac_server.store.secrets import SecretStore
 from bac_server.store.uploads import UploadStore
@@ -94,5 +95,8 @@ class Store(Protocol):
 
     @property
     def secrets(self) -> SecretStore: ...
+
+    @property
+    def nodes(self) -> NodeStore: ...
 
     async def close(self) -> None: ...

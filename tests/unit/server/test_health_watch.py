@@ -41,7 +41,7 @@ def test_unhealthy_after_the_bound_and_healthy_at_the_first_answer() -> None:
     registry.add(sbx)
     log, now, answers, changes = _Log(), [0.0], {"10.0.0.2": False}, []
 
-    async def probe(address: str, port: int, bound_s: float) -> bool:
+    async def probe(sandbox_id: str, address: str, port: int, bound_s: float) -> bool:
         return answers[address]
 
     watch = HealthWatch(registry=registry, sandbox_store=log,  # type: ignore[arg-type]
@@ -82,7 +82,7 @@ def test_a_sandbox_mid_step_is_not_checked_and_its_streak_restarts() -> None:
     registry.add(sbx)
     log, now, probed = _Log(), [0.0], []
 
-    async def probe(address: str, port: int, bound_s: float) -> bool:
+    async def probe(sandbox_id: str, address: str, port: int, bound_s: float) -> bool:
         probed.append(now[0])
         return False
 

@@ -35,7 +35,7 @@ from ._events import (
     wire_type,
 )
 from ._feed import Change, ChangeFeed, Subscription
-from ._health import HealthSettings, HealthWatch
+from ._health import HealthSettings, HealthWatch, envd_prober
 from ._history import History
 from ._idle import IdleWatch
 from ._kill_switch import KillSwitch, Selector, SwitchResult
@@ -102,6 +102,7 @@ __all__ = [
     "can_transition",
     "check_transition",
     "egress_policy",
+    "envd_prober",
     "event",
     "page",
     "policy_of",

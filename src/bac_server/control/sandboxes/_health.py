@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from bac_server.backends.dialing import DIRECT, Dialer, open_dialed
 from bac_server.store import SandboxStore
 
 from ._events import EventKind, event
@@ -31,7 +32,8 @@ from ._states import Health, SandboxState
 
 log = logging.getLogger(__name__)
 
-Probe = Callable[[str, int, float], Awaitable[bool]]
+# (sandbox id, its address, envd's port, the bound in seconds) -> it answered
+Probe = Callable[[str, str, int, float], Awaitable[bool]]
 
 
 @dataclass(frozen=True)
@@ -41,33 +43,39 @@ class HealthSettings:
     unhealthy_after_s: float = 30.0
 
 
-async def probe_envd(address: str, port: int, timeout_s: float) -> bool:
-    """True when envd at ``address:port`` answers ``GET /health`` with 204 in time."""
-    writer: asyncio.StreamWriter | None = None
-    try:
-        async with asyncio.timeout(timeout_s):
-            reader, writer = await asyncio.open_connection(address, port)
-            writer.write(b"GET /health HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n\r\n")
-            await writer.drain()
-            status = await reader.readline()
-    except (OSError, TimeoutError):
-        return False
-    finally:
-        if writer is not None:
-            writer.close()
-    return status.split(b" ", 2)[1:2] == [b"204"]
+def envd_prober(dialer: Dialer = DIRECT) -> Probe:
+    """The probe: true when the sandbox's envd answers ``GET /health`` with 204 in time
+    (reached through ``dialer``: its node's tunnel, when several machines run them)."""
+
+    async def probe(sandbox_id: str, address: str, port: int, timeout_s: float) -> bool:
+        writer: asyncio.StreamWriter | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await open_dialed(dialer, sandbox_id, address, port)
+                writer.write(b"GET /health HTTP/1.1\r\nHost: envd\r\n"
+                             b"Connection: close\r\n\r\n")
+                await writer.drain()
+                status = await reader.readline()
+        except (OSError, TimeoutError):
+            return False
+        finally:
+            if writer is not None:
+                writer.close()
+        return status.split(b" ", 2)[1:2] == [b"204"]
+
+    return probe
 
 
 class HealthWatch:
     def __init__(self, *, registry: Registry, sandbox_store: SandboxStore,
-                 settings: HealthSettings, probe: Probe = probe_envd,
+                 settings: HealthSettings, probe: Probe | None = None,
                  on_change: Callable[[], None] = lambda: None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         """``on_change``: called after a change of health is written (wakes followers)."""
         self._registry = registry
         self._store = sandbox_store
         self.settings = settings
-        self._probe = probe
+        self._probe = probe if probe is not None else envd_prober()
         self._on_change = on_change
         self._monotonic = monotonic
         self._failing: dict[str, float] = {}  # sandbox id -> first failed check, monotonic
@@ -75,9 +83,11 @@ class HealthWatch:
     async def check_once(self) -> None:
         """Check every running sandbox once and write what changed."""
         due = [s for s in self._registry.all() if s.state is SandboxState.RUNNING
-               and s.route is not None and not s.lock.locked()]
+               and s.route is not None and not s.lock.locked()
+               and s.health is not Health.LOST]
         answers = await asyncio.gather(*(
-            self._probe(s.route.address, s.route.envd_port, self.settings.timeout_s)
+            self._probe(s.sandbox_id, s.route.address, s.route.envd_port,
+                        self.settings.timeout_s)
             for s in due if s.route is not None))
         now = self._monotonic()
         checked = {s.sandbox_id for s in due}
@@ -93,9 +103,30 @@ class HealthWatch:
             if sbx.health is Health.HEALTHY and now - since >= self.settings.unhealthy_after_s:
                 await self._change(sbx, Health.UNHEALTHY, now - since)
 
+    async def nodes_changed(self, sandbox_ids: Sequence[str], reachable: bool) -> None:
+        """Their node was marked lost (``reachable`` False) or beats again: each sandbox
+        of them this plane holds is lost, or healthy again (its checks start afresh)."""
+        for sandbox_id in sandbox_ids:
+            sbx = self._registry.get(sandbox_id)
+            if sbx is None:
+                continue
+            self._failing.pop(sandbox_id, None)
+            if not reachable and sbx.health is not Health.LOST:
+                await self._change(sbx, Health.LOST, 0.0)
+            elif reachable and sbx.health is Health.LOST:
+                await self._change(sbx, Health.HEALTHY, 0.0)
+
     async def _change(self, sbx: LiveSandbox, health: Health, silent_s: float) -> None:
-        sbx.health = health
-        if health is Health.UNHEALTHY:
+        before, sbx.health = sbx.health, health
+        if health is Health.LOST:
+            record = event(
+                sbx.sandbox_id, sbx.team_id, EventKind.UNHEALTHY,
+                "its node stopped answering: the sandbox may still run there, but nothing "
+                "reaches it until the node is back", level="error", reason="node_lost")
+        elif before is Health.LOST:
+            record = event(sbx.sandbox_id, sbx.team_id, EventKind.HEALTHY,
+                           "its node answers again", reason="node_back")
+        elif health is Health.UNHEALTHY:
             record = event(
                 sbx.sandbox_id, sbx.team_id, EventKind.UNHEALTHY,
                 f"envd has not answered for {silent_s:.0f} s: calls to the sandbox fail",

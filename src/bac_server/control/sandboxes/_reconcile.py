@@ -7,6 +7,8 @@
 * still ``creating`` (the server died mid-create; no client got its id) → ``failed`` and
   destroyed;
 * held by the backend but not live in the store → destroyed. Nothing leaks.
+* on a node that does not answer (several machines) → kept as recorded, unrouted, until
+  its node is back: it may still run there, so it is neither ended nor made again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bac_server.backends.base import Backend, BackendError, SandboxNotFound, SandboxStatus
+from bac_server.backends.base import (
+    Backend,
+    BackendError,
+    NodeUnreachable,
+    SandboxNotFound,
+    SandboxStatus,
+)
 from bac_server.store import SandboxRecord, SandboxStore
 
 from ._events import EndReason, EventKind, event
@@ -32,6 +40,7 @@ class ReconcileReport:
     died: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     orphans_destroyed: list[str] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)  # on a node not answering
 
 
 async def reconcile(
@@ -48,7 +57,17 @@ async def reconcile(
                           EventKind.CREATE_FAILED, "server restarted while creating")
             report.failed.append(rec.sandbox_id)
             continue
-        status = await _status(backend, rec.sandbox_id) if rec.sandbox_id in held else None
+        try:
+            status = await _status(backend, rec.sandbox_id) if rec.sandbox_id in held \
+                else None
+        except NodeUnreachable:
+            # On a node that does not answer (several machines): it may run there still.
+            # Kept as it was recorded, without a route, until the node is back.
+            sbx = LiveSandbox.from_record(rec)
+            registry.add(sbx)
+            lifecycle.arm(sbx)
+            report.unreachable.append(rec.sandbox_id)
+            continue
         if status in (SandboxStatus.RUNNING, SandboxStatus.PAUSED):
             await _reattach(backend, sandbox_store, registry, lifecycle, rec, status)
             report.reattached.append(rec.sandbox_id)

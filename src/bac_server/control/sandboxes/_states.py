@@ -56,6 +56,9 @@ class Health(enum.Enum):
 
     HEALTHY = "healthy"
     UNHEALTHY = "unhealthy"  # it has not answered for ``unhealthy_after_s``
+    # Its node stopped beating (several machines, docs/scale-out.md): the node may still
+    # run it, nothing here can reach it; it is never placed elsewhere meanwhile.
+    LOST = "lost"
 
 
 class InvalidTransition(RuntimeError):

@@ -27,6 +27,7 @@ from bac_server.store.checkpoints import CheckpointStore
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
+from bac_server.store.nodes import NodeStore
 from bac_server.store.sandboxes import EventRecord, SandboxStore
 from bac_server.store.sealing import Sealer
 from bac_server.store.secrets import SecretStore
@@ -38,6 +39,7 @@ from bac_server.store.sql._event_log import SqlEventLog
 from bac_server.store.sql._gc import SqlGc
 from bac_server.store.sql._keys import SqlKeys
 from bac_server.store.sql._metrics import SqlMetrics
+from bac_server.store.sql._nodes import SqlNodes
 from bac_server.store.sql._sandboxes import SqlSandboxes
 from bac_server.store.sql._secrets import SqlSecrets
 from bac_server.store.sql._uploads import SqlUploads
@@ -77,6 +79,7 @@ class SqlStore:
         self.artefacts: ArtefactStore = SqlArtefacts(engine)
         self.volumes: VolumeStore = SqlVolumes(engine, sealer)
         self.secrets: SecretStore = SqlSecrets(engine, sealer)
+        self.nodes: NodeStore = SqlNodes(engine)
 
     @classmethod
     async def open(cls, url: str, sealer: Sealer,

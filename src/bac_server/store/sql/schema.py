@@ -331,3 +331,29 @@ secrets = sa.Table(
     sa.UniqueConstraint("team_id", "name", name="uq_secrets_team_name"),
     sa.Index("ix_secrets_team_created", "team_id", "created_at"),
 )
+
+# Migration 14: node agents and what is placed on them (docs/scale-out.md).
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    sa.Column("node_id", sa.String(64), primary_key=True),
+    sa.Column("address", sa.String(255), nullable=False),
+    sa.Column("rpc_port", sa.Integer, nullable=False),
+    sa.Column("tunnel_port", sa.Integer, nullable=False),
+    sa.Column("vcpus", sa.Integer, nullable=False),
+    sa.Column("memory_mb", sa.BigInteger, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("version", sa.String(64), nullable=False),
+    sa.Column("sandboxes", sa.Integer, nullable=False),
+)
+placements = sa.Table(
+    "placements",
+    metadata,
+    sa.Column("object_id", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("node_id", sa.String(64), nullable=False, index=True),
+    sa.Column("vcpus", sa.Integer, nullable=False),
+    sa.Column("memory_mb", sa.BigInteger, nullable=False),
+)

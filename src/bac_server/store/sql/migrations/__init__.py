@@ -42,6 +42,7 @@ from bac_server.store.sql.migrations import (
     m0011_artefacts,
     m0012_volumes,
     m0013_secrets,
+    m0014_nodes,
 )
 
 
@@ -68,6 +69,7 @@ STEPS: tuple[Step, ...] = (
     _step(m0009_sandbox_key_name), _step(m0010_wide_ids), _step(m0011_artefacts),
     _step(m0012_volumes),
     _step(m0013_secrets),
+    _step(m0014_nodes),
 )
 LATEST = STEPS[-1].version
 

@@ -1,0 +1,290 @@
+"""The backend an API replica drives when sandboxes run on node agents (``bac node``).
+
+It is a ``Backend`` (with pause, fleet pause, network control, checkpoints, the trace and
+dialing) over every node in the store: a create is placed (``NodeStore.place`` with the
+``_placement`` policy) and sent to its node; every other call goes to the node the
+sandbox's placement names. The placements live in the store, so any replica finds any
+sandbox; this process keeps a read cache of them.
+
+Every ``heartbeat_s`` it reads the nodes, marks lost those silent for ``lost_after_s``
+(one conditional update, idempotent across replicas), and tells its watcher which
+sandboxes became unreachable or reachable again. A sandbox on a lost node is never
+placed elsewhere: the node may still run it (docs/scale-out.md, *Failure behaviour*).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from bac_server.backends.base import (
+    CheckpointInfo,
+    CheckpointNotFound,
+    NodeUnreachable,
+    NodeWatcher,
+    ResourceUsage,
+    SandboxEndpoint,
+    SandboxNotFound,
+    SandboxSetupError,
+    SandboxSpec,
+    SandboxStatus,
+    TraceSink,
+)
+from bac_server.backends.egress import EgressPolicy, NetworkUsage
+from bac_server.store import NodeRecord, NodeState, NodeStore, PlacedKind, Placement
+
+from ._placement import spread
+from ._remote import RemoteNode
+
+log = logging.getLogger(__name__)
+
+class NodeFleet:
+    name = "nodes"
+    # Every node runs the namespace backend with CRIU (what ``bac node`` checks at start).
+    memory_checkpoints = True
+
+    def __init__(self, *, node_store: NodeStore, token: str, heartbeat_s: float = 5.0,
+                 lost_after_s: float = 30.0) -> None:
+        self._store = node_store
+        self._token = token
+        self.heartbeat_s = heartbeat_s
+        self.lost_after_s = lost_after_s
+        self._nodes: dict[str, RemoteNode] = {}
+        self._states: dict[str, NodeState] = {}
+        self._where: dict[str, str] = {}  # object id -> node id (a cache of placements)
+        self._watcher: NodeWatcher | None = None
+        self._sink: TraceSink | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- nodes -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Read the nodes and placements, then follow them."""
+        await self.refresh()
+        for p in await self._store.placements():
+            self._where[p.object_id] = p.node_id
+        self._task = asyncio.create_task(self._follow())
+
+    def watch(self, watcher: NodeWatcher) -> None:
+        self._watcher = watcher
+
+    def nodes(self) -> list[NodeRecord]:
+        return [n.record for n in self._nodes.values()]
+
+    async def refresh(self) -> None:
+        """Mark silent nodes lost, read every node, tell the watcher what changed."""
+        now = datetime.now(UTC)
+        await self._store.mark_lost(now - timedelta(seconds=self.lost_after_s))
+        records = await self._store.list_nodes()
+        changed: list[tuple[str, bool]] = []
+        for record in records:
+            known = self._nodes.get(record.node_id)
+            if known is None or (known.record.address, known.record.rpc_port,
+                                 known.record.tunnel_port) != (
+                    record.address, record.rpc_port, record.tunnel_port):
+                if known is not None:
+                    await known.close()
+                self._nodes[record.node_id] = RemoteNode(record, self._token)
+                if self._sink is not None:
+                    self._nodes[record.node_id].follow_trace(self._sink)
+            else:
+                known.record = record
+            before = self._states.get(record.node_id)
+            self._states[record.node_id] = record.state
+            lost = record.state is NodeState.LOST
+            if before is not None and (before is NodeState.LOST) != lost:
+                changed.append((record.node_id, not lost))
+                log.warning("node %s %s", record.node_id,
+                            "is lost: its sandboxes are unreachable" if lost
+                            else "is back")
+            elif before is None and lost:
+                changed.append((record.node_id, False))
+        if self._watcher is not None:
+            for node_id, reachable in changed:
+                ids = [p.object_id for p in await self._store.placements(node_id)
+                       if p.kind is PlacedKind.SANDBOX]
+                if ids:
+                    await self._watcher(ids, reachable)
+
+    async def _follow(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await self.refresh()
+            except Exception:
+                log.exception("reading the nodes failed")
+
+    async def _node_of(self, object_id: str, missing: type[Exception] = SandboxNotFound
+                       ) -> RemoteNode:
+        node_id = self._where.get(object_id)
+        if node_id is None:
+            placed = await self._store.placement(object_id)
+            if placed is None:
+                raise missing(object_id)
+            node_id = self._where[object_id] = placed.node_id
+        node = self._nodes.get(node_id)
+        if node is None:
+            await self.refresh()
+            node = self._nodes.get(node_id)
+            if node is None:
+                raise NodeUnreachable(f"node {node_id} is not registered")
+        return node
+
+    # -- Backend -----------------------------------------------------------------------
+
+    async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
+        fresh = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
+        node_id = await self._store.place(
+            Placement(spec.sandbox_id, PlacedKind.SANDBOX, "", spec.vcpus, spec.memory_mb),
+            spread(spec.memory_mb), fresh)
+        if node_id is None:
+            raise SandboxSetupError("no node can take the sandbox now (none active, or none "
+                                    f"with {spec.memory_mb} MiB of memory left)")
+        self._where[spec.sandbox_id] = node_id
+        try:
+            node = await self._node_of(spec.sandbox_id)
+            return await node.create(spec)
+        except BaseException:
+            await self._unplace(spec.sandbox_id)
+            raise
+
+    async def _unplace(self, object_id: str) -> None:
+        self._where.pop(object_id, None)
+        await self._store.unplace(object_id)
+
+    async def destroy(self, sandbox_id: str) -> None:
+        try:
+            node = await self._node_of(sandbox_id)
+        except SandboxNotFound:
+            return
+        await node.destroy(sandbox_id)
+        await self._unplace(sandbox_id)
+
+    async def status(self, sandbox_id: str) -> SandboxStatus:
+        return await (await self._node_of(sandbox_id)).status(sandbox_id)
+
+    async def endpoint(self, sandbox_id: str) -> SandboxEndpoint:
+        return await (await self._node_of(sandbox_id)).endpoint(sandbox_id)
+
+    async def list(self) -> list[str]:
+        """The sandboxes placed (on every node, lost ones included: they may still run)
+        and those the reachable nodes hold (an unplaced one is an orphan to destroy)."""
+        held = {p.object_id: p.node_id for p in await self._store.placements()
+                if p.kind is PlacedKind.SANDBOX}
+        for node_id, node in list(self._nodes.items()):
+            if self._states.get(node_id) is NodeState.LOST:
+                continue
+            try:
+                for sandbox_id in await node.list():
+                    held.setdefault(sandbox_id, node_id)
+            except NodeUnreachable:
+                continue
+        self._where.update(held)
+        return sorted(held)
+
+    async def usage(self, sandbox_id: str) -> ResourceUsage:
+        return await (await self._node_of(sandbox_id)).usage(sandbox_id)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for node in self._nodes.values():
+            await node.close()
+
+    # -- Pausable, FleetPausable ---------------------------------------------------------
+
+    async def pause(self, sandbox_id: str) -> None:
+        await (await self._node_of(sandbox_id)).pause(sandbox_id)
+
+    async def resume(self, sandbox_id: str) -> SandboxEndpoint:
+        return await (await self._node_of(sandbox_id)).resume(sandbox_id)
+
+    async def pause_all(self, sandbox_ids: Sequence[str]) -> dict[str, str]:
+        by_node: dict[str, list[str]] = {}
+        failed: dict[str, str] = {}
+        for sandbox_id in sandbox_ids:
+            try:
+                by_node.setdefault((await self._node_of(sandbox_id)).node_id,
+                                   []).append(sandbox_id)
+            except (SandboxNotFound, NodeUnreachable) as exc:
+                failed[sandbox_id] = str(exc)
+        answers = await asyncio.gather(
+            *(self._nodes[n].pause_all(ids) for n, ids in by_node.items()),
+            return_exceptions=True)
+        for (node_id, ids), answer in zip(by_node.items(), answers, strict=True):
+            if isinstance(answer, BaseException):
+                failed |= {i: f"node {node_id}: {answer}" for i in ids}
+            else:
+                failed |= answer
+        return failed
+
+    # -- NetworkControl ------------------------------------------------------------------
+
+    async def set_network(self, sandbox_id: str, policy: EgressPolicy) -> None:
+        await (await self._node_of(sandbox_id)).set_network(sandbox_id, policy)
+
+    async def network_usage(self, sandbox_id: str) -> NetworkUsage:
+        return await (await self._node_of(sandbox_id)).network_usage(sandbox_id)
+
+    # -- Checkpointable ------------------------------------------------------------------
+
+    async def suspend(self, sandbox_id: str, *, memory: bool) -> int:
+        return await (await self._node_of(sandbox_id)).suspend(sandbox_id, memory=memory)
+
+    async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
+        return await (await self._node_of(spec.sandbox_id)).wake(spec, memory=memory)
+
+    async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
+                         memory: bool) -> CheckpointInfo:
+        node = await self._node_of(sandbox_id)
+        await self._store.record_placement(
+            Placement(checkpoint_id, PlacedKind.CHECKPOINT, node.node_id))
+        self._where[checkpoint_id] = node.node_id
+        try:
+            return await node.checkpoint(sandbox_id, checkpoint_id, memory=memory)
+        except BaseException:
+            await self._unplace(checkpoint_id)
+            raise
+
+    async def restore(self, spec: SandboxSpec, checkpoint_id: str) -> SandboxEndpoint:
+        return await (await self._node_of(spec.sandbox_id)).restore(spec, checkpoint_id)
+
+    async def create_from(self, spec: SandboxSpec, checkpoint_id: str, *,
+                          source_token: str | None) -> SandboxEndpoint:
+        """On the node that holds the checkpoint (its files are there)."""
+        node = await self._node_of(checkpoint_id, CheckpointNotFound)
+        await self._store.record_placement(Placement(
+            spec.sandbox_id, PlacedKind.SANDBOX, node.node_id, spec.vcpus, spec.memory_mb))
+        self._where[spec.sandbox_id] = node.node_id
+        try:
+            return await node.create_from(spec, checkpoint_id, source_token=source_token)
+        except BaseException:
+            await self._unplace(spec.sandbox_id)
+            raise
+
+    async def delete_checkpoint(self, checkpoint_id: str) -> None:
+        try:
+            node = await self._node_of(checkpoint_id, CheckpointNotFound)
+        except CheckpointNotFound:
+            return
+        await node.delete_checkpoint(checkpoint_id)
+        await self._unplace(checkpoint_id)
+
+    # -- Traced, Dialer ------------------------------------------------------------------
+
+    def trace_to(self, sink: TraceSink | None) -> None:
+        self._sink = sink
+        if sink is not None:
+            for node in self._nodes.values():
+                node.follow_trace(sink)
+
+    async def dial(self, sandbox_id: str, address: str, port: int) -> socket.socket:
+        try:
+            node = await self._node_of(sandbox_id)
+        except (SandboxNotFound, NodeUnreachable) as exc:
+            raise ConnectionRefusedError(str(exc)) from exc
+        return await node.dial(sandbox_id, port)
