@@ -93,6 +93,8 @@ def serve(
             config.check_multinode("bac serve --role api")
         except ValueError as exc:
             raise SystemExit(f"bac serve: refusing to start: {exc}") from None
+        # A line per call to a node would drown the log.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     if config.prepare_host:
         config = dataclasses.replace(config, prepare_host=False)
     uvicorn.run(create_app(config), **uvicorn_options(config))

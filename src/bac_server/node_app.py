@@ -14,10 +14,13 @@ import logging
 import os
 import secrets
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import uvicorn
+from starlette.applications import Starlette
 
 from bac_server.app import build_backend, build_templates, open_store, warm_up
 from bac_server.config import ConfigError, ServerConfig
@@ -94,20 +97,26 @@ async def run_node(config: ServerConfig) -> None:
         memory_mb=config.node_memory_mb or _memory_mb(), version=_version())
     agent = NodeAgent(backend=backend, identity=identity, token=config.node_token,
                       node_store=store.nodes, heartbeat_s=config.node_heartbeat_s)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # In uvicorn's lifespan, so that a SIGTERM's graceful stop runs it to its end.
+        warming: asyncio.Task[None] | None = None
+        try:
+            await agent.start(tunnel_host)
+            warming = asyncio.create_task(warm_up(backend, build_templates(config), config))
+            log.info("node %s serving at %s:%d (tunnel %s:%d)", identity.node_id,
+                     identity.address, rpc_port, tunnel_host, tunnel_port)
+            yield
+        finally:
+            if warming is not None:
+                warming.cancel()
+                await asyncio.gather(warming, return_exceptions=True)
+            await agent.close()
+            await backend.close()
+            await store.close()
+
     server = uvicorn.Server(uvicorn.Config(
-        agent.app(), host=rpc_host, port=rpc_port, lifespan="off", log_level="warning",
-        timeout_keep_alive=75, server_header=False))
-    warming: asyncio.Task[None] | None = None
-    try:
-        await agent.start(tunnel_host)
-        warming = asyncio.create_task(warm_up(backend, build_templates(config), config))
-        log.info("node %s serving at %s:%d (tunnel %s:%d)", identity.node_id,
-                 identity.address, rpc_port, tunnel_host, tunnel_port)
-        await server.serve()
-    finally:
-        if warming is not None:
-            warming.cancel()
-            await asyncio.gather(warming, return_exceptions=True)
-        await agent.close()
-        await backend.close()
-        await store.close()
+        agent.app(lifespan), host=rpc_host, port=rpc_port, lifespan="on",
+        log_level="warning", timeout_keep_alive=75, server_header=False))
+    await server.serve()

@@ -19,6 +19,7 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +46,8 @@ from . import _wire as wire
 from ._tunnel import TunnelServer
 
 log = logging.getLogger(__name__)
+
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 # Reports kept for a replica to read; past this the oldest are dropped (and counted).
 TRACE_BUFFER = 20_000
@@ -173,7 +176,9 @@ class NodeAgent:
 
     # -- the routes ------------------------------------------------------------------
 
-    def app(self) -> ASGIApp:
+    def app(self, lifespan: Lifespan | None = None) -> ASGIApp:
+        """The routes, behind the token; ``lifespan``: what runs around serving them (the
+        agent's start and close, its backend's)."""
         def on(path: str, method: str,
                handler: Callable[[Request], Awaitable[Any]]) -> Route:
             async def endpoint(request: Request) -> Response:
@@ -215,7 +220,7 @@ class NodeAgent:
                        on("/v1/restore", "POST", self._restore),
                        on("/v1/create-from", "POST", self._create_from),
                        on("/v1/checkpoints/{cid}", "DELETE", self._delete_checkpoint)]
-        return _Guard(Starlette(routes=routes), self._token)
+        return _Guard(Starlette(routes=routes, lifespan=lifespan), self._token)
 
     async def _info(self, request: Request) -> dict[str, Any]:
         b = self.backend

@@ -1,0 +1,212 @@
+"""Several machines on this one: node agents each in a network namespace of its own, API
+replicas on the host, one PostgreSQL (docs/scale-out.md, *Tests*).
+
+Each node is a network namespace (``ip netns``) with a veth to a bridge on the host, an
+address of its own on that bridge's network, and its own data dir; its agent runs there
+(``nsenter --net``: only the network namespace changes, so it shares the host's cgroups,
+mounts and /run as a node on a machine of its own would have its own), so its sandboxes'
+veths, its nftables tables and its listening sockets are the namespace's. API replicas run
+on the host and reach the nodes over the bridge, as they would over a network. Every
+process shares the store's key file and the node token, as a deployment's do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from bac_process import TEMPLATES_DIR, ServerProcess, fresh_data_dir
+
+BRIDGE = "bacmn0"
+NETWORK = "10.231.0"  # the bridge is .1, node i is .(10 + i)
+RPC_PORT = 7070
+TUNNEL_PORT = 7071
+START_TIMEOUT = 90.0
+
+
+def _ip(*argv: str, check: bool = True) -> None:
+    subprocess.run(["ip", *argv], check=check, capture_output=True)
+
+
+@dataclass
+class Node:
+    index: int
+    data_dir: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def netns(self) -> str:
+        return f"bacmn-{self.index}"
+
+    @property
+    def address(self) -> str:
+        return f"{NETWORK}.{10 + self.index}"
+
+    @property
+    def log(self) -> Path:
+        return self.data_dir / "node.log"
+
+    def start(self) -> None:
+        with self.log.open("ab") as sink:
+            self.proc = subprocess.Popen(
+                ["nsenter", f"--net=/run/netns/{self.netns}", sys.executable, "-c",
+                 "from bac_server.admin import serve_node; serve_node()"],
+                env=self.env, stdout=sink, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + START_TIMEOUT
+        headers = {"authorization": f"Bearer {self.env['BAC_NODE_TOKEN']}"}
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"node {self.index} exited {self.proc.returncode}:\n"
+                                   f"{self.log_tail()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://{self.address}:{RPC_PORT}/v1/node", headers=headers,
+                             timeout=2).status_code == 200:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"node {self.index} not ready:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def slots(self) -> list[str]:
+        root = self.data_dir / "sandboxes"
+        return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+
+
+@dataclass
+class Cluster:
+    """Nodes and replicas sharing one database, one key file and one node token."""
+
+    database_url: str
+    root: Path
+    token: str = field(default_factory=lambda: secrets.token_hex(24))
+    nodes: list[Node] = field(default_factory=list)
+    replicas: list[ServerProcess] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+
+    @property
+    def key_file(self) -> Path:
+        return self.root / "store.key"
+
+    def shared_env(self) -> dict[str, str]:
+        return {"BAC_DATABASE_URL": self.database_url, "BAC_NODE_TOKEN": self.token,
+                "BAC_STORE_KEY_FILE": str(self.key_file), "BAC_NODE_HEARTBEAT_S": "1",
+                "BAC_NODE_LOST_AFTER_S": "4"}
+
+    def add_node(self, **extra_env: str) -> Node:
+        index = len(self.nodes) + 1
+        data_dir = fresh_data_dir(f"node{index}")
+        node = Node(index, data_dir, {})
+        _ip("link", "del", f"bacmnh{index}", check=False)
+        _ip("netns", "del", node.netns, check=False)
+        _ip("netns", "add", node.netns)
+        _ip("link", "add", f"bacmnh{index}", "type", "veth", "peer", "name", "eth0",
+            "netns", node.netns)
+        _ip("link", "set", f"bacmnh{index}", "master", BRIDGE, "up")
+        _ip("-n", node.netns, "addr", "add", f"{node.address}/24", "dev", "eth0")
+        _ip("-n", node.netns, "link", "set", "eth0", "up")
+        _ip("-n", node.netns, "link", "set", "lo", "up")
+        _ip("-n", node.netns, "route", "add", "default", "via", f"{NETWORK}.1")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "BAC_"))}
+        env.update(self.shared_env(), BAC_DATA_DIR=str(data_dir),
+                   BAC_TEMPLATES_DIR=TEMPLATES_DIR,
+                   BAC_NODE_LISTEN=f"{node.address}:{RPC_PORT}",
+                   BAC_NODE_TUNNEL_LISTEN=f"{node.address}:{TUNNEL_PORT}",
+                   BAC_NODE_ID=f"node-{index}", BAC_POOL_SIZE="1", BAC_POOL_MAX="0",
+                   BAC_START_SNAPSHOT_POOL="0", BAC_METRICS_ADDRESS="")
+        env.update(extra_env)
+        node.env = env
+        self.nodes.append(node)
+        node.start()
+        return node
+
+    def add_replica(self, **extra_env: str) -> ServerProcess:
+        replica = ServerProcess(fresh_data_dir(f"api{len(self.replicas) + 1}"),
+                                extra_env={**self.shared_env(), "BAC_ROLE": "api",
+                                           **extra_env})
+        self.replicas.append(replica)
+        replica.start()
+        return replica
+
+    def create_key(self, team: str) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BAC_")}
+        env.update(self.shared_env(), BAC_DATA_DIR=str(self.root))
+        done = subprocess.run([sys.executable, "-c", "from bac.cli import cli; cli()", "keys",
+                               "create", team],
+                              env=env, capture_output=True, text=True, check=True)
+        key = done.stdout.strip().splitlines()[-1]
+        self.keys.append(key)
+        return key
+
+    def kill_all_sandboxes(self) -> None:
+        for replica in self.replicas:
+            if replica.proc is not None and replica.proc.poll() is None:
+                replica.keys = self.keys
+                with contextlib.suppress(Exception):
+                    replica.kill_all_sandboxes()
+                return
+
+
+@contextlib.contextmanager
+def running_cluster(database_url: str) -> Iterator[Cluster]:
+    """The bridge and an empty cluster; on exit every sandbox is killed, every process
+    stopped, every namespace and data dir removed, and no slot may be left on a node."""
+    root = fresh_data_dir("cluster")
+    _ip("link", "del", BRIDGE, check=False)
+    _ip("link", "add", BRIDGE, "type", "bridge")
+    _ip("addr", "add", f"{NETWORK}.1/24", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+    cluster = Cluster(database_url, root)
+    leaked: dict[str, list[str]] = {}
+    try:
+        yield cluster
+    finally:
+        cluster.kill_all_sandboxes()
+        for replica in cluster.replicas:
+            replica.stop()
+        for node in cluster.nodes:
+            if node.proc is not None and node.proc.poll() is not None:
+                node.start()  # a node a test killed: back, to destroy what it holds
+        for node in cluster.nodes:
+            node.stop()
+            if node.slots():
+                leaked[f"node {node.index}"] = node.slots()
+        for node in cluster.nodes:
+            _ip("netns", "del", node.netns, check=False)
+            _ip("link", "del", f"bacmnh{node.index}", check=False)
+            if node.index not in [int(k.split()[1]) for k in leaked]:
+                shutil.rmtree(node.data_dir, ignore_errors=True)
+        for replica in cluster.replicas:
+            shutil.rmtree(replica.data_dir, ignore_errors=True)
+        _ip("link", "del", BRIDGE, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    if leaked:
+        raise AssertionError(f"sandboxes leaked on nodes: {leaked}")
