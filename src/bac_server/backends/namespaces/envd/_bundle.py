@@ -40,6 +40,11 @@ GUEST_PACKAGES = ("bac_envd", "bac_protocol")
 # Code for templates' own services, mounted at /opt/bac/guest (dependencies not bundled).
 TEMPLATE_GUEST_PACKAGES = ("bac_kernel",)
 _EXTRA_PINS = ("h11",)  # uvicorn's HTTP/1.1 parser, chosen explicitly by envd
+# envd's spawn helper (bac_envd/process/spawn_helper.c), compiled static into the bundle;
+# without a C compiler on the host envd starts commands by its slower fork path.
+_HELPER_SOURCE = "bac_envd/process/spawn_helper.c"
+_HELPER_BINARY = "bac_envd/process/bac-spawn"
+_BUILT = frozenset({"bac-spawn"})
 
 
 class EnvdBundleError(Exception):
@@ -58,6 +63,8 @@ def _sources(packages: tuple[str, ...] = GUEST_PACKAGES) -> list[tuple[str, Path
     for name in packages:
         root = _package_dir(name)
         for path in sorted(root.rglob("*")):
+            if path.name in _BUILT:  # built into the bundle from its source (a dev build)
+                continue
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 files.append((f"{name}/{path.relative_to(root)}", path))
     return files
@@ -145,7 +152,7 @@ def _pip_argv(lib: Path, python_version: str) -> list[str]:
 def _copy_guest_code(lib: Path) -> None:
     for name in GUEST_PACKAGES:
         shutil.copytree(_package_dir(name), lib / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", *_BUILT))
     for name in TEMPLATE_GUEST_PACKAGES:
         shutil.copytree(_package_dir(name), lib.parent / "guest" / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -162,6 +169,17 @@ async def _compile(lib: Path, python_version: str, report: Progress) -> None:
     await _run([sys.executable, "-m", "compileall", "-q", "-j", "0",
                 "--invalidation-mode", "unchecked-hash", str(lib), str(lib.parent / "guest")],
                "compileall")
+
+
+async def _build_helper(lib: Path, report: Progress) -> None:
+    """envd's spawn helper, static (it runs as root with a command's environment: no
+    dynamic loader to steer), for the host's machine, which is the sandboxes'."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        report("no C compiler on the host: envd's commands start by its fork path (slower)")
+        return
+    await _run([compiler, "-static", "-O2", "-Wall", "-o", str(lib / _HELPER_BINARY),
+                str(lib / _HELPER_SOURCE)], "cc (envd's spawn helper)")
 
 
 def _fresh_dir(work: Path) -> None:
@@ -197,6 +215,7 @@ async def ensure_envd_bundle(bundles_dir: Path, rootfs: Path,
                    + ", ".join(envd_requirements()))
             await _run(_pip_argv(work / "lib", python_version), "pip install (envd bundle)")
             _copy_guest_code(work / "lib")
+            await _build_helper(work / "lib", report)
             await _compile(work / "lib", python_version, report)
         os.chmod(work, 0o755)  # noqa: S103 - public code, read by sandbox root
         try:
