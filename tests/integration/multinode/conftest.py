@@ -1,0 +1,38 @@
+"""Several machines on this one (tests/multinode.py): node agents in network namespaces,
+API replicas on the host, one PostgreSQL."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[2]))
+sys.path.insert(0, str(Path(__file__).parents[2] / "compat"))
+
+from multinode import Cluster, running_cluster
+from postgres_cluster import Cluster as Postgres
+from postgres_cluster import missing_reason
+from postgres_cluster import running_cluster as running_postgres
+
+
+@pytest.fixture(scope="package")
+def postgres() -> Iterator[Postgres]:
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with running_postgres() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(postgres: Postgres) -> Iterator[Cluster]:
+    """Three nodes, one API replica, one team's key."""
+    with running_cluster(postgres.new_database("nodes")) as made:
+        for _ in range(3):
+            made.add_node()
+        made.add_replica()
+        made.create_key("multi")
+        yield made

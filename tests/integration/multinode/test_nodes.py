@@ -1,0 +1,237 @@
+"""An API replica over three node agents, driven by the official e2b SDK: creates are
+spread over the nodes, every call and every byte of traffic reaches the sandbox through
+its node (the host cannot reach a sandbox's address), pause and resume and network
+changes happen on the node, the agents refuse whoever lacks the node token, a node killed
+is reported lost and comes back, and a restarted replica takes every sandbox back."""
+
+from __future__ import annotations
+
+import collections
+import socket
+import subprocess
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from e2b import Sandbox, SandboxState
+from multinode import RPC_PORT, TUNNEL_PORT, Cluster
+
+pytestmark = pytest.mark.root
+
+
+def _opts(cluster: Cluster, replica: int = 0) -> dict[str, str]:
+    url = cluster.replicas[replica].url
+    return {"api_key": cluster.keys[0], "api_url": url, "sandbox_url": url}
+
+
+def _placements(cluster: Cluster) -> dict[str, str]:
+    """sandbox id -> node id, as the API replicas find them."""
+    import asyncio
+
+    from bac_server.store.key_file import load_sealer
+    from bac_server.store.sql import SqlStore
+
+    async def read() -> dict[str, str]:
+        store = await SqlStore.open(cluster.database_url, load_sealer(cluster.key_file))
+        try:
+            return {p.object_id: p.node_id for p in await store.nodes.placements()}
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+@pytest.fixture
+def sandboxes(cluster: Cluster) -> Iterator[list[Sandbox]]:
+    made: list[Sandbox] = []
+    yield made
+    for sbx in made:
+        try:
+            sbx.kill()
+        except Exception:
+            pass
+
+
+def test_creates_are_spread_and_every_call_reaches_its_node(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    for n in range(6):
+        sandboxes.append(Sandbox.create(timeout=120, envs={"WHO": f"s{n}"}, **_opts(cluster)))
+    placed = _placements(cluster)
+    nodes = [placed[s.sandbox_id] for s in sandboxes]
+    # Every node took its share (the same memory each: the one with the most left takes
+    # the next).
+    assert collections.Counter(nodes) == {"node-1": 2, "node-2": 2, "node-3": 2}
+    for n, sbx in enumerate(sandboxes):
+        done = sbx.commands.run("echo $WHO $(hostname)")
+        assert done.stdout == f"s{n} {sbx.sandbox_id}\n"
+        sbx.files.write("/home/user/mine.txt", sbx.sandbox_id)
+        assert sbx.files.read("/home/user/mine.txt") == sbx.sandbox_id
+    # What envd ran is in the trace: reported on the node, read by the replica.
+    api = httpx.Client(base_url=cluster.replicas[0].url,
+                       headers={"X-API-KEY": cluster.keys[0]}, timeout=30)
+    with api:
+        for sbx in sandboxes:
+            _wait_trace(api, sbx.sandbox_id, "echo $WHO $(hostname)")
+    # Each node holds its own sandboxes and no other's.
+    headers = {"authorization": f"Bearer {cluster.token}"}
+    for node in cluster.nodes:
+        held = httpx.get(f"http://{node.address}:{RPC_PORT}/v1/sandboxes", headers=headers,
+                         timeout=10).json()
+        assert {s.sandbox_id for s, at in zip(sandboxes, nodes, strict=True)
+                if at == f"node-{node.index}"} <= set(held)
+        assert not {s.sandbox_id for s, at in zip(sandboxes, nodes, strict=True)
+                    if at != f"node-{node.index}"} & set(held)
+
+
+def test_the_host_cannot_reach_a_sandbox_but_its_traffic_arrives(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    sbx = Sandbox.create(timeout=120, **_opts(cluster))
+    sandboxes.append(sbx)
+    address = sbx.commands.run("ip -4 -o addr show eth0").stdout.split()[3].split("/")[0]
+    # Its address exists on its node only: from the replica's machine nothing answers.
+    with pytest.raises(OSError), socket.create_connection((address, 49983), timeout=2):
+        pass
+    # A server inside, reached through the replica's gateway, the node's tunnel.
+    sbx.commands.run("python3 -m http.server 8000 --directory /home/user", background=True)
+    sbx.files.write("/home/user/index.html", "served from a node")
+    url = f"{cluster.replicas[0].url}/index.html"
+    host = f"8000-{sbx.sandbox_id}.localhost"
+    for _ in range(200):
+        try:
+            answer = httpx.get(url, headers={"host": host}, timeout=5)
+        except httpx.TransportError:
+            continue
+        if answer.status_code == 200:
+            break
+        sbx.commands.run("sleep 0.05")
+    assert answer.text == "served from a node"
+
+
+def test_pause_resume_and_a_network_change_happen_on_the_node(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    sbx = Sandbox.create(timeout=120, **_opts(cluster))
+    sandboxes.append(sbx)
+    sbx.commands.run("sleep 600", background=True)
+    sbx.files.write("/home/user/kept.txt", "kept")
+    sbx.beta_pause()
+    assert Sandbox.get_info(sbx.sandbox_id, **_opts(cluster)).state is SandboxState.PAUSED
+    back = Sandbox.connect(sbx.sandbox_id, **_opts(cluster))
+    assert back.files.read("/home/user/kept.txt") == "kept"
+    assert "sleep 600" in back.commands.run("ps -eo args").stdout
+    # A policy change: answered once the node's firewall took it (its counters come from
+    # the node too).
+    api = httpx.Client(base_url=cluster.replicas[0].url,
+                       headers={"X-API-KEY": cluster.keys[0]}, timeout=30)
+    changed = api.put(f"/sandboxes/{sbx.sandbox_id}/network",
+                      json={"denyOut": ["0.0.0.0/0"]})
+    assert changed.status_code in (200, 204), changed.text
+    network = api.get(f"/sandboxes/{sbx.sandbox_id}/network")
+    assert network.status_code == 200, network.text
+    assert network.json()["denyOut"] == ["0.0.0.0/0"]
+    api.close()
+
+
+def _wait_trace(api: httpx.Client, sandbox_id: str, command: str) -> None:
+    for _ in range(400):
+        events = api.get(f"/sandboxes/{sandbox_id}/trace",
+                         params={"kind": "process"}).json()["events"]
+        if any(command in str(e["fields"].get("cmd", "")) for e in events):
+            return
+        subprocess.run(["sleep", "0.05"], check=True)
+    raise AssertionError(f"no process event for {command!r} in {sandbox_id}'s trace: {events}")
+
+
+def _raw(address: str, port: int, request: bytes) -> bytes:
+    with socket.create_connection((address, port), timeout=10) as sock:
+        sock.sendall(request)
+        return sock.recv(4096)
+
+
+def test_the_agent_refuses_whoever_lacks_the_node_token(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    sbx = Sandbox.create(timeout=120, **_opts(cluster))
+    sandboxes.append(sbx)
+    node = cluster.nodes[[f"node-{n.index}" for n in cluster.nodes].index(
+        _placements(cluster)[sbx.sandbox_id])]
+    good = f"Proxy-Authorization: Bearer {cluster.token}\r\n".encode()
+    wrong = b"Proxy-Authorization: Bearer " + b"x" * 48 + b"\r\n"
+
+    def connect(target: str, auth: bytes) -> bytes:
+        return _raw(node.address, TUNNEL_PORT,
+                    f"CONNECT {target} HTTP/1.1\r\n".encode() + auth + b"\r\n")
+
+    assert connect(f"{sbx.sandbox_id}:49983", b"").startswith(b"HTTP/1.1 407")
+    assert connect(f"{sbx.sandbox_id}:49983", wrong).startswith(b"HTTP/1.1 407")
+    assert connect("nosuchsandbox:49983", good).startswith(b"HTTP/1.1 404")
+    # Addresses are never a target: a replica reaches sandboxes and nothing else.
+    assert connect("127.0.0.1:7070", good).startswith(b"HTTP/1.1 400")
+    assert connect(f"{node.address}:22", good).startswith(b"HTTP/1.1 400")
+    # The right token and a sandbox of this node: a tunnel, then envd itself answers.
+    with socket.create_connection((node.address, TUNNEL_PORT), timeout=10) as sock:
+        sock.sendall(f"CONNECT {sbx.sandbox_id}:49983 HTTP/1.1\r\n".encode() + good + b"\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: envd\r\nConnection: close\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 204")
+    rpc = f"http://{node.address}:{RPC_PORT}"
+    for headers in ({}, {"authorization": "Bearer " + "x" * 48}):
+        refused = httpx.post(f"{rpc}/v1/pause-all", json={"sandbox_ids": [sbx.sandbox_id]},
+                             headers=headers, timeout=10)
+        assert refused.status_code == 401
+        assert httpx.delete(f"{rpc}/v1/sandboxes/{sbx.sandbox_id}", headers=headers,
+                            timeout=10).status_code == 401
+    assert sbx.commands.run("echo still here").stdout == "still here\n"
+
+
+def test_a_node_killed_is_reported_lost_and_comes_back(
+        cluster: Cluster, sandboxes: list[Sandbox], request: pytest.FixtureRequest) -> None:
+    placed: dict[str, Sandbox] = {}
+    while "node-3" not in placed:
+        sbx = Sandbox.create(timeout=300, **_opts(cluster))
+        sandboxes.append(sbx)
+        placed[_placements(cluster)[sbx.sandbox_id]] = sbx
+    on3, elsewhere = placed["node-3"], placed.get("node-1") or placed["node-2"]
+    on3.commands.run("echo before > /home/user/state")
+    node = cluster.nodes[2]
+    node.kill9()  # the agent only: its sandboxes keep running on the machine
+    api = httpx.Client(base_url=cluster.replicas[0].url,
+                       headers={"X-API-KEY": cluster.keys[0]}, timeout=30)
+    request.addfinalizer(api.close)
+    lost = _wait_health(api, on3.sandbox_id, "lost")
+    assert lost["state"] == "running"
+    # The other nodes' sandboxes are unaffected.
+    assert api.get(f"/sandboxes/{elsewhere.sandbox_id}").json()["health"] == "healthy"
+    assert elsewhere.commands.run("echo fine").stdout == "fine\n"
+    events = api.get(f"/sandboxes/{on3.sandbox_id}/trace",
+                     params={"kind": "unhealthy"}).json()["events"]
+    assert [e["fields"].get("reason") for e in events] == ["node_lost"]
+    # A create meanwhile goes to the nodes that answer.
+    fresh = Sandbox.create(timeout=120, **_opts(cluster))
+    sandboxes.append(fresh)
+    assert _placements(cluster)[fresh.sandbox_id] != "node-3"
+    node.start()  # the same node (its id kept), which takes its sandboxes back
+    _wait_health(api, on3.sandbox_id, "healthy")
+    assert on3.commands.run("cat /home/user/state").stdout == "before\n"
+
+
+def _wait_health(api: httpx.Client, sandbox_id: str, health: str) -> dict[str, object]:
+    """The sandbox's detail once its health is ``health`` (the replica reads the nodes every
+    second and marks one lost after 4 s of silence: well within this bound)."""
+    for _ in range(600):
+        detail: dict[str, object] = api.get(f"/sandboxes/{sandbox_id}").json()
+        if detail.get("health") == health:
+            return detail
+        subprocess.run(["sleep", "0.05"], check=True)
+    raise AssertionError(f"{sandbox_id} never became {health}: {detail}")
+
+
+def test_a_restarted_replica_takes_every_sandbox_back(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    for _ in range(3):
+        sandboxes.append(Sandbox.create(timeout=300, **_opts(cluster)))
+    replica = cluster.replicas[0]
+    replica.kill9()
+    replica.start()
+    listed = {s.sandbox_id for s in Sandbox.list(**_opts(cluster)).next_items()}
+    assert {s.sandbox_id for s in sandboxes} <= listed
+    for sbx in sandboxes:
+        assert sbx.commands.run("echo back").stdout == "back\n"
