@@ -32,7 +32,8 @@ case "${ID:-}:${VERSION_ID:-}" in
 esac
 
 packages=(
-    ca-certificates crun curl debian-archive-keyring docker-registry e2fsprogs iproute2 mmdebstrap
+    ca-certificates crun curl debian-archive-keyring docker-registry e2fsprogs gcc iproute2 libc6-dev
+    mmdebstrap
     lxcfs nftables postgresql python3 python3-venv runc skopeo uidmap umoci util-linux
 )
 

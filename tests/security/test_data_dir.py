@@ -295,3 +295,28 @@ def test_start_up_check_refuses_a_data_dir_others_can_rename(tmp_path: Path) -> 
     parent.chmod(0o777)
     with pytest.raises(UnsafeDataDir, match="which another user can change"):
         secure_data_dir(parent / "data", IdRange())
+
+
+def test_a_server_of_another_user_keeps_its_data_dir_its_own() -> None:
+    """An API replica running as an unprivileged user (docs/scale-out.md): the same check
+    as root's, its own group where root's would be, and nobody else gets in."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="bac-replica-"))
+    os.chown(base, NOBODY, NOBODY)
+    base.chmod(0o755)
+    script = ("import sys; from pathlib import Path; "
+              "from bac_server.host import IdRange, secure_data_dir; "
+              "d = Path(sys.argv[1]); secure_data_dir(d, IdRange()); "
+              "(d / 'keys').mkdir(mode=0o755); secure_data_dir(d, IdRange())")
+    done = subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+         sys.executable, "-c", script, str(base / "data")],
+        capture_output=True, text=True, check=False, env={"PATH": os.environ["PATH"]})
+    assert done.returncode == 0, done.stderr
+    data = os.stat(base / "data")
+    keys = os.stat(base / "data" / "keys")
+    assert (data.st_uid, data.st_gid, stat.S_IMODE(data.st_mode)) == (NOBODY, NOBODY, 0o710)
+    assert (keys.st_uid, keys.st_gid, stat.S_IMODE(keys.st_mode)) == (NOBODY, NOBODY, 0o700)
+    shutil.rmtree(base)

@@ -27,7 +27,8 @@ already read cannot be). It refuses to start, with one line naming the path, whe
 repair would not make it safe: the directory or an entry is a symlink, of the wrong
 kind, owned by another user, or was writable by others (who may have changed anything
 in it); so is a way to the directory that another user could rename. Entries it does
-not know (an operator's own files) are left alone.
+not know (an operator's own files) are left alone. A server running as another user than
+root (an API replica) is held to the same table with its own user and group for root's.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def secure_data_dir(data_dir: Path, ids: IdRange) -> list[str]:
     _check_ancestors(data_dir)
     if not os.path.lexists(data_dir):
         data_dir.mkdir(mode=0o700, parents=True)
-        os.chown(data_dir, 0, ids.root)
+        os.chown(data_dir, -1, _group(DATA_DIR, ids))
         os.chmod(data_dir, DATA_DIR.mode)
     try:
         root_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW)
@@ -108,6 +109,15 @@ def _check_ancestors(data_dir: Path) -> None:
             raise UnsafeDataDir(
                 f"data directory {data_dir} lies in {parent}, which another user can change "
                 f"(owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o}); move it")
+
+
+def _group(entry: Entry, ids: IdRange) -> int:
+    """The group an entry must have. A server not running as root (an API replica, which
+    runs no sandbox: docs/scale-out.md) keeps its own group everywhere: nothing of the
+    sandboxes' id range needs a way in, and it could not give one."""
+    if os.geteuid() != 0:
+        return os.getegid()
+    return ids.root if entry.sandbox_group else 0
 
 
 def _secure_entry(root_fd: int, data_dir: Path, entry: Entry, ids: IdRange,
@@ -158,7 +168,7 @@ def _secure(dir_fd: int, path: Path, entry: Entry, ids: IdRange, repaired: list[
         if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
             raise UnsafeDataDir(f"{path} changed while it was checked: start again")
         pinned = f"/proc/self/fd/{fd}"  # the inode just checked, whatever the path does
-        gid = ids.root if entry.sandbox_group else 0
+        gid = _group(entry, ids)
         if st.st_gid != gid:
             # SECURITY: a root-owned entry of ours; only its group changes, to the one
             # that may (sandbox root gid) or must not (root) traverse it.
