@@ -8,7 +8,6 @@ so it holds the database's one write lock before it reads.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
@@ -106,24 +105,24 @@ class SqlNodes:
             if conn.dialect.name == "sqlite":
                 # Take SQLite's write lock before reading (see the module's docstring).
                 await conn.execute(sa.update(t.nodes).where(sa.false()).values(sandboxes=0))
-            nodes = [_node(r) for r in (await conn.execute(
-                sa.select(t.nodes).where(_n.state == NodeState.ACTIVE.value,
-                                         _n.heartbeat_at >= ts(fresh_since))
-                .order_by(_n.node_id))).all()]
-            if not nodes:
+            # One read: each fresh active node with what is placed on it.
+            placed = (sa.select(_p.node_id, sa.func.count().label("placed_count"),
+                                sa.func.sum(_p.vcpus).label("vcpus"),
+                                sa.func.sum(_p.memory_mb).label("memory"))
+                      .where(_p.kind == PlacedKind.SANDBOX.value)
+                      .group_by(_p.node_id).subquery())
+            rows = (await conn.execute(
+                sa.select(t.nodes, placed.c.placed_count, placed.c.vcpus, placed.c.memory)
+                .outerjoin(placed, placed.c.node_id == _n.node_id)
+                .where(_n.state == NodeState.ACTIVE.value,
+                       _n.heartbeat_at >= ts(fresh_since))
+                .order_by(_n.node_id))).all()
+            if not rows:
                 return None
-            placed = (await conn.execute(
-                sa.select(_p.node_id, sa.func.count(), sa.func.sum(_p.vcpus),
-                          sa.func.sum(_p.memory_mb))
-                .where(_p.kind == PlacedKind.SANDBOX.value,
-                       _p.node_id.in_([n.node_id for n in nodes]))
-                .group_by(_p.node_id))).all()
-            used: dict[str, tuple[int, int, int]] = defaultdict(lambda: (0, 0, 0))
-            for node_id, count, vcpus, memory in placed:
-                used[node_id] = (int(count), int(vcpus or 0), int(memory or 0))
-            chosen = choose([NodeLoad(node=n, sandboxes_placed=used[n.node_id][0],
-                                      vcpus_placed=used[n.node_id][1],
-                                      memory_mb_placed=used[n.node_id][2]) for n in nodes])
+            loads = [NodeLoad(node=_node(r), sandboxes_placed=int(r.placed_count or 0),
+                              vcpus_placed=int(r.vcpus or 0),
+                              memory_mb_placed=int(r.memory or 0)) for r in rows]
+            chosen = choose(loads)
             if chosen is None:
                 return None
             stmt = insert(conn, t.placements).values(
