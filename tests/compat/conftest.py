@@ -25,10 +25,49 @@ def server() -> Iterator[ServerProcess]:
     from importlib.metadata import version
 
     assert version("e2b") == E2B_VERSION, "these tests pin the official SDK version"
+    nodes = int(os.environ.get("BAC_TEST_NODES", "0"))
+    if nodes:
+        # The same tests against an API replica over node agents (docs/scale-out.md).
+        yield from _over_nodes(nodes)
+        return
     with running("compat") as srv:
         srv.create_key("compat")
         srv.create_key("compat-other")
         yield srv
+
+
+def _over_nodes(nodes: int) -> Iterator[ServerProcess]:
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from multinode import running_cluster
+    from postgres_cluster import running_cluster as running_postgres
+
+    with running_postgres() as postgres, \
+            running_cluster(postgres.new_database("compat")) as cluster:
+        for _ in range(nodes):
+            cluster.add_node()
+        replica = cluster.add_replica()
+        saved = {k: os.environ.get(k) for k in cluster.shared_env()}
+        os.environ.update(cluster.shared_env())  # where `bac keys` finds the store
+        try:
+            replica.create_key("compat")
+            replica.create_key("compat-other")
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        cluster.keys = replica.keys
+        yield replica
+
+
+@pytest.fixture
+def backend_dir(server: ServerProcess) -> Path:
+    """The data dir of the backend holding the server's sandboxes, for the tests that
+    reach into it (a slot's files, a checkpoint's images): one machine's only."""
+    if os.environ.get("BAC_TEST_NODES"):
+        pytest.skip("reaches into the backend's own files, which are on a node's machine")
+    return server.data_dir
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,7 +38,7 @@ def _first(api: httpx.Client, sandbox_id: str, kind: str) -> dict[str, Any]:
 
 
 def test_a_full_disk_is_enospc_inside_and_an_error_event(api: httpx.Client,
-                                                        server: ServerProcess) -> None:
+                                                        backend_dir: Path) -> None:
     """fallocate past the sandbox's disk (the default 10 GiB, allocated without writing)
     fails with ENOSPC, the trace gets one disk_full event, the metrics show the disk
     used to its size, and the host holds no more than what was written."""
@@ -54,8 +55,8 @@ def test_a_full_disk_is_enospc_inside_and_an_error_event(api: httpx.Client,
         last = metrics[-1]
         assert last["diskUsed"] > 0.95 * last["diskTotal"]
         assert last["diskTotal"] <= 10240 * 1024 * 1024
-        slot = (server.data_dir / "claims" / sbx.sandbox_id).read_text().strip()
-        image = server.data_dir / "sandboxes" / slot / "disk.img"
+        slot = (backend_dir / "claims" / sbx.sandbox_id).read_text().strip()
+        image = backend_dir / "sandboxes" / slot / "disk.img"
         assert image.stat().st_blocks * 512 < 512 * 1024 * 1024  # allocated, not written
         sbx.commands.run("rm /home/user/big && echo room > /home/user/room")
     finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -149,7 +150,7 @@ def test_filesystem_pause_and_reboot() -> None:
         sbx.kill()
 
 
-def test_a_failed_resume_says_why_and_keeps_the_sandbox_paused(server: ServerProcess) -> None:
+def test_a_failed_resume_says_why_and_keeps_the_sandbox_paused(backend_dir: Path) -> None:
     """A paused sandbox whose saved state cannot be restored (an image gone from the
     disk): connect fails with a message saying so and what to do; the sandbox stays paused
     with its files, and on_resume=reboot starts it afresh on them."""
@@ -157,8 +158,8 @@ def test_a_failed_resume_says_why_and_keeps_the_sandbox_paused(server: ServerPro
     try:
         sbx.files.write("/home/user/kept.txt", "kept")
         assert sbx.pause() is True
-        slot = (server.data_dir / "claims" / sbx.sandbox_id).read_text().strip()
-        (server.data_dir / "sandboxes" / slot / "suspend" / "images" / "pstree.img").unlink()
+        slot = (backend_dir / "claims" / sbx.sandbox_id).read_text().strip()
+        (backend_dir / "sandboxes" / slot / "suspend" / "images" / "pstree.img").unlink()
         with pytest.raises(SandboxException) as failed:
             sbx.connect()
         message = str(failed.value)

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bac_server.backends.base import (
     Backend,
+    Builder,
     Checkpointable,
     FleetPausable,
     NetworkControl,
@@ -208,6 +209,8 @@ class NodeAgent:
         if isinstance(b, Pausable):
             routes += [on("/v1/sandboxes/{id}/pause", "POST", self._pause),
                        on("/v1/sandboxes/{id}/resume", "POST", self._resume)]
+        if isinstance(b, Builder):
+            routes.append(on("/v1/build-steps", "POST", self._build_step))
         if isinstance(b, FleetPausable):
             routes.append(on("/v1/pause-all", "POST", self._pause_all))
         if isinstance(b, NetworkControl):
@@ -309,6 +312,40 @@ class NodeAgent:
         assert isinstance(self.backend, Checkpointable)
         await self.backend.delete_checkpoint(str(request.path_params["cid"]))
         return None
+
+    async def _build_step(self, request: Request) -> Response:
+        """A stream of lines: ``{"stream", "line"}`` as the step prints them, then
+        ``{"exit_code"}`` or ``{"error": {"code", "message"}}``. The caller going away
+        cancels the step (its command killed, as ``Builder`` says)."""
+        builder = self.backend
+        assert isinstance(builder, Builder)
+        step = wire.BUILD_STEP.validate_json(await request.body())
+        lines: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        def output(stream: str, line: str) -> None:
+            lines.put_nowait(json.dumps({"stream": stream, "line": line}).encode() + b"\n")
+
+        async def run() -> None:
+            try:
+                code = await builder.run_build_step(step, output)
+                lines.put_nowait(json.dumps({"exit_code": code}).encode() + b"\n")
+            except Exception as exc:
+                _, body = wire.error_body(exc)
+                lines.put_nowait(json.dumps({"error": body}).encode() + b"\n")
+            finally:
+                lines.put_nowait(None)
+
+        async def stream() -> AsyncIterator[bytes]:
+            task = asyncio.create_task(run())
+            try:
+                while (item := await lines.get()) is not None:
+                    yield item
+            finally:
+                if not task.done():
+                    task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+        return StreamingResponse(stream(), media_type="application/x-ndjson")
 
     async def _trace_stream(self, request: Request) -> Response:
         return StreamingResponse(self._trace.lines(), media_type="application/x-ndjson")

@@ -21,10 +21,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from bac_server.backends.base import (
+    BuildStep,
     CheckpointInfo,
     CheckpointNotFound,
     NodeUnreachable,
     NodeWatcher,
+    OutputCallback,
     ResourceUsage,
     SandboxEndpoint,
     SandboxNotFound,
@@ -273,6 +275,20 @@ class NodeFleet:
             return
         await node.delete_checkpoint(checkpoint_id)
         await self._unplace(checkpoint_id)
+
+    # -- Builder -----------------------------------------------------------------------
+
+    async def run_build_step(self, step: BuildStep, output: OutputCallback) -> int:
+        """On the active node with the most memory left: a step's layers are in the
+        template root, which every node must share (docs/scale-out.md, *Templates*)."""
+        fresh = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
+        ready = [n for n in self._nodes.values()
+                 if self._states.get(n.node_id) is NodeState.ACTIVE
+                 and n.record.heartbeat_at >= fresh]
+        if not ready:
+            raise SandboxSetupError("no node can run the build step now (none active)")
+        node = max(ready, key=lambda n: (n.record.memory_mb, n.node_id))
+        return await node.run_build_step(step, output)
 
     # -- Traced, Dialer ------------------------------------------------------------------
 

@@ -18,8 +18,11 @@ from typing import Any
 import httpx
 
 from bac_server.backends.base import (
+    BackendError,
+    BuildStep,
     CheckpointInfo,
     NodeUnreachable,
+    OutputCallback,
     ResourceUsage,
     SandboxEndpoint,
     SandboxSpec,
@@ -152,6 +155,29 @@ class RemoteNode:
 
     async def delete_checkpoint(self, checkpoint_id: str) -> None:
         await self._call("DELETE", f"/v1/checkpoints/{checkpoint_id}", long=True)
+
+    async def run_build_step(self, step: BuildStep, output: OutputCallback) -> int:
+        try:
+            async with self._client.stream(
+                    "POST", "/v1/build-steps", content=wire.BUILD_STEP.dump_json(step),
+                    headers={"content-type": "application/json"},
+                    timeout=httpx.Timeout(step.timeout_s + 60, connect=3.0)) as answer:
+                if answer.status_code != 200:
+                    raise wire.error_of(json.loads(await answer.aread() or b"null"),
+                                        answer.status_code)
+                async for line in answer.aiter_lines():
+                    if not line.strip():
+                        continue
+                    item = json.loads(line)
+                    if "exit_code" in item:
+                        return int(item["exit_code"])
+                    if "error" in item:
+                        raise wire.error_of(item["error"], 500)
+                    output(str(item["stream"]), str(item["line"]))
+        except httpx.TransportError as exc:
+            raise NodeUnreachable(f"node {self.node_id} did not answer: "
+                                  f"{type(exc).__name__} {exc}") from exc
+        raise BackendError(f"node {self.node_id} ended the build step without its outcome")
 
     async def dial(self, sandbox_id: str, port: int) -> socket.socket:
         return await dial_tunnel(self.record.address, self.record.tunnel_port, self._token,

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 
 from bac_server.backends.base import (
     BackendError,
+    BuildStep,
     CheckpointFailed,
     CheckpointInfo,
     CheckpointNotFound,
@@ -33,6 +34,7 @@ USAGE = TypeAdapter(ResourceUsage)
 NETWORK_USAGE = TypeAdapter(NetworkUsage)
 CHECKPOINT = TypeAdapter(CheckpointInfo)
 POLICY = TypeAdapter(EgressPolicy)
+BUILD_STEP = TypeAdapter(BuildStep)
 
 # The errors a node's answer may carry, by code, with the HTTP status it is sent with.
 _ERRORS: dict[str, tuple[type[BackendError], int]] = {
