@@ -352,6 +352,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             volume_store=store.volumes,
             volume_settings=VolumeSettings(size_mb=config.volume_size_mb,
                                            quota_mb=config.volume_quota_mb),
+            # API replicas follow each other through the store; one leads at a time.
+            coordination=store.coordination if api_only else None,
+            sweep_s=config.node_sweep_s,
         )
         report = await plane.start()
         warming = asyncio.create_task(
@@ -362,7 +365,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         app.state.plane = plane
         dashboard.state.plane = plane
         mcp.attach(plane)
-        gateway = Gateway(plane.registry, waker=plane.lifecycle.pausing.wake_for_traffic,
+        gateway = Gateway(plane.registry, waker=plane.route_for_traffic,
                           telemetry=telemetry, streams=streams, dialer=dialer_of(backend))
         gateways.attach(gateway)
         if scrape is not None:

@@ -244,6 +244,9 @@ class ServerConfig:
     # Seconds between a node's heartbeats, and the silence after which replicas mark it lost.
     node_heartbeat_s: float = 5.0
     node_lost_after_s: float = 30.0
+    # API replicas: seconds between the leader's sweeps for sandboxes no live record
+    # claims (destroyed when two sweeps in a row find one so).
+    node_sweep_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.role not in ("all", "api"):
@@ -253,6 +256,8 @@ class ServerConfig:
                                 or self.node_token.strip() != self.node_token):
             raise ConfigError("BAC_NODE_TOKEN must be at least 32 printable characters "
                               "without surrounding spaces (e.g. `openssl rand -hex 32`)")
+        if not self.node_sweep_s > 0:
+            raise ConfigError("BAC_NODE_SWEEP_S must be more than 0")
         if not 0 < self.node_heartbeat_s < self.node_lost_after_s:
             raise ConfigError("BAC_NODE_HEARTBEAT_S must be more than 0 and less than "
                               "BAC_NODE_LOST_AFTER_S")

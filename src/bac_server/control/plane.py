@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,8 @@ from bac_server.control.sandboxes import (
     NetworkService,
     ReconcileReport,
     Registry,
+    Replicas,
+    Route,
     SandboxState,
     Traces,
     TraceSettings,
@@ -64,6 +68,7 @@ from bac_server.store import (
     BuildStore,
     CatalogStore,
     CheckpointStore,
+    Coordination,
     GcStore,
     KeyStore,
     MetricStore,
@@ -169,6 +174,8 @@ class ControlPlane:
         volume_store: VolumeStore | None = None,
         volume_settings: VolumeSettings | None = None,
         secret_store: SecretStore | None = None,
+        coordination: Coordination | None = None,
+        sweep_s: float = 60.0,
     ) -> None:
         """``usage_store``: where the meter writes what sandboxes use (None: no
         metering). ``artefact_store`` and ``artefacts_dir``: where artefacts' rows and
@@ -238,6 +245,7 @@ class ControlPlane:
             on_died=self.lifecycle.died,
         )
         self._sampler_task: asyncio.Task[None] | None = None
+        self._lost_at_start: list[str] = []
         self.traces = Traces(sandbox_store=sandbox_store, registry=self.registry,
                              history=self.history, settings=trace_settings, backend=backend)
         self.registry.on_gone(self.traces.intake.forget)
@@ -265,6 +273,11 @@ class ControlPlane:
                 prices=self.prices, registry=self.registry, lifecycle=self.lifecycle,
                 clock=self.clock, switch=self.kill_switch, check_s=cap_check_s)
             self.lifecycle.pausing.cap_gate = self.caps.release
+        # One replica among several on one database (docs/scale-out.md); None: the only
+        # process, which does everything.
+        self.replicas = None if coordination is None else Replicas(
+            coordination=coordination, sandbox_store=sandbox_store, registry=self.registry,
+            backend=backend, lifecycle=self.lifecycle, sweep_s=sweep_s)
         # The team's secrets (docs/volumes-secrets-artefacts.md; None: no secrets API).
         self.secrets = None if secret_store is None else Secrets(secret_store)
         # Artefacts promoted out of sandboxes (docs/volumes-secrets-artefacts.md).
@@ -283,29 +296,53 @@ class ControlPlane:
 
     async def start(self) -> ReconcileReport:
         """End what a previous process left half-done (builds, pins), re-attach what
-        survived a restart, clean what did not, start sampling and delivering webhooks."""
+        survived a restart, clean what did not, start sampling and delivering webhooks.
+        One replica among several (``coordination`` given): take every live sandbox as
+        recorded, follow the others' changes, and do the rest once leading."""
         if self.span_export is not None:
             self.span_export.start()  # before reconcile: its events are exported too
+        if self.replicas is not None:
+            self.lifecycle.leading = False
+            replicas = self.replicas
+            self.health.records = lambda: replicas.leading
+            report = await reconcile(
+                backend=self.backend, sandbox_store=self.sandbox_store,
+                registry=self.registry, lifecycle=self.lifecycle, judge=False)
+            self._follow_backend()
+            self.replicas.start(self._leadership)
+            return report
         await self.templates.start()
         report = await reconcile(
             backend=self.backend, sandbox_store=self.sandbox_store, registry=self.registry,
             lifecycle=self.lifecycle,
         )
-        self._sampler_task = asyncio.create_task(self.sampler.run())
-        if self.meter is not None:
-            await self.meter.start()
-        if self.caps is not None:
-            await self.caps.start()
+        self._follow_backend()
+        await self._start_singletons()
+        return report
+
+    def _follow_backend(self) -> None:
+        """What every replica does: take the trace's reports, hear of lost nodes."""
         self.traces.start()
-        if self.health.settings.interval_s > 0:
-            self._health_task = asyncio.create_task(self.health.run())
         if isinstance(self.backend, Traced):
             self.backend.trace_to(self.traces.intake.receive)
         if isinstance(self.backend, NodesWatched):
             self.backend.watch(self.health.nodes_changed)
             for sbx in self.registry.all():  # those on nodes lost before this start
                 if sbx.route is None and sbx.state is SandboxState.RUNNING:
-                    await self.health.nodes_changed([sbx.sandbox_id], False)
+                    self._lost_at_start.append(sbx.sandbox_id)
+
+    async def _start_singletons(self) -> None:
+        """What runs once however many replicas: sampling, metering, caps, health,
+        webhooks, checkpoints' upkeep and schedules."""
+        if self._lost_at_start:
+            await self.health.nodes_changed(self._lost_at_start, False)
+        self._sampler_task = asyncio.create_task(self.sampler.run())
+        if self.meter is not None:
+            await self.meter.start()
+        if self.caps is not None:
+            await self.caps.start()
+        if self.health.settings.interval_s > 0:
+            self._health_task = asyncio.create_task(self.health.run())
         if self.events is not None:
             self.events.start()
         await self.checkpoints.sweep()
@@ -315,7 +352,29 @@ class ControlPlane:
             await self.volumes.start()
         for sbx in self.registry.all():
             self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
-        return report
+
+    async def route_for_traffic(self, sandbox_id: str) -> Route | None:
+        """What the gateway asks when it has no route to a sandbox: one asked of the
+        backend when another replica made or resumed it, else the auto-resume's."""
+        if self.replicas is not None:
+            route = await self.replicas.route_now(sandbox_id)
+            if route is not None:
+                return route
+        return await self.lifecycle.pausing.wake_for_traffic(sandbox_id)
+
+    async def _leadership(self, leading: bool) -> None:
+        if not leading:
+            # Another replica may lead already: acting on would act twice. Stop; the
+            # supervisor (Kubernetes, systemd) starts this replica again, following.
+            log.critical("this replica lost the leadership's lock: stopping")
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        log.info("this replica leads: timers, health checks, metering and webhooks run here")
+        await self.templates.start()
+        self.lifecycle.leading = True
+        for sbx in self.registry.all():
+            self.lifecycle.arm(sbx)
+        await self._start_singletons()
 
     async def delete_template(self, team: Team, ref: str) -> None:
         """``DELETE /templates/{id}``: the team's template named ``ref``, else its snapshot
@@ -331,6 +390,8 @@ class ControlPlane:
     async def stop(self) -> None:
         """Stop webhook deliveries, builds, timers and sampling. Sandboxes keep running for
         the next start; a kill switch's pauses are written to disk first."""
+        if self.replicas is not None:
+            await self.replicas.close()
         self.feed.close()  # live readers end their streams: the server can stop
         await self.kill_switch.close()
         if self.events is not None:

@@ -8,6 +8,7 @@ from bac_server.store.base import Store, StoreConflict, StoreError, StoreUnavail
 from bac_server.store.builds import BuildLogRecord, BuildRecord, BuildStore
 from bac_server.store.catalog import CatalogStore, SandboxPin, TagRecord, TemplateRecord
 from bac_server.store.checkpoints import CheckpointKind, CheckpointRecord, CheckpointStore
+from bac_server.store.coordination import Coordination
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import ApiKeyRecord, KeyStore, TeamRecord
 from bac_server.store.metrics import MetricRecord, MetricStore
@@ -71,6 +72,7 @@ __all__ = [
     "CheckpointRecord",
     "CheckpointStore",
     "Chooser",
+    "Coordination",
     "DeliveryQuery",
     "DeliveryRecord",
     "DeliveryStats",

@@ -25,6 +25,7 @@ from bac_server.store.artefacts import ArtefactStore
 from bac_server.store.builds import BuildStore
 from bac_server.store.catalog import CatalogStore
 from bac_server.store.checkpoints import CheckpointStore
+from bac_server.store.coordination import Coordination
 from bac_server.store.gc import GcStore
 from bac_server.store.keys import KeyStore
 from bac_server.store.metrics import MetricStore
@@ -98,5 +99,8 @@ class Store(Protocol):
 
     @property
     def nodes(self) -> NodeStore: ...
+
+    @property
+    def coordination(self) -> Coordination: ...
 
     async def close(self) -> None: ...

@@ -29,10 +29,11 @@ def postgres() -> Iterator[Postgres]:
 
 @pytest.fixture(scope="module")
 def cluster(postgres: Postgres) -> Iterator[Cluster]:
-    """Three nodes, one API replica, one team's key."""
+    """Three nodes, two API replicas, one team's key."""
     with running_cluster(postgres.new_database("nodes")) as made:
         for _ in range(3):
             made.add_node()
-        made.add_replica()
+        for _ in range(2):
+            made.add_replica(BAC_NODE_SWEEP_S="1")
         made.create_key("multi")
         yield made

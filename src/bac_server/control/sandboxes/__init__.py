@@ -46,6 +46,7 @@ from ._observer import LifecycleObserver
 from ._pausing import CAP_HOLD
 from ._reconcile import ReconcileReport, reconcile
 from ._registry import NO_END, LiveSandbox, OnTimeout, Registry, Route
+from ._replicas import Replicas
 from ._sampler import MetricsSampler
 from ._specs import spec_of
 from ._states import (
@@ -90,6 +91,7 @@ __all__ = [
     "OnTimeout",
     "ReconcileReport",
     "Registry",
+    "Replicas",
     "Route",
     "SandboxState",
     "Selector",

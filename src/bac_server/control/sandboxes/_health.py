@@ -79,6 +79,8 @@ class HealthWatch:
         self._on_change = on_change
         self._monotonic = monotonic
         self._failing: dict[str, float] = {}  # sandbox id -> first failed check, monotonic
+        # Whether this process writes changes of health (several replicas: the leader).
+        self.records: Callable[[], bool] = lambda: True
 
     async def check_once(self) -> None:
         """Check every running sandbox once and write what changed."""
@@ -134,6 +136,10 @@ class HealthWatch:
         else:
             record = event(sbx.sandbox_id, sbx.team_id, EventKind.HEALTHY,
                            "envd answers again")
+        if not self.records():
+            # Another replica leads and writes the change (each sees the node for itself).
+            self._on_change()
+            return
         try:
             await self._store.add_event(record)
         except Exception:

@@ -54,6 +54,9 @@ class Lifecycle:
                               cpu_window_s=idle_cpu_window_s)
         # Called with each sandbox that ended (e.g. to drop its checkpoints).
         self.on_end: list[Callable[[LiveSandbox], Awaitable[None]]] = []
+        # Whether this process arms timers: with several API replicas only the leader
+        # does (docs/scale-out.md); the others follow its changes through the store.
+        self.leading = True
 
     # timers -------------------------------------------------------------------------------
     def arm(self, sbx: LiveSandbox) -> None:
@@ -62,6 +65,9 @@ class Lifecycle:
         if sbx.timer is not None:
             sbx.timer.cancel()
             sbx.timer = None
+        if not self.leading:
+            self.idle.disarm(sbx)
+            return
         self.idle.arm(sbx)
         if sbx.state is not SandboxState.RUNNING or not sbx.has_end:
             return

@@ -45,13 +45,20 @@ class ReconcileReport:
 
 async def reconcile(
     *, backend: Backend, sandbox_store: SandboxStore, registry: Registry,
-    lifecycle: Lifecycle,
+    lifecycle: Lifecycle, judge: bool = True,
 ) -> ReconcileReport:
+    """``judge`` False (a replica among others, docs/scale-out.md): take every live row
+    as it is, routed where the backend answers, and end or destroy nothing: what looks
+    lost may be another replica's create in flight (the leader's sweep decides)."""
     report = ReconcileReport()
     records = await sandbox_store.sandboxes_in_states([s.value for s in LIVE_STATES])
     held = set(await backend.list())
     for rec in records:
         state = SandboxState(rec.state)
+        if not judge:
+            await _load(backend, registry, lifecycle, rec)
+            report.reattached.append(rec.sandbox_id)
+            continue
         if state is SandboxState.CREATING:
             await _finish(backend, sandbox_store, rec, SandboxState.FAILED,
                           EventKind.CREATE_FAILED, "server restarted while creating")
@@ -76,7 +83,7 @@ async def reconcile(
                           "its processes were gone when the server started")
             report.died.append(rec.sandbox_id)
     known = {r.sandbox_id for r in records}
-    for sandbox_id in sorted(held - known):
+    for sandbox_id in sorted(held - known) if judge else ():
         await _destroy(backend, sandbox_id)
         report.orphans_destroyed.append(sandbox_id)
     log.info(
@@ -85,6 +92,19 @@ async def reconcile(
         len(report.orphans_destroyed),
     )
     return report
+
+
+async def _load(backend: Backend, registry: Registry, lifecycle: Lifecycle,
+                rec: SandboxRecord) -> None:
+    sbx = LiveSandbox.from_record(rec)
+    if sbx.state is SandboxState.RUNNING:
+        try:
+            endpoint = await backend.endpoint(rec.sandbox_id)
+            sbx.attach(endpoint.address, endpoint.envd_port)
+        except BackendError:
+            pass  # unrouted until its next change or its node is back
+    registry.add(sbx)
+    lifecycle.arm(sbx)
 
 
 async def _status(backend: Backend, sandbox_id: str) -> SandboxStatus | None:

@@ -200,6 +200,9 @@ class Registry:
         self._routes: dict[str, Route] = {}
         self._gone_listeners: list[Callable[[str], None]] = []
         self._change_listeners: list[Callable[[LiveSandbox], None]] = []
+        # Sandboxes with API calls or gateway traffic here since the last ``take_active``
+        # (what this replica tells the others, ``_replicas``).
+        self._active_here: set[str] = set()
 
     def add(self, sbx: LiveSandbox) -> None:
         sbx.last_active = self._clock.now()
@@ -263,6 +266,7 @@ class Registry:
             raise SandboxNotFoundError(sandbox_id)
         if activity:
             sbx.last_active = self._clock.now()
+            self._active_here.add(sandbox_id)
         return sbx
 
     def traffic_started(self, sandbox_id: str) -> None:
@@ -271,11 +275,26 @@ class Registry:
         if sbx is not None:
             sbx.in_flight += 1
             sbx.last_active = self._clock.now()
+            self._active_here.add(sandbox_id)
 
     def traffic_ended(self, sandbox_id: str) -> None:
         sbx = self._sandboxes.get(sandbox_id)
         if sbx is not None:
             sbx.in_flight = max(0, sbx.in_flight - 1)
+            sbx.last_active = self._clock.now()
+
+    def take_active(self) -> set[str]:
+        """The sandboxes active through this process since the last call, and those with
+        a request to them in flight here."""
+        taken = self._active_here | {s.sandbox_id for s in self._sandboxes.values()
+                                     if s.in_flight > 0}
+        self._active_here = set()
+        return taken
+
+    def touch(self, sandbox_id: str) -> None:
+        """Activity another replica served (it counts for the idle policy)."""
+        sbx = self._sandboxes.get(sandbox_id)
+        if sbx is not None:
             sbx.last_active = self._clock.now()
 
     def visible(self, team: Team) -> list[LiveSandbox]:

@@ -35,6 +35,7 @@ from bac_server.store.sql._artefacts import SqlArtefacts
 from bac_server.store.sql._builds import SqlBuilds
 from bac_server.store.sql._catalog import SqlCatalog
 from bac_server.store.sql._checkpoints import SqlCheckpoints
+from bac_server.store.sql._coordination import SqlCoordination
 from bac_server.store.sql._event_log import SqlEventLog
 from bac_server.store.sql._gc import SqlGc
 from bac_server.store.sql._keys import SqlKeys
@@ -65,8 +66,9 @@ class SqlStore:
                  on_logged: Callable[[Sequence[EventRecord]], None] | None = None) -> None:
         self._engine = engine
         self.keys: KeyStore = SqlKeys(engine)
+        self.coordination = SqlCoordination(engine)
         self.sandboxes: SandboxStore = SqlSandboxes(engine, sealer, on_lifecycle_event,
-                                                    on_logged)
+                                                    on_logged, self.coordination.origin)
         self.metrics: MetricStore = SqlMetrics(engine)
         self.checkpoints: CheckpointStore = SqlCheckpoints(engine, sealer)
         self.catalog: CatalogStore = SqlCatalog(engine)

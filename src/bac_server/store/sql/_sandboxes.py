@@ -17,6 +17,7 @@ from bac_server.store.sandboxes import EventRecord, SandboxChange, SandboxRecord
 from bac_server.store.sealing import Sealer, open_event_fields, seal_event_fields
 from bac_server.store.sql import schema as t
 from bac_server.store.sql._conflict import inserting
+from bac_server.store.sql._coordination import SANDBOXES, announce
 from bac_server.store.sql._dialect import free_text, serialize
 from bac_server.store.sql._time import dt, opt_dt, ts
 
@@ -131,9 +132,12 @@ def _lifecycle(events: Sequence[EventRecord]) -> bool:
 class SqlSandboxes:
     def __init__(self, engine: AsyncEngine, sealer: Sealer,
                  on_lifecycle_event: Callable[[], None] | None = None,
-                 on_logged: Callable[[Sequence[EventRecord]], None] | None = None) -> None:
-        """``on_lifecycle_event``: called after each commit that logged a lifecycle
-        event (one with a ``wire_type``), e.g. to wake the webhook deliverer;
+                 on_logged: Callable[[Sequence[EventRecord]], None] | None = None,
+                 origin: str = "") -> None:
+        """``origin``: this process's name in the announcements of its writes to the other
+        replicas (``store.coordination``). ``on_lifecycle_event``: called after each
+        commit that logged a lifecycle event (one with a ``wire_type``), e.g. to wake the
+        webhook deliverer;
         ``on_logged``: after each commit that logged events, with them as written (their
         sandbox's metadata filled in), e.g. to export them as spans. Both run on the
         event loop and must not block."""
@@ -141,6 +145,7 @@ class SqlSandboxes:
         self._sealer = sealer
         self._on_lifecycle_event = on_lifecycle_event
         self._on_logged = on_logged
+        self._origin = origin
 
     def _logged(self, events: Sequence[EventRecord]) -> None:
         if self._on_lifecycle_event is not None and _lifecycle(events):
@@ -161,6 +166,7 @@ class SqlSandboxes:
                 await conn.execute(
                     sa.insert(t.sandbox_events),
                     [_event_values(e, self._sealer, sandbox.metadata) for e in events])
+            await announce(conn, SANDBOXES, self._origin, [sandbox.sandbox_id])
         self._logged([_as_written(e, sandbox.metadata) for e in events])
 
     async def update_sandbox(
@@ -195,6 +201,7 @@ class SqlSandboxes:
                     .where(t.sandboxes.c.sandbox_id == sandbox_id)
                     .values(**values)
                 )
+                await announce(conn, SANDBOXES, self._origin, [sandbox_id])
             written = [] if event is None else await _insert_events(conn, [event], self._sealer)
         self._logged(written)
 
@@ -209,6 +216,7 @@ class SqlSandboxes:
             # One statement for every row (executemany), not one round trip each.
             await conn.execute(update, [{"b_id": ch.sandbox_id, "b_state": ch.state,
                                          "b_lifecycle": ch.lifecycle} for ch in changes])
+            await announce(conn, SANDBOXES, self._origin, [ch.sandbox_id for ch in changes])
             written = await _insert_events(
                 conn, [c.event for c in changes if c.event is not None], self._sealer)
         self._logged(written)

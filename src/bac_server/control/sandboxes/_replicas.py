@@ -1,0 +1,197 @@
+"""Several API replicas over one database (docs/scale-out.md, ``bac serve --role api``).
+
+Each replica keeps every live sandbox in its registry, whoever created or changed it:
+when another replica writes a sandbox's row, the store announces it
+(``store.Coordination``) and this replica reads the row again and applies it: a new
+sandbox is added (with its route, asked of the backend), a changed one takes the row's
+state, end and settings, an ended one leaves. Its own writes it already holds.
+
+What must run once runs in the leader only, the replica holding the store's leadership
+lock: timers (timeouts, idle policies), health checks, sampling, metering, caps, webhook
+deliveries, scheduled checkpoints, and the sweep of sandboxes no row claims. The others
+serve requests; the leader learns of their traffic from their announcements (every
+second, the sandboxes active through them), so an idle policy never pauses a sandbox
+busy through another replica. A leader whose lock's session is lost stops acting at once
+(``on_leading(False)``): another may already hold it.
+
+Not serialised across replicas: two lifecycle steps on one sandbox at the same instant
+through two replicas (each holds only its own lock); the backend's steps are idempotent
+or refused, and the row that lands last is what every replica ends with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from bac_server.backends.base import Backend, BackendError
+from bac_server.store import Coordination, SandboxStore
+
+from ._lifecycle import Lifecycle
+from ._registry import LiveSandbox, Registry, Route
+from ._states import LIVE_STATES, SandboxState
+
+log = logging.getLogger(__name__)
+
+ACTIVITY_EVERY_S = 1.0
+
+
+class Replicas:
+    def __init__(self, *, coordination: Coordination, sandbox_store: SandboxStore,
+                 registry: Registry, backend: Backend, lifecycle: Lifecycle,
+                 sweep_s: float = 60.0) -> None:
+        """``sweep_s``: between two of the leader's sweeps. A sandbox the backend holds but
+        no live row claims is destroyed only when two sweeps in a row found it so (a
+        create in flight on another replica writes its row within a second or two)."""
+        self._sweep_s = sweep_s
+        self._coordination = coordination
+        self._store = sandbox_store
+        self._registry = registry
+        self._backend = backend
+        self._lifecycle = lifecycle
+        self._pending: set[str] = set()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._suspects: set[str] = set()
+        self.leading = False
+
+    def start(self, on_leading: Callable[[bool], Awaitable[None]]) -> None:
+        async def leadership(leading: bool) -> None:
+            self.leading = leading
+            if leading:
+                self._tasks.append(asyncio.create_task(self._sweep_forever()))
+            await on_leading(leading)
+
+        self._tasks += [
+            asyncio.create_task(self._coordination.follow(self._changed, self._touched)),
+            asyncio.create_task(self._apply_forever()),
+            asyncio.create_task(self._announce_forever()),
+            asyncio.create_task(self._coordination.lead(leadership)),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- the other replicas' changes -------------------------------------------------
+
+    def _changed(self, sandbox_id: str) -> None:
+        self._pending.add(sandbox_id)
+        self._wake.set()
+
+    def _touched(self, sandbox_ids: Sequence[str]) -> None:
+        for sandbox_id in sandbox_ids:
+            self._registry.touch(sandbox_id)
+
+    async def _apply_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            pending, self._pending = self._pending, set()
+            if "*" in pending:
+                pending = await self._everything()
+            for sandbox_id in sorted(pending):
+                try:
+                    await self.apply(sandbox_id)
+                except Exception:
+                    log.exception("following sandbox %s's change failed", sandbox_id)
+
+    async def _everything(self) -> set[str]:
+        """After an interruption: every sandbox this replica holds or the store has live."""
+        rows = await self._store.sandboxes_in_states([s.value for s in LIVE_STATES])
+        return {r.sandbox_id for r in rows} | {s.sandbox_id for s in self._registry.all()}
+
+    async def apply(self, sandbox_id: str) -> None:
+        """Make this replica's view of the sandbox its row's."""
+        rec = await self._store.get_sandbox(sandbox_id)
+        sbx = self._registry.get(sandbox_id)
+        if rec is None or SandboxState(rec.state) not in LIVE_STATES:
+            if sbx is not None:
+                async with sbx.lock:
+                    sbx.state = SandboxState(rec.state) if rec is not None \
+                        else SandboxState.KILLED
+                    self._lifecycle.arm(sbx)  # cancels its timers
+                    self._registry.remove(sandbox_id)
+            return
+        now = LiveSandbox.from_record(rec)
+        if sbx is None:
+            if now.state is SandboxState.RUNNING:
+                await self._route(now)
+            self._registry.add(now)
+            self._lifecycle.arm(now)
+            return
+        async with sbx.lock:
+            was = sbx.state
+            for name in ("state", "end_at", "metadata", "network", "allow_internet_access",
+                         "on_timeout", "pause_memory", "auto_resume", "paused_as",
+                         "timeout_s", "checkpoint_every_s", "checkpoint_keep",
+                         "idle_after_s", "idle_cpu_pct", "idle_action", "held",
+                         "saved_bytes"):
+                setattr(sbx, name, getattr(now, name))
+            if sbx.state is not SandboxState.RUNNING:
+                sbx.route = None
+            elif was is not SandboxState.RUNNING or sbx.route is None:
+                await self._route(sbx)  # resumed elsewhere: its address may be new
+            self._registry.update(sbx)
+            self._lifecycle.arm(sbx)
+
+    async def route_now(self, sandbox_id: str) -> Route | None:
+        """The route to a running sandbox this replica has none for yet (its create or
+        resume on another replica was announced before the node answered, or its node
+        was away): asked of the backend now, for a request that needs it."""
+        sbx = self._registry.get(sandbox_id)
+        if sbx is None or sbx.state is not SandboxState.RUNNING or sbx.route is not None:
+            return self._registry.route(sandbox_id)
+        async with sbx.lock:
+            if sbx.state is SandboxState.RUNNING and sbx.route is None:
+                await self._route(sbx)
+                self._registry.update(sbx)
+        return self._registry.route(sandbox_id)
+
+    async def _route(self, sbx: LiveSandbox) -> None:
+        try:
+            endpoint = await self._backend.endpoint(sbx.sandbox_id)
+        except BackendError as exc:
+            log.info("no route to %s yet: %s", sbx.sandbox_id, exc)
+            sbx.route = None
+            return
+        sbx.attach(endpoint.address, endpoint.envd_port)
+
+    # -- this replica's traffic --------------------------------------------------------
+
+    async def _announce_forever(self) -> None:
+        while True:
+            await asyncio.sleep(ACTIVITY_EVERY_S)
+            active = self._registry.take_active()
+            if active:
+                try:
+                    await self._coordination.announce_activity(sorted(active))
+                except Exception as exc:
+                    log.warning("telling the other replicas of traffic failed: %s", exc)
+
+    # -- the leader's sweep --------------------------------------------------------------
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_s)
+            with contextlib.suppress(Exception):
+                await self.sweep()
+
+    async def sweep(self) -> list[str]:
+        """Destroy what the backend holds that no live row has claimed for two sweeps in a
+        row; returns what it destroyed."""
+        held = set(await self._backend.list())
+        rows = await self._store.sandboxes_in_states([s.value for s in LIVE_STATES])
+        orphans = held - {r.sandbox_id for r in rows}
+        destroyed = sorted(orphans & self._suspects)
+        self._suspects = orphans - self._suspects
+        for sandbox_id in destroyed:
+            log.warning("destroying sandbox %s: no live record claims it", sandbox_id)
+            try:
+                await self._backend.destroy(sandbox_id)
+            except BackendError:
+                log.exception("destroying orphan %s failed", sandbox_id)
+        return destroyed

@@ -1,0 +1,185 @@
+"""Two API replicas over the same nodes and database, driven by the official e2b SDK: a
+sandbox made through one is driven, paused, resumed and killed through the other, each
+seeing the other's changes; a timeout fires once, in the leader, wherever it was set;
+the leadership moves when its replica dies, its timers with it; and a replica killed in
+the middle of creates loses nothing: every sandbox a client got answers through the
+other, and none is left on a node that no record claims."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+from bac_process import ServerProcess
+from e2b import Sandbox, SandboxState
+from multinode import RPC_PORT, Cluster
+
+pytestmark = pytest.mark.root
+
+
+def _opts(cluster: Cluster, replica: int) -> dict[str, str]:
+    url = cluster.replicas[replica].url
+    return {"api_key": cluster.keys[0], "api_url": url, "sandbox_url": url}
+
+
+def _api(cluster: Cluster, replica: int) -> httpx.Client:
+    return httpx.Client(base_url=cluster.replicas[replica].url,
+                        headers={"X-API-KEY": cluster.keys[0]}, timeout=30)
+
+
+def _until(what: str, check: Callable[[], bool], bound: int = 600) -> None:
+    """Poll ``check`` (50 ms apart, at most ``bound`` times)."""
+    for _ in range(bound):
+        if check():
+            return
+        subprocess.run(["sleep", "0.05"], check=True)
+    raise AssertionError(f"never: {what}")
+
+
+def _state(api: httpx.Client, sandbox_id: str) -> str | None:
+    answer = api.get(f"/sandboxes/{sandbox_id}")
+    return None if answer.status_code == 404 else str(answer.json()["state"])
+
+
+@pytest.fixture
+def sandboxes(cluster: Cluster) -> Iterator[list[Sandbox]]:
+    made: list[Sandbox] = []
+    yield made
+    for sbx in made:
+        try:
+            sbx.kill()
+        except Exception:
+            pass
+
+
+def test_a_sandbox_made_through_one_replica_is_driven_through_the_other(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    made = Sandbox.create(timeout=120, envs={"WHERE": "a"}, **_opts(cluster, 0))
+    sandboxes.append(made)
+    with _api(cluster, 0) as a, _api(cluster, 1) as b:
+        _until("b knows the sandbox", lambda: _state(b, made.sandbox_id) == "running")
+        other = Sandbox.connect(made.sandbox_id, **_opts(cluster, 1))
+        assert other.commands.run("echo $WHERE").stdout == "a\n"
+        other.files.write("/home/user/from-b.txt", "b wrote this")
+        assert made.files.read("/home/user/from-b.txt") == "b wrote this"
+        other.set_timeout(300)
+        _until("a sees b's timeout", lambda: a.get(f"/sandboxes/{made.sandbox_id}").json()
+               ["endAt"] == b.get(f"/sandboxes/{made.sandbox_id}").json()["endAt"])
+        # Paused through b: a sees it paused; resumed through a: b routes to it again.
+        other.beta_pause()
+        _until("a sees it paused", lambda: _state(a, made.sandbox_id) == "paused")
+        assert Sandbox.get_info(made.sandbox_id, **_opts(cluster, 0)).state \
+            is SandboxState.PAUSED
+        back = Sandbox.connect(made.sandbox_id, **_opts(cluster, 0))
+        assert back.files.read("/home/user/from-b.txt") == "b wrote this"
+        _until("b sees it running", lambda: _state(b, made.sandbox_id) == "running")
+        assert other.commands.run("echo again").stdout == "again\n"
+        # Killed through b: gone from a too.
+        other.kill()
+        _until("a forgets it", lambda: _state(a, made.sandbox_id) is None)
+        listed = a.get("/v2/sandboxes").json()
+        assert made.sandbox_id not in {s["sandboxID"] for s in listed}
+
+
+def _leader(cluster: Cluster) -> int:
+    leading = [n for n, r in enumerate(cluster.replicas)
+               if r.proc is not None and r.proc.poll() is None
+               and "this replica leads" in r.log.read_text(errors="replace")]
+    assert len(leading) == 1, leading
+    return leading[0]
+
+
+def _events(api: httpx.Client, sandbox_id: str, kind: str) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = api.get(f"/sandboxes/{sandbox_id}/trace",
+                                             params={"kind": kind}).json()["events"]
+    return found
+
+
+def test_a_timeout_fires_once_and_moves_with_the_leadership(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    leader = _leader(cluster)
+    follower = 1 - leader
+    # Set through the follower; it ends through the leader's timer.
+    short = Sandbox.create(timeout=3, **_opts(cluster, follower))
+    sandboxes.append(short)
+    with _api(cluster, follower) as api:
+        _until("the timeout ends it", lambda: _state(api, short.sandbox_id) is None, 400)
+        assert len(_events(api, short.sandbox_id, "timeout")) == 1
+    # The leader dies: the other replica takes the lock and the timers.
+    later = Sandbox.create(timeout=8, **_opts(cluster, follower))
+    sandboxes.append(later)
+    dead = cluster.replicas[leader]
+    dead.kill9()
+    try:
+        _until("the follower leads", lambda: "this replica leads" in
+               cluster.replicas[follower].log.read_text(errors="replace"))
+        with _api(cluster, follower) as api:
+            _until("the new leader's timer ends it",
+                   lambda: _state(api, later.sandbox_id) is None, 400)
+            assert len(_events(api, later.sandbox_id, "timeout")) == 1
+    finally:
+        dead.start()
+
+
+def test_a_replica_killed_in_the_middle_of_creates_loses_nothing(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    victim, survivor = cluster.replicas[0], 1
+    made: list[Sandbox] = []
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(Sandbox.create, timeout=300, **_opts(cluster, 0))
+                   for _ in range(8)]
+        # Killed once the first create has answered: the others are in flight.
+        concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+        victim.kill9()
+        for future in futures:
+            try:
+                made.append(future.result())
+            except Exception:
+                pass  # cut off: never handed to anybody
+    sandboxes.extend(made)
+    assert made
+    try:
+        with _api(cluster, survivor) as api:
+            # Every sandbox a client got answers through the other replica.
+            for sbx in made:
+                _until(f"{sbx.sandbox_id} is known",
+                       lambda s=sbx: _state(api, s.sandbox_id) == "running")
+                again = Sandbox.connect(sbx.sandbox_id, **_opts(cluster, survivor))
+                assert again.commands.run("echo alive").stdout == "alive\n"
+            # And no node keeps a sandbox that no live record claims (the leader's sweep).
+            _until("the nodes hold only recorded sandboxes",
+                   lambda: _held(cluster) <= _recorded(api), 600)
+    finally:
+        victim.start()
+        with _api(cluster, survivor) as api:
+            for item in api.get("/v2/sandboxes").json():
+                api.delete(f"/sandboxes/{item['sandboxID']}")
+
+
+def _held(cluster: Cluster) -> set[str]:
+    headers = {"authorization": f"Bearer {cluster.token}"}
+    held: set[str] = set()
+    for node in cluster.nodes:
+        held |= set(httpx.get(f"http://{node.address}:{RPC_PORT}/v1/sandboxes",
+                              headers=headers, timeout=10).json())
+    return held
+
+
+def _recorded(api: httpx.Client) -> set[str]:
+    return {s["sandboxID"] for s in api.get("/v2/sandboxes").json()}
+
+
+def test_both_replicas_list_the_same_fleet(cluster: Cluster,
+                                          sandboxes: list[Sandbox]) -> None:
+    for n in range(4):
+        sandboxes.append(Sandbox.create(timeout=120, **_opts(cluster, n % 2)))
+    ids = {s.sandbox_id for s in sandboxes}
+    with _api(cluster, 0) as a, _api(cluster, 1) as b:
+        _until("both list them", lambda: ids <= _recorded(a) and ids <= _recorded(b))
+    started = time.monotonic()
+    assert time.monotonic() - started < 60
+    assert isinstance(cluster.replicas[0], ServerProcess)
