@@ -1,7 +1,8 @@
 """The deployment artefacts (deploy/), checked offline: every Kubernetes manifest valid
 against the API's own schemas (kubernetes-validate bundles them), the kustomization naming
-every manifest beside it, the node agent given what running sandboxes takes and the API
-replicas none of it, and the systemd units accepted by ``systemd-analyze verify``."""
+every manifest beside it, the node agent given what running sandboxes takes, the API
+replicas none of the machine, both on one template root, and the systemd units accepted
+by ``systemd-analyze verify``."""
 
 from __future__ import annotations
 
@@ -170,10 +171,14 @@ def test_the_node_agent_has_what_it_runs_sandboxes_with() -> None:
     assert pod["terminationGracePeriodSeconds"] >= 30
 
 
-def test_the_api_replicas_have_none_of_it() -> None:
-    """No privilege, no host path, no host namespace: non-root with a numeric user, a
-    read-only root, no capability (the "restricted" Pod Security profile), probed on
-    /health, two replicas that a drain never takes both of."""
+API_CAPABILITIES = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID", "KILL"}
+TEMPLATE_ROOT = "/var/lib/bac-templates"
+
+
+def test_the_api_replicas_have_none_of_the_machine() -> None:
+    """No privilege, no host path, no host namespace; root (template builds give files to
+    the sandboxes' ids) with a read-only root and only the capabilities that takes, probed
+    on /health, two replicas that a drain never takes both of."""
     deployment = _one("Deployment", API)
     pod = _pod(deployment)
     assert deployment["spec"]["replicas"] == 2
@@ -181,17 +186,16 @@ def test_the_api_replicas_have_none_of_it() -> None:
         assert not pod.get(key, False), key
     assert not [v for v in pod["volumes"] if "hostPath" in v]
     security = pod["securityContext"]
-    assert security["runAsNonRoot"] is True
-    assert isinstance(security["runAsUser"], int) and security["runAsUser"] > 0
+    assert security["runAsUser"] == 0 and security["runAsNonRoot"] is False
     assert security["seccompProfile"]["type"] == "RuntimeDefault"
     for container in _containers(pod):
         context = container["securityContext"]
-        assert not context.get("privileged", False), container["name"]
+        assert context.get("privileged") is False, container["name"]
         assert context["allowPrivilegeEscalation"] is False, container["name"]
         assert context["readOnlyRootFilesystem"] is True, container["name"]
-        assert context["capabilities"] == {"drop": ["ALL"]}, container["name"]
-        assert "add" not in context["capabilities"]
-        assert context.get("runAsUser", security["runAsUser"]) != 0
+        assert context["capabilities"]["drop"] == ["ALL"], container["name"]
+        added = context["capabilities"].get("add", [])
+        assert len(added) == len(set(added)) and set(added) == API_CAPABILITIES
         assert container["resources"]["requests"], container["name"]
     (container,) = pod["containers"]
     assert container["command"] == ["bac", "serve", "--role", "api"]
@@ -201,6 +205,55 @@ def test_the_api_replicas_have_none_of_it() -> None:
     assert env["BAC_HOST"]["value"] == "0.0.0.0"
     assert {"BAC_DATABASE_URL", "BAC_NODE_TOKEN"} <= env.keys()
     assert _one("PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    # Restarted when it exits (a replica that loses the leader lock does).
+    assert pod.get("restartPolicy", "Always") == "Always"
+
+
+def _claims(pod: Doc) -> dict[str, str]:
+    return {v["name"]: v["persistentVolumeClaim"]["claimName"]
+            for v in pod["volumes"] if "persistentVolumeClaim" in v}
+
+
+def _setting(container: Doc, name: str) -> str:
+    """A container's value of ``name``: its own env first, else the ConfigMap's."""
+    for env in container.get("env", []):
+        if env["name"] == name:
+            value: str = env["value"]
+            return value
+    config: dict[str, str] = _one("ConfigMap")["data"]
+    return config[name]
+
+
+def test_the_template_root_is_one_claim_mounted_alike_by_api_replicas_and_nodes() -> None:
+    """Builds run their steps on a node over layers the API replica names by path, and the
+    replicas resolve templates there: one ReadWriteMany claim, mounted read-write at the
+    same path in both pods, that path being BAC_TEMPLATES_DIR in both."""
+    claims = {d["metadata"]["name"]: d for d in _all_docs()
+              if d["kind"] == "PersistentVolumeClaim"}
+    templates = claims["bac-templates"]["spec"]
+    assert templates["accessModes"] == ["ReadWriteMany"]
+    assert "storageClassName" not in templates  # the operator picks an RWX class
+    assert templates["resources"]["requests"]["storage"] == "50Gi"
+    assert claims["bac-uploads"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    seen = []
+    for workload in (_one("Deployment", API), _one("DaemonSet", NODE)):
+        pod = _pod(workload)
+        by_claim = {claim: name for name, claim in _claims(pod).items()}
+        (container,) = pod["containers"]
+        mounts = [m for m in container["volumeMounts"]
+                  if m["name"] == by_claim["bac-templates"]]
+        assert len(mounts) == 1, container["name"]
+        assert mounts[0]["mountPath"] == TEMPLATE_ROOT
+        assert not mounts[0].get("readOnly", False) and "subPath" not in mounts[0]
+        seen.append(_setting(container, "BAC_TEMPLATES_DIR"))
+    assert seen == [TEMPLATE_ROOT, TEMPLATE_ROOT]
+    # The uploads of COPY steps: shared by the API replicas where their data dir keeps them.
+    pod = _pod(_one("Deployment", API))
+    (container,) = pod["containers"]
+    by_claim = {claim: name for name, claim in _claims(pod).items()}
+    (uploads,) = [m for m in container["volumeMounts"] if m["name"] == by_claim["bac-uploads"]]
+    assert uploads["mountPath"] == _setting(container, "BAC_DATA_DIR") + "/template-uploads"
+    assert "bac-uploads" not in _claims(_pod(_one("DaemonSet", NODE))).values()
 
 
 def test_the_artefacts_name_only_settings_that_exist() -> None:
@@ -243,19 +296,32 @@ def _unit(name: str) -> dict[str, list[str]]:
 
 
 def test_the_units_run_each_role_as_it_needs() -> None:
-    """The API unconfined of nothing it does not need; the node agent as root, with no
-    mount namespace of its own, leaving sandboxes and its helpers running when stopped."""
+    """The API as root with a read-only system but its data dir and the template root, and
+    only the capabilities template builds take; the node agent as root, with no mount
+    namespace of its own, leaving sandboxes and its helpers running when stopped. Both
+    restarted whenever they exit, on the same template root."""
     api, node = _unit("bac-api.service"), _unit("bac-node.service")
     assert api["ExecStart"] == ["/usr/local/bin/bac serve --role api"]
-    assert api["DynamicUser"] == ["yes"]
+    assert api["User"] == ["root"]
+    assert "DynamicUser" not in api
     assert api["ProtectSystem"] == ["strict"]
     assert api["NoNewPrivileges"] == ["yes"]
-    assert api["CapabilityBoundingSet"] == [""]
+    (bounding,) = api["CapabilityBoundingSet"]
+    assert set(bounding.split()) == {f"CAP_{c}" for c in API_CAPABILITIES}
+    assert api["AmbientCapabilities"] == [""]
+    env = dict(v.partition("=")[::2] for v in api["Environment"])
+    templates = env["BAC_TEMPLATES_DIR"]
+    assert set(api["ReadWritePaths"][0].split()) == {env["BAC_DATA_DIR"], templates}
+    # chown, setresuid and the restored setuid bits must not be filtered out.
+    assert "RestrictSUIDSGID" not in api
+    assert not [f for f in api["SystemCallFilter"] if "privileged" in f or "chown" in f]
+    node_env = dict(v.partition("=")[::2] for v in node["Environment"])
+    assert node_env["BAC_TEMPLATES_DIR"] == templates
     assert node["ExecStart"] == ["/usr/local/bin/bac node"]
     assert node["User"] == ["root"]
     assert node["KillMode"] == ["process"]
     assert node["TasksMax"] == ["infinity"]
-    assert node["Restart"] == api["Restart"] == ["on-failure"]
+    assert node["Restart"] == api["Restart"] == ["always"]
     namespacing = {"ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices",
                    "PrivateMounts", "ReadOnlyPaths", "ReadWritePaths", "TemporaryFileSystem",
                    "BindPaths", "DynamicUser", "NoNewPrivileges", "CapabilityBoundingSet"}
