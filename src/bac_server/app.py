@@ -24,7 +24,7 @@ from starlette.types import ASGIApp
 from bac_server.api import ApiSettings, build_api
 from bac_server.api.mcp import McpRoute
 from bac_server.api.scrape import ScrapeConfigError, ScrapeListener, parse_address
-from bac_server.backends.base import Builder, TemplateNotFound
+from bac_server.backends.base import Backend, Builder, TemplateNotFound
 from bac_server.backends.dialing import dialer_of
 from bac_server.backends.egress import SecretLookup
 from bac_server.backends.namespaces import NamespaceBackend, NamespaceConfig, choose_runtime
@@ -229,6 +229,17 @@ async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend
                                           upload_ttl_s=config.upload_ttl_s))
 
 
+def uploads_gc(config: ServerConfig, store: Store, backend: Backend) -> TemplateGc:
+    """An API replica's collection: the build contexts uploaded through it expire; the
+    template storage its nodes' sandboxes use is not collected (docs/scale-out.md)."""
+    return TemplateGc(gc_store=store.gc, build_store=store.builds, upload_store=store.uploads,
+                      backend=backend, collector=None,
+                      uploads_root=config.data_dir / "template-uploads",
+                      settings=GcSettings(interval_s=config.gc_interval_s,
+                                          grace_s=config.gc_grace_s,
+                                          upload_ttl_s=config.upload_ttl_s))
+
+
 def build_events(config: ServerConfig, store: Store,
                  wake: asyncio.Event | None = None) -> EventServices:
     """The events API, webhooks and their deliverer; webhook URLs on this machine or a
@@ -288,6 +299,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         spans = build_span_export(config)
         store = await open_store(config, logged.set,
                                  None if spans is None else spans.logged)
+        sealer = await asyncio.to_thread(load_sealer, config.store_key_path)
         backend: NamespaceBackend | NodeFleet
         if api_only:
             # Sandboxes run on node agents (docs/scale-out.md).
@@ -296,9 +308,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
                                 lost_after_s=config.node_lost_after_s)
             await backend.start()
         else:
-            backend = build_backend(config, store.secrets.secret_values,
-                                    await asyncio.to_thread(load_sealer,
-                                                            config.store_key_path))
+            backend = build_backend(config, store.secrets.secret_values, sealer)
         templates = build_templates(config)
         start_snapshots = StartSnapshots(
             backend=backend, images=templates, catalog_store=store.catalog,
@@ -307,7 +317,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             default_vcpus=config.default_cpu_count, default_memory_mb=config.default_memory_mb)
         # The template storage this process's sandboxes use (a replica's run elsewhere).
         gc = await build_gc(config, store, backend, templates) \
-            if isinstance(backend, NamespaceBackend) else None
+            if isinstance(backend, NamespaceBackend) else uploads_gc(config, store, backend)
         template_services = TemplateServices.create(
             catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,
             gc_store=store.gc, images=templates, limits=limits_of(config),
@@ -317,7 +327,10 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             upload_quota_bytes=config.upload_quota_mb << 20,
             concurrency=config.template_builds, start_snapshots=start_snapshots,
             on_template_deleted=None if gc is None else gc.soon,
-            on_build_finished=telemetry.build_finished)
+            on_build_finished=telemetry.build_finished,
+            # Signed alike by every replica sharing the store key (a GET through one, the
+            # PUT through another).
+            upload_key=sealer.derive("template-uploads"))
         events = build_events(config, store, logged)
         plane = ControlPlane(
             backend=backend,

@@ -15,13 +15,13 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bac_server.backends.base import Backend, CpuMetered, NodesWatched, Traced
 from bac_server.backends.dialing import dialer_of
 from bac_server.control.artefacts import Artefacts, ArtefactSettings, Blobs
-from bac_server.control.builds import TemplateBuilds
+from bac_server.control.builds import STALE_AFTER_S, TemplateBuilds
 from bac_server.control.checkpoints import Checkpoints, Snapshots
 from bac_server.control.clock import Clock, SystemClock
 from bac_server.control.errors import InvalidRequest, NotFound
@@ -84,7 +84,7 @@ from bac_server.templates import BuildEngine
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class TemplateServices:
     catalog: TemplateCatalog
     resolver: TemplateResolver
@@ -92,6 +92,9 @@ class TemplateServices:
     builds: TemplateBuilds
     gc_store: GcStore
     start_snapshots: StartSnapshots | None = None
+    # The leader's loop ending the builds of replicas that are gone (several replicas).
+    _stale: asyncio.Task[None] | None = field(default=None, init=False, repr=False,
+                                              compare=False)
 
     @classmethod
     def create(cls, *, catalog_store: CatalogStore, build_store: BuildStore,
@@ -101,30 +104,52 @@ class TemplateServices:
                start_snapshots: StartSnapshots | None = None,
                on_template_deleted: Callable[[], None] | None = None,
                on_build_finished: Callable[[str, float], None] | None = None,
+               upload_key: bytes | None = None,
                ) -> TemplateServices:
         """``upload_quota_bytes``: what each team's uploads may use together (0: no
         quota); ``on_template_deleted``: called after each delete (the collector's
-        ``soon``); ``on_build_finished(outcome, seconds)`` after each build."""
+        ``soon``); ``on_build_finished(outcome, seconds)`` after each build;
+        ``upload_key``: what upload URLs are signed with (None: a key of this process's,
+        which no other replica shares)."""
         catalog = TemplateCatalog(catalog_store=catalog_store, build_store=build_store,
                                   limits=limits, on_delete=on_template_deleted)
         resolver = TemplateResolver(images=images, catalog_store=catalog_store, catalog=catalog)
         quota = UploadQuota(upload_store, upload_quota_bytes) if upload_quota_bytes > 0 \
             else None
-        uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes, quota=quota)
+        uploads = Uploads(uploads_dir, upload_store, max_bytes=max_upload_bytes, quota=quota,
+                          key=upload_key)
         builds = TemplateBuilds(build_store=build_store, engine=engine, catalog=catalog,
                                 resolver=resolver, uploads=uploads, limits=limits,
                                 concurrency=concurrency, start_snapshots=start_snapshots,
                                 on_finished=on_build_finished)
         return cls(catalog, resolver, uploads, builds, gc_store, start_snapshots)
 
-    async def start(self) -> None:
-        """End builds a previous process left unfinished; forget pins of gone sandboxes."""
-        ended = await self.builds.recover()
+    async def start(self, *, replicated: bool = False) -> None:
+        """End builds a previous process left unfinished; forget pins of gone sandboxes.
+        ``replicated`` (the leader of several replicas): only builds no replica runs any
+        more (untouched for ``STALE_AFTER_S``), now and from now on."""
+        ended = await self.builds.recover(STALE_AFTER_S if replicated else None)
         if ended:
             log.warning("%d template builds were interrupted by the restart", len(ended))
         await self.gc_store.prune_pins([s.value for s in LIVE_STATES])
+        if replicated and self._stale is None:
+            self._stale = asyncio.create_task(self._end_stale_builds())
+
+    async def _end_stale_builds(self) -> None:
+        while True:
+            await asyncio.sleep(STALE_AFTER_S / 3)
+            try:
+                ended = await self.builds.recover(STALE_AFTER_S)
+            except Exception as exc:
+                log.warning("ending the builds of gone replicas failed: %s", exc)
+                continue
+            if ended:
+                log.warning("%d template builds ended: their replica is gone", len(ended))
 
     async def close(self) -> None:
+        if self._stale is not None:
+            self._stale.cancel()
+            await asyncio.gather(self._stale, return_exceptions=True)
         await self.builds.close()
         if self.start_snapshots is not None:
             await self.start_snapshots.close()
@@ -370,7 +395,7 @@ class ControlPlane:
             os.kill(os.getpid(), signal.SIGTERM)
             return
         log.info("this replica leads: timers, health checks, metering and webhooks run here")
-        await self.templates.start()
+        await self.templates.start(replicated=True)
         self.lifecycle.leading = True
         for sbx in self.registry.all():
             self.lifecycle.arm(sbx)

@@ -82,8 +82,15 @@ class BuildStore(Protocol):
         resources. Returns the tags it took (empty when it did not end here or took none)."""
         ...
 
-    async def fail_unfinished_builds(self, reason: str, at: datetime) -> list[str]:
-        """End every waiting or building build in error (a restart); returns their ids."""
+    async def fail_unfinished_builds(self, reason: str, at: datetime,
+                                     untouched_since: datetime | None = None) -> list[str]:
+        """End every waiting or building build in error (a restart); returns their ids.
+        ``untouched_since``: only those whose row has not changed since (the builds of a
+        replica that is gone: a running build's row is touched while it runs)."""
+        ...
+
+    async def touch_builds(self, build_ids: Sequence[str], at: datetime) -> None:
+        """Say that these unfinished builds are still being run (their ``updated_at``)."""
         ...
 
     # build logs ---------------------------------------------------------------------------

@@ -24,7 +24,9 @@ import os
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from bac_server.store.base import StoreError
 
@@ -48,6 +50,14 @@ class Sealer:
         if len(key) != KEY_BYTES:
             raise ValueError(f"a store key is {KEY_BYTES} bytes, not {len(key)}")
         self._aead = AESGCM(key)
+        self._key = key
+
+    def derive(self, purpose: str) -> bytes:
+        """A 32-byte key of its own for ``purpose``, the same wherever this store key is
+        (HKDF-SHA256): what every API replica signs with alike, the store key never used
+        for anything but sealing."""
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                    info=b"bac:" + purpose.encode()).derive(self._key)
 
     @staticmethod
     def new_key() -> bytes:

@@ -183,3 +183,48 @@ def test_both_replicas_list_the_same_fleet(cluster: Cluster,
     started = time.monotonic()
     assert time.monotonic() - started < 60
     assert isinstance(cluster.replicas[0], ServerProcess)
+
+
+def test_a_build_context_linked_by_one_replica_is_taken_by_another(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    """Upload links are signed alike by every replica (a key derived from the shared store
+    key): the link asked of one is taken by the other, as behind a load balancer; the
+    build then runs on a node and a sandbox of it has the file."""
+    import hashlib
+    import io
+    import tarfile
+    import uuid
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size, info.mode = 13, 0o644
+        tar.addfile(info, io.BytesIO(b"from a node\n\n"))
+    files_hash = hashlib.sha256(uuid.uuid4().bytes).hexdigest()
+    with _api(cluster, 0) as a, _api(cluster, 1) as b:
+        requested = a.post("/v3/templates", json={"name": f"mn-{uuid.uuid4().hex[:8]}"})
+        assert requested.status_code == 202, requested.text
+        template_id, build_id = requested.json()["templateID"], requested.json()["buildID"]
+        link = a.get(f"/templates/{template_id}/files/{files_hash}")
+        assert link.status_code == 201 and link.json()["present"] is False, link.text
+        url = link.json()["url"].replace(cluster.replicas[0].url, cluster.replicas[1].url)
+        assert url.startswith(cluster.replicas[1].url)
+        put = httpx.put(url, content=buffer.getvalue(), timeout=60)
+        assert put.status_code == 201, put.text
+        started = b.post(f"/v2/templates/{template_id}/builds/{build_id}", json={
+            "fromTemplate": "base",
+            "steps": [{"type": "COPY", "args": ["hello.txt", "/home/user/hello.txt"],
+                       "filesHash": files_hash, "force": False}]})
+        assert started.status_code == 202, started.text
+        finished: dict[str, object] = {}
+
+        def done() -> bool:
+            finished.update(b.get(f"/templates/{template_id}/builds/{build_id}/status",
+                                  params={"limit": 0}).json())
+            return finished["status"] in ("ready", "error")
+
+        _until("the build ends", done, 3600)
+        assert finished["status"] == "ready", finished
+    sbx = Sandbox.create(template_id, timeout=60, **_opts(cluster, 0))
+    sandboxes.append(sbx)
+    assert sbx.files.read("/home/user/hello.txt") == "from a node\n\n"

@@ -226,3 +226,16 @@ def test_key_file_is_made_once_private_and_checked(tmp_path: Path) -> None:
     path.write_text("not a key\n")
     with pytest.raises(KeyFileError, match="does not hold a key"):
         load_sealer(path)
+
+
+def test_a_derived_key_is_the_same_wherever_the_store_key_is() -> None:
+    """What replicas sign with alike (upload URLs): one per purpose, from the store key,
+    and nothing like the store key itself."""
+    key = Sealer.new_key()
+    one, two = Sealer(key), Sealer(key)
+    assert one.derive("template-uploads") == two.derive("template-uploads")
+    assert len(one.derive("template-uploads")) == 32
+    assert one.derive("template-uploads") != one.derive("other")
+    assert one.derive("template-uploads") != Sealer(Sealer.new_key()).derive(
+        "template-uploads")
+    assert key not in (one.derive("template-uploads"), one.derive(""))

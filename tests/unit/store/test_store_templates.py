@@ -104,6 +104,27 @@ async def test_restart_fails_unfinished_builds(store: SqlStore) -> None:
     assert build is not None and (build.status, build.reason) == ("error", "server restarted")
 
 
+async def test_only_builds_no_replica_touches_are_failed(store: SqlStore) -> None:
+    """Several replicas: each touches the builds it runs; the leader ends only those left
+    untouched (their replica is gone), never one touched since, nor a finished one."""
+    await store.catalog.add_template(_template("t1"))
+    for build_id in ("gone", "running", "done"):
+        await store.builds.add_build(_build(build_id))
+    await store.builds.finish_build("done", status="ready", at=NOW, digest="d",
+                                    from_states=["waiting"])
+    later = NOW + timedelta(minutes=5)
+    await store.builds.touch_builds(["running", "done", "unknown"], later)
+    touched = await store.builds.get_build("running")
+    assert touched is not None and touched.updated_at == later
+    finished = await store.builds.get_build("done")
+    assert finished is not None and finished.updated_at == NOW  # finished: left alone
+    assert await store.builds.fail_unfinished_builds(
+        "server restarted", later, untouched_since=NOW + timedelta(minutes=1)) == ["gone"]
+    still = await store.builds.get_build("running")
+    assert still is not None and still.status == "waiting"
+    await store.builds.touch_builds([], later)  # nothing to say: no statement
+
+
 async def test_logs_page_filter_and_delete_with_template(store: SqlStore) -> None:
     """Logs come back in order from an offset, filtered by level, and go with the template."""
     await store.catalog.add_template(_template("t1"))

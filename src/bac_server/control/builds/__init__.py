@@ -10,12 +10,13 @@ build's log on its way to the store, and what the store keeps of a build.
 """
 
 from ._log import MAX_LINE_BYTES, MAX_LINES, BuildLog
-from ._queue import TemplateBuilds
+from ._queue import STALE_AFTER_S, TemplateBuilds
 from ._recipe import config_record, recipe_record, secrets_of
 
 __all__ = [
     "MAX_LINES",
     "MAX_LINE_BYTES",
+    "STALE_AFTER_S",
     "BuildLog",
     "TemplateBuilds",
     "config_record",

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bac_server.backends.base import TemplateImage
@@ -50,6 +50,11 @@ from ._log import BuildLog
 from ._recipe import config_record, recipe_record, secrets_of
 
 log = logging.getLogger(__name__)
+
+# A replica touches the rows of the builds it runs this often; with several replicas the
+# leader ends those untouched for ``STALE_AFTER_S`` (their replica is gone).
+LEASE_TOUCH_S = 20.0
+STALE_AFTER_S = 90.0
 
 BUILD_MIN_MEMORY_MB = 1024  # package managers need more than a small sandbox's default
 MAX_UNFINISHED = 32  # builds queued or running in this process
@@ -85,13 +90,30 @@ class TemplateBuilds:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stop_reason: dict[str, str] = {}
         self._changed: dict[str, asyncio.Event] = {}
+        self._touching: asyncio.Task[None] | None = None
 
-    async def recover(self) -> list[str]:
-        """End the builds a previous process left unfinished (at start-up)."""
-        return await self._build_store.fail_unfinished_builds("server restarted", datetime.now(UTC))
+    async def recover(self, untouched_s: float | None = None) -> list[str]:
+        """End the builds a previous process left unfinished (at start-up). With several
+        replicas, ``untouched_s``: only those no replica has touched for that long (each
+        touches its own every ``LEASE_TOUCH_S`` while they run)."""
+        now = datetime.now(UTC)
+        return await self._build_store.fail_unfinished_builds(
+            "server restarted", now,
+            None if untouched_s is None else now - timedelta(seconds=untouched_s))
+
+    async def _touch_forever(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_TOUCH_S)
+            try:
+                await self._build_store.touch_builds(sorted(self._tasks), datetime.now(UTC))
+            except Exception as exc:
+                log.warning("saying this replica's builds still run failed: %s", exc)
 
     async def close(self) -> None:
         """Stop every build of this process; they end in error, "server stopped"."""
+        if self._touching is not None:
+            self._touching.cancel()
+            await asyncio.gather(self._touching, return_exceptions=True)
         for build_id, task in list(self._tasks.items()):
             self._stop_reason.setdefault(build_id, "server stopped")
             task.cancel()
@@ -112,6 +134,8 @@ class TemplateBuilds:
         # Registered before the first await, so a second trigger of the same build fails.
         task = asyncio.create_task(self._run(template, build, recipe))
         self._tasks[build_id] = task
+        if self._touching is None:
+            self._touching = asyncio.create_task(self._touch_forever())
         task.add_done_callback(lambda _t: self._tasks.pop(build_id, None))
 
     async def _run(self, template: TemplateRecord, build: BuildRecord,

@@ -123,14 +123,28 @@ class SqlBuilds:
                 sa.select(t.template_builds).where(c.build_id == build_id))).one()
             return await _take_tags(conn, _build_record(row), at)
 
-    async def fail_unfinished_builds(self, reason: str, at: datetime) -> list[str]:
+    async def fail_unfinished_builds(self, reason: str, at: datetime,
+                                     untouched_since: datetime | None = None) -> list[str]:
         c = t.template_builds.c
-        # One statement: a build that finishes meanwhile is not turned into an error.
-        query = (sa.update(t.template_builds).where(c.status.in_(_UNFINISHED))
+        # One statement: a build that finishes (or is touched) meanwhile is left alone.
+        where: sa.ColumnElement[bool] = c.status.in_(_UNFINISHED)
+        if untouched_since is not None:
+            where = sa.and_(where, c.updated_at < ts(untouched_since))
+        query = (sa.update(t.template_builds).where(where)
                  .values(status="error", reason=reason, updated_at=ts(at), finished_at=ts(at))
                  .returning(c.build_id))
         async with self._engine.begin() as conn:
             return sorted((await conn.execute(query)).scalars())
+
+    async def touch_builds(self, build_ids: Sequence[str], at: datetime) -> None:
+        if not build_ids:
+            return
+        c = t.template_builds.c
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.update(t.template_builds)
+                               .where(c.build_id.in_(list(build_ids)),
+                                      c.status.in_(_UNFINISHED))
+                               .values(updated_at=ts(at)))
 
     # build logs ---------------------------------------------------------------------------
     async def add_build_logs(self, entries: Sequence[BuildLogRecord]) -> None:
