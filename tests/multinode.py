@@ -1,8 +1,8 @@
 """Several machines on this one: node agents each in a network namespace of its own, API
 replicas on the host, one PostgreSQL (docs/scale-out.md, *Tests*).
 
-Each node is a network namespace (``ip netns``) with a veth to a bridge on the host, an
-address of its own on that bridge's network, and its own data dir; its agent runs there
+Each node is a network namespace (``ip netns``) with a veth to its cluster's bridge on
+the host, an address of its own on that bridge's network, and its own data dir; its agent runs there
 (``nsenter --net``: only the network namespace changes, so it shares the host's cgroups,
 mounts and /run as a node on a machine of its own would have its own), so its sandboxes'
 veths, its nftables tables and its listening sockets are the namespace's. API replicas run
@@ -27,8 +27,8 @@ from pathlib import Path
 import httpx
 from bac_process import TEMPLATES_DIR, ServerProcess, fresh_data_dir
 
-BRIDGE = "bacmn0"
-NETWORK = "10.231.0"  # the bridge is .1, node i is .(10 + i)
+# Each cluster has a bridge ``bacmn<n>`` and the network 10.231.<n>.0/24 (the bridge is .1,
+# node i is .(10 + i)), n the first free: clusters of one test session coexist.
 RPC_PORT = 7070
 TUNNEL_PORT = 7071
 START_TIMEOUT = 90.0
@@ -43,15 +43,20 @@ class Node:
     index: int
     data_dir: Path
     env: dict[str, str]
+    net: int = 0  # its cluster's number
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def netns(self) -> str:
-        return f"bacmn-{self.index}"
+        return f"bacmn{self.net}-{self.index}"
+
+    @property
+    def veth(self) -> str:
+        return f"bacmn{self.net}h{self.index}"
 
     @property
     def address(self) -> str:
-        return f"{NETWORK}.{10 + self.index}"
+        return f"10.231.{self.net}.{10 + self.index}"
 
     @property
     def log(self) -> Path:
@@ -107,10 +112,15 @@ class Cluster:
 
     database_url: str
     root: Path
+    net: int = 0
     token: str = field(default_factory=lambda: secrets.token_hex(24))
     nodes: list[Node] = field(default_factory=list)
     replicas: list[ServerProcess] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
+
+    @property
+    def bridge(self) -> str:
+        return f"bacmn{self.net}"
 
     @property
     def key_file(self) -> Path:
@@ -124,17 +134,17 @@ class Cluster:
     def add_node(self, **extra_env: str) -> Node:
         index = len(self.nodes) + 1
         data_dir = fresh_data_dir(f"node{index}")
-        node = Node(index, data_dir, {})
-        _ip("link", "del", f"bacmnh{index}", check=False)
+        node = Node(index, data_dir, {}, net=self.net)
+        _ip("link", "del", node.veth, check=False)
         _ip("netns", "del", node.netns, check=False)
         _ip("netns", "add", node.netns)
-        _ip("link", "add", f"bacmnh{index}", "type", "veth", "peer", "name", "eth0",
+        _ip("link", "add", node.veth, "type", "veth", "peer", "name", "eth0",
             "netns", node.netns)
-        _ip("link", "set", f"bacmnh{index}", "master", BRIDGE, "up")
+        _ip("link", "set", node.veth, "master", self.bridge, "up")
         _ip("-n", node.netns, "addr", "add", f"{node.address}/24", "dev", "eth0")
         _ip("-n", node.netns, "link", "set", "eth0", "up")
         _ip("-n", node.netns, "link", "set", "lo", "up")
-        _ip("-n", node.netns, "route", "add", "default", "via", f"{NETWORK}.1")
+        _ip("-n", node.netns, "route", "add", "default", "via", f"10.231.{self.net}.1")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "BAC_"))}
         env.update(self.shared_env(), BAC_DATA_DIR=str(data_dir),
                    BAC_TEMPLATES_DIR=TEMPLATES_DIR,
@@ -180,11 +190,11 @@ def running_cluster(database_url: str) -> Iterator[Cluster]:
     """The bridge and an empty cluster; on exit every sandbox is killed, every process
     stopped, every namespace and data dir removed, and no slot may be left on a node."""
     root = fresh_data_dir("cluster")
-    _ip("link", "del", BRIDGE, check=False)
-    _ip("link", "add", BRIDGE, "type", "bridge")
-    _ip("addr", "add", f"{NETWORK}.1/24", "dev", BRIDGE)
-    _ip("link", "set", BRIDGE, "up")
-    cluster = Cluster(database_url, root)
+    net = next(n for n in range(256) if not Path(f"/sys/class/net/bacmn{n}").exists())
+    cluster = Cluster(database_url, root, net)
+    _ip("link", "add", cluster.bridge, "type", "bridge")
+    _ip("addr", "add", f"10.231.{net}.1/24", "dev", cluster.bridge)
+    _ip("link", "set", cluster.bridge, "up")
     leaked: dict[str, list[str]] = {}
     try:
         yield cluster
@@ -201,12 +211,12 @@ def running_cluster(database_url: str) -> Iterator[Cluster]:
                 leaked[f"node {node.index}"] = node.slots()
         for node in cluster.nodes:
             _ip("netns", "del", node.netns, check=False)
-            _ip("link", "del", f"bacmnh{node.index}", check=False)
+            _ip("link", "del", node.veth, check=False)
             if node.index not in [int(k.split()[1]) for k in leaked]:
                 shutil.rmtree(node.data_dir, ignore_errors=True)
         for replica in cluster.replicas:
             shutil.rmtree(replica.data_dir, ignore_errors=True)
-        _ip("link", "del", BRIDGE, check=False)
+        _ip("link", "del", cluster.bridge, check=False)
         shutil.rmtree(root, ignore_errors=True)
     if leaked:
         raise AssertionError(f"sandboxes leaked on nodes: {leaked}")

@@ -32,6 +32,7 @@ from bac_server.control import (
     InvalidRequest,
     NotFound,
     NotSupported,
+    OutOfCapacity,
     PauseFailed,
     QuotaExceeded,
     ResumeFailed,
@@ -74,6 +75,7 @@ _CONTROL_STATUS: tuple[tuple[type[ControlError], int], ...] = (
     (QuotaExceeded, 507),
     (NotSupported, 501),
     (SandboxCreateFailed, 500),
+    (OutOfCapacity, 503),
     (PauseFailed, 500),
     (ResumeFailed, 500),
 )
@@ -98,7 +100,7 @@ async def on_api_error(_request: Request, exc: Exception) -> Response:
 
 async def on_control_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ControlError)
-    return error_response(status_of(exc), str(exc))
+    return error_response(status_of(exc), str(exc), retry=isinstance(exc, OutOfCapacity))
 
 
 async def on_http_error(_request: Request, exc: Exception) -> Response:

@@ -9,8 +9,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 
-async def health(_request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+async def health(request: Request) -> Response:
+    """``leader`` on an API replica among several (docs/scale-out.md): whether the loops
+    that run once (timers, health checks, metering, webhooks) run in this one."""
+    body: dict[str, object] = {"status": "ok"}
+    plane = getattr(request.app.state, "plane", None)
+    replicas = getattr(plane, "replicas", None)
+    if replicas is not None:
+        body["leader"] = bool(replicas.leading)
+    return JSONResponse(body)
 
 
 @cache

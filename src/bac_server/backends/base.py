@@ -20,8 +20,9 @@ Error tree (server side, backend layer)::
     ├── ServiceNotReady       a start snapshot's ready command never succeeded in its bound
     ├── VolumeMountFailed     a volume could not be bound into a sandbox (the message
     │                         says why: a path crossing a symlink or a file, ...)
-    └── NodeUnreachable       the node that holds the sandbox does not answer (several
-                              nodes, docs/scale-out.md): it may still run it
+    ├── NodeUnreachable       the node that holds the sandbox does not answer (several
+    │                         nodes, docs/scale-out.md): it may still run it
+    └── NoCapacity            no machine can take the sandbox now (several nodes)
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ class VolumeMountFailed(BackendError):
 
 class NodeUnreachable(BackendError):
     """The sandbox is on a node that does not answer now; it is neither found nor gone."""
+
+
+class NoCapacity(BackendError):
+    """No machine can take the sandbox now (none active, or none with room for it)."""
 
 
 class SandboxStatus(enum.Enum):

@@ -14,6 +14,7 @@ Error tree (server side, control plane)::
     ├── TeamLimitExceeded       429  the team runs as many sandboxes as it may
     ├── QuotaExceeded           507  the team's checkpoints use all the disk it may
     ├── SandboxCreateFailed     500  the backend could not make the sandbox
+    ├── OutOfCapacity           503  no machine can take the sandbox now (retry later)
     ├── PauseFailed             500  its state could not be saved; it was not paused
     └── ResumeFailed            500  its state could not be restored; it stays paused
 """
@@ -80,3 +81,7 @@ class PauseFailed(ControlError):
 
 class ResumeFailed(ControlError):
     pass
+
+
+class OutOfCapacity(ControlError):
+    """No machine can take the sandbox now (several nodes, all full or away)."""

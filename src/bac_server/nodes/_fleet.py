@@ -2,7 +2,8 @@
 
 It is a ``Backend`` (with pause, fleet pause, network control, checkpoints, the trace and
 dialing) over every node in the store: a create is placed (``NodeStore.place`` with the
-``_placement`` policy) and sent to its node; every other call goes to the node the
+``_placement`` policy, checked beside the node's create: ``create``) and sent to its
+node; every other call goes to the node the
 sandbox's placement names. The placements live in the store, so any replica finds any
 sandbox; this process keeps a read cache of them.
 
@@ -15,6 +16,7 @@ placed elsewhere: the node may still run it (docs/scale-out.md, *Failure behavio
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 from collections.abc import Sequence
@@ -24,6 +26,7 @@ from bac_server.backends.base import (
     BuildStep,
     CheckpointInfo,
     CheckpointNotFound,
+    NoCapacity,
     NodeUnreachable,
     NodeWatcher,
     OutputCallback,
@@ -36,7 +39,14 @@ from bac_server.backends.base import (
     TraceSink,
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
-from bac_server.store import NodeRecord, NodeState, NodeStore, PlacedKind, Placement
+from bac_server.store import (
+    NodeLoad,
+    NodeRecord,
+    NodeState,
+    NodeStore,
+    PlacedKind,
+    Placement,
+)
 
 from ._placement import spread
 from ._remote import RemoteNode
@@ -57,6 +67,7 @@ class NodeFleet:
         self._nodes: dict[str, RemoteNode] = {}
         self._states: dict[str, NodeState] = {}
         self._where: dict[str, str] = {}  # object id -> node id (a cache of placements)
+        self._loads: dict[str, NodeLoad] = {}  # the placement's guess (``create``)
         self._watcher: NodeWatcher | None = None
         self._sink: TraceSink | None = None
         self._task: asyncio.Task[None] | None = None
@@ -81,6 +92,8 @@ class NodeFleet:
         now = datetime.now(UTC)
         await self._store.mark_lost(now - timedelta(seconds=self.lost_after_s))
         records = await self._store.list_nodes()
+        self._loads = {n.node.node_id: n for n in await self._store.loads(
+            now - timedelta(seconds=self.lost_after_s))}
         changed: list[tuple[str, bool]] = []
         for record in records:
             known = self._nodes.get(record.node_id)
@@ -138,20 +151,78 @@ class NodeFleet:
     # -- Backend -----------------------------------------------------------------------
 
     async def create(self, spec: SandboxSpec) -> SandboxEndpoint:
+        """Placed by a guess from the loads read at the last refresh (plus this replica's
+        placements since), the placement's transaction run beside the node's create: it
+        accepts the guessed node only if it still fits under the lock, so the create
+        pays no placement round trips. Should another replica have filled the node
+        meanwhile, the sandbox is given back and placed the slow way."""
         fresh = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
-        node_id = await self._store.place(
-            Placement(spec.sandbox_id, PlacedKind.SANDBOX, "", spec.vcpus, spec.memory_mb),
-            spread(spec.memory_mb), fresh)
+        placement = Placement(spec.sandbox_id, PlacedKind.SANDBOX, "", spec.vcpus,
+                              spec.memory_mb)
+        guess = spread(spec.memory_mb)([
+            n for n in self._loads.values() if n.node.heartbeat_at >= fresh
+            and self._states.get(n.node.node_id) is NodeState.ACTIVE])
+        node = self._nodes.get(guess) if guess is not None else None
+        if node is None:
+            return await self._create_placed(spec, placement, fresh)
+
+        def only_the_guess(loads: Sequence[NodeLoad]) -> str | None:
+            fits = [n for n in loads if n.node.node_id == guess]
+            return spread(spec.memory_mb)(fits)
+
+        self._where[spec.sandbox_id] = node.node_id
+        self._placed(node.node_id, spec.memory_mb)
+        placing = asyncio.create_task(self._store.place(placement, only_the_guess, fresh))
+        try:
+            made = await node.create(spec)
+        except BaseException:
+            placed = (await asyncio.gather(placing, return_exceptions=True))[0]
+            if placed == node.node_id:
+                await self._unplace(spec.sandbox_id)
+            self._placed(node.node_id, -spec.memory_mb)
+            raise
+        try:
+            placed = await placing
+        except BaseException:
+            await self._give_back(node, spec)
+            raise
+        if placed == node.node_id:
+            return made
+        await self._give_back(node, spec)
+        return await self._create_placed(spec, placement, fresh)
+
+    async def _give_back(self, node: RemoteNode, spec: SandboxSpec) -> None:
+        self._placed(node.node_id, -spec.memory_mb)
+        self._where.pop(spec.sandbox_id, None)
+        try:
+            await node.destroy(spec.sandbox_id)
+        except Exception:
+            log.exception("giving back sandbox %s on node %s failed (the sweep will)",
+                          spec.sandbox_id, node.node_id)
+
+    async def _create_placed(self, spec: SandboxSpec, placement: Placement,
+                             fresh: datetime) -> SandboxEndpoint:
+        """Placed under the lock first, then made."""
+        node_id = await self._store.place(placement, spread(spec.memory_mb), fresh)
         if node_id is None:
-            raise SandboxSetupError("no node can take the sandbox now (none active, or none "
-                                    f"with {spec.memory_mb} MiB of memory left)")
+            raise NoCapacity("no node can take the sandbox now (none active, or none "
+                             f"with {spec.memory_mb} MiB of memory left); try again later")
         self._where[spec.sandbox_id] = node_id
+        self._placed(node_id, spec.memory_mb)
         try:
             node = await self._node_of(spec.sandbox_id)
             return await node.create(spec)
         except BaseException:
             await self._unplace(spec.sandbox_id)
             raise
+
+    def _placed(self, node_id: str, memory_mb: int) -> None:
+        """This replica's own placements between two refreshes, in its guess."""
+        load = self._loads.get(node_id)
+        if load is not None:
+            self._loads[node_id] = dataclasses.replace(
+                load, memory_mb_placed=load.memory_mb_placed + memory_mb,
+                sandboxes_placed=load.sandboxes_placed + (1 if memory_mb > 0 else -1))
 
     async def _unplace(self, object_id: str) -> None:
         self._where.pop(object_id, None)

@@ -94,6 +94,10 @@ class NodeStore(Protocol):
         picks, returned (None: it picked none, nothing inserted)."""
         ...
 
+    async def loads(self, fresh_since: datetime) -> list[NodeLoad]:
+        """What ``place`` would offer its chooser now (read without its lock: a guess)."""
+        ...
+
     async def record_placement(self, placement: Placement) -> None:
         """Insert or replace it (a checkpoint taken on its sandbox's node)."""
         ...

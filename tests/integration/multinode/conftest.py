@@ -27,9 +27,10 @@ def postgres() -> Iterator[Postgres]:
         yield cluster
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster(postgres: Postgres) -> Iterator[Cluster]:
-    """Three nodes, two API replicas, one team's key."""
+    """Three nodes, two API replicas, one team's key (one set for the package: starting
+    them is most of its time)."""
     with running_cluster(postgres.new_database("nodes")) as made:
         for _ in range(3):
             made.add_node()

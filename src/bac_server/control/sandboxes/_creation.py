@@ -22,6 +22,7 @@ from typing import Any
 from bac_server.backends.base import (
     Backend,
     Checkpointable,
+    NoCapacity,
     ResourceLimitError,
     SandboxEndpoint,
     SandboxSpec,
@@ -34,6 +35,7 @@ from bac_server.store import CheckpointKind, CheckpointRecord, CheckpointStore, 
 from ..errors import (
     InvalidRequest,
     NotSupported,
+    OutOfCapacity,
     SandboxCreateFailed,
     TeamLimitExceeded,
     TemplateNotFoundError,
@@ -324,6 +326,8 @@ class Creator:
 def _domain_error(exc: BaseException, image: TemplateImage) -> BaseException:
     if isinstance(exc, ResourceLimitError):
         return InvalidRequest(str(exc))
+    if isinstance(exc, NoCapacity):
+        return OutOfCapacity(str(exc))
     if isinstance(exc, TemplateNotFound):
         return TemplateNotFoundError(image.template_id)
     if isinstance(exc, Exception):

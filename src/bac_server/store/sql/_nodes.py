@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bac_server.store.nodes import (
     Chooser,
@@ -46,6 +46,23 @@ def _placement(row: Any) -> Placement:
 def _values(p: Placement) -> dict[str, Any]:
     return {"object_id": p.object_id, "kind": p.kind.value, "node_id": p.node_id,
             "vcpus": p.vcpus, "memory_mb": p.memory_mb}
+
+
+async def _loads(conn: AsyncConnection, fresh_since: datetime) -> list[NodeLoad]:
+    """Each fresh active node with what is placed on it, in one read."""
+    placed = (sa.select(_p.node_id, sa.func.count().label("placed_count"),
+                        sa.func.sum(_p.vcpus).label("vcpus"),
+                        sa.func.sum(_p.memory_mb).label("memory"))
+              .where(_p.kind == PlacedKind.SANDBOX.value)
+              .group_by(_p.node_id).subquery())
+    rows = (await conn.execute(
+        sa.select(t.nodes, placed.c.placed_count, placed.c.vcpus, placed.c.memory)
+        .outerjoin(placed, placed.c.node_id == _n.node_id)
+        .where(_n.state == NodeState.ACTIVE.value, _n.heartbeat_at >= ts(fresh_since))
+        .order_by(_n.node_id))).all()
+    return [NodeLoad(node=_node(r), sandboxes_placed=int(r.placed_count or 0),
+                     vcpus_placed=int(r.vcpus or 0), memory_mb_placed=int(r.memory or 0))
+            for r in rows]
 
 
 class SqlNodes:
@@ -105,23 +122,9 @@ class SqlNodes:
             if conn.dialect.name == "sqlite":
                 # Take SQLite's write lock before reading (see the module's docstring).
                 await conn.execute(sa.update(t.nodes).where(sa.false()).values(sandboxes=0))
-            # One read: each fresh active node with what is placed on it.
-            placed = (sa.select(_p.node_id, sa.func.count().label("placed_count"),
-                                sa.func.sum(_p.vcpus).label("vcpus"),
-                                sa.func.sum(_p.memory_mb).label("memory"))
-                      .where(_p.kind == PlacedKind.SANDBOX.value)
-                      .group_by(_p.node_id).subquery())
-            rows = (await conn.execute(
-                sa.select(t.nodes, placed.c.placed_count, placed.c.vcpus, placed.c.memory)
-                .outerjoin(placed, placed.c.node_id == _n.node_id)
-                .where(_n.state == NodeState.ACTIVE.value,
-                       _n.heartbeat_at >= ts(fresh_since))
-                .order_by(_n.node_id))).all()
-            if not rows:
+            loads = await _loads(conn, fresh_since)
+            if not loads:
                 return None
-            loads = [NodeLoad(node=_node(r), sandboxes_placed=int(r.placed_count or 0),
-                              vcpus_placed=int(r.vcpus or 0),
-                              memory_mb_placed=int(r.memory or 0)) for r in rows]
             chosen = choose(loads)
             if chosen is None:
                 return None
@@ -133,6 +136,10 @@ class SqlNodes:
                 set_={"node_id": chosen, "kind": placement.kind.value,
                       "vcpus": placement.vcpus, "memory_mb": placement.memory_mb}))
         return chosen
+
+    async def loads(self, fresh_since: datetime) -> list[NodeLoad]:
+        async with self._engine.connect() as conn:
+            return await _loads(conn, fresh_since)
 
     async def record_placement(self, placement: Placement) -> None:
         values = _values(placement)
