@@ -271,6 +271,7 @@ class ControlPlane:
         )
         self._sampler_task: asyncio.Task[None] | None = None
         self._lost_at_start: list[str] = []
+        self._caps_task: asyncio.Task[None] | None = None
         self.traces = Traces(sandbox_store=sandbox_store, registry=self.registry,
                              history=self.history, settings=trace_settings, backend=backend)
         self.registry.on_gone(self.traces.intake.forget)
@@ -334,6 +335,10 @@ class ControlPlane:
                 backend=self.backend, sandbox_store=self.sandbox_store,
                 registry=self.registry, lifecycle=self.lifecycle, judge=False)
             self._follow_backend()
+            if self.caps is not None:
+                self.caps.acting = False
+                await self.caps.load()
+                self._caps_task = asyncio.create_task(self._follow_caps(self.replicas))
             self.replicas.start(self._leadership)
             return report
         await self.templates.start()
@@ -378,6 +383,17 @@ class ControlPlane:
         for sbx in self.registry.all():
             self.checkpoints.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
 
+    async def _follow_caps(self, replicas: Replicas) -> None:
+        """Caps made or changed through another replica, every 2 s: the leader takes them
+        into its enforcement, a follower shows them with their spending as written."""
+        assert self.caps is not None
+        while True:
+            await asyncio.sleep(2.0)
+            try:
+                await self.caps.refresh(respend=not replicas.leading)
+            except Exception as exc:
+                log.warning("following the cost caps failed: %s", exc)
+
     async def route_for_traffic(self, sandbox_id: str) -> Route | None:
         """What the gateway asks when it has no route to a sandbox: one asked of the
         backend when another replica made or resumed it, else the auto-resume's."""
@@ -417,6 +433,9 @@ class ControlPlane:
         the next start; a kill switch's pauses are written to disk first."""
         if self.replicas is not None:
             await self.replicas.close()
+        if self._caps_task is not None:
+            self._caps_task.cancel()
+            await asyncio.gather(self._caps_task, return_exceptions=True)
         self.feed.close()  # live readers end their streams: the server can stop
         await self.kill_switch.close()
         if self.events is not None:

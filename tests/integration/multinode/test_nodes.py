@@ -185,11 +185,12 @@ def test_the_agent_refuses_whoever_lacks_the_node_token(
 def test_a_node_killed_is_reported_lost_and_comes_back(
         cluster: Cluster, sandboxes: list[Sandbox], request: pytest.FixtureRequest) -> None:
     placed: dict[str, Sandbox] = {}
-    while "node-3" not in placed:
+    while "node-3" not in placed or len(placed) < 2:
         sbx = Sandbox.create(timeout=300, **_opts(cluster))
         sandboxes.append(sbx)
         placed[_placements(cluster)[sbx.sandbox_id]] = sbx
-    on3, elsewhere = placed["node-3"], placed.get("node-1") or placed["node-2"]
+    on3 = placed["node-3"]
+    elsewhere = next(s for node, s in placed.items() if node != "node-3")
     on3.commands.run("echo before > /home/user/state")
     node = cluster.nodes[2]
     node.kill9()  # the agent only: its sandboxes keep running on the machine

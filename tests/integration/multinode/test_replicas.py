@@ -234,3 +234,28 @@ def test_a_build_context_linked_by_one_replica_is_taken_by_another(
     sbx = Sandbox.create(template_id, timeout=60, **_opts(cluster, 0))
     sandboxes.append(sbx)
     assert sbx.files.read("/home/user/hello.txt") == "from a node\n\n"
+
+
+def test_a_cap_made_through_a_follower_is_enforced_by_the_leader(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    """The leader meters and acts; a cap made through the other replica reaches it (the
+    caps are read again every 2 s) and kills the sandbox it covers once spent; both
+    replicas show the cap."""
+    leader = _leader(cluster)
+    follower = 1 - leader
+    sbx = Sandbox.create(timeout=300, **_opts(cluster, follower))
+    sandboxes.append(sbx)
+    with _api(cluster, follower) as f, _api(cluster, leader) as lead:
+        made = f.post("/caps", json={"scope": "sandbox", "sandboxID": sbx.sandbox_id,
+                                     "limit": 0.000001, "action": "kill"})
+        assert made.status_code == 201, made.text
+        cap_id = made.json()["capID"]
+        _until("the leader ends it", lambda: _state(lead, sbx.sandbox_id) is None, 400)
+        killed = _events(lead, sbx.sandbox_id, "killed")
+        assert [e["fields"].get("reason") for e in killed] == ["cap"]  # type: ignore[union-attr]
+        _until("the follower shows the cap reached",
+               lambda: f.get(f"/caps/{cap_id}").json()["state"] == "reached", 200)
+        assert lead.get(f"/caps/{cap_id}").json()["state"] == "reached"
+        assert f.delete(f"/caps/{cap_id}").status_code == 204
+        _until("the leader forgets it",
+               lambda: lead.get(f"/caps/{cap_id}").status_code == 404, 200)

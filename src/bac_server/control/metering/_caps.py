@@ -124,15 +124,38 @@ class CostCaps:
         self._clock = clock
         self._check_s = check_s
         self._caps: dict[str, LiveCap] = {}
+        # Whether reaching a cap acts here (warns, pauses, kills): with several replicas
+        # only the leader's does; the others show the caps and refuse creates over one.
+        self.acting = True
         self._tasks: set[asyncio.Task[None]] = set()
         self._timer: Scheduled | None = None
         meter.on_accrue(self._charge)
 
     # start / stop --------------------------------------------------------------------------
     async def start(self) -> None:
+        self.acting = True
+        await self.load()
+        self._schedule()
+
+    async def load(self) -> None:
+        """Every cap as the store has it, its spending read again from the usage rows."""
         for record in await self._store.list_caps():
             await self._load(record)
-        self._schedule()
+
+    async def refresh(self, *, respend: bool) -> None:
+        """Follow the caps other replicas made, changed or deleted (several replicas,
+        docs/scale-out.md); ``respend``: read every cap's spending again too (a replica
+        that does not meter: the leader's meter writes it)."""
+        records = {r.cap_id: r for r in await self._store.list_caps()}
+        for cap_id in [c for c in self._caps if c not in records]:
+            del self._caps[cap_id]
+        for cap_id, record in records.items():
+            live = self._caps.get(cap_id)
+            if live is None or respend:
+                await self._load(record)
+            elif record.updated_at > live.record.updated_at:
+                live.record = record  # its limit or action changed through another replica
+                self._check(live)
 
     def _schedule(self) -> None:
         self._timer = self._clock.call_at(
@@ -191,6 +214,8 @@ class CostCaps:
                 self._check(live)
 
     def _check(self, live: LiveCap) -> None:
+        if not self.acting:
+            return
         cap = live.record
         if live.reached and cap.reached != live.period:
             live.record = dataclasses.replace(cap, reached=live.period, warned=live.period)
