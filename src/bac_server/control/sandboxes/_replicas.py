@@ -55,6 +55,8 @@ class Replicas:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._suspects: set[str] = set()
+        self._routing: set[str] = set()
+        self._retries: set[asyncio.Task[None]] = set()
         self.leading = False
 
     def start(self, on_leading: Callable[[bool], Awaitable[None]]) -> None:
@@ -72,9 +74,9 @@ class Replicas:
         ]
 
     async def close(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._retries]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._retries, return_exceptions=True)
 
     # -- the other replicas' changes -------------------------------------------------
 
@@ -122,6 +124,7 @@ class Replicas:
                 await self._route(now)
             self._registry.add(now)
             self._lifecycle.arm(now)
+            self._route_later(now)
             return
         async with sbx.lock:
             was = sbx.state
@@ -137,6 +140,30 @@ class Replicas:
                 await self._route(sbx)  # resumed elsewhere: its address may be new
             self._registry.update(sbx)
             self._lifecycle.arm(sbx)
+        self._route_later(sbx)
+
+    def _route_later(self, sbx: LiveSandbox) -> None:
+        """A running sandbox announced before its node made it (a create writes its row
+        beside the node's work): asked again a few times, so that everything of this
+        replica (Mission Control, the health checks) finds it, not only the gateway."""
+        if sbx.state is not SandboxState.RUNNING or sbx.route is not None \
+                or sbx.sandbox_id in self._routing:
+            return
+        self._routing.add(sbx.sandbox_id)
+
+        async def again() -> None:
+            try:
+                for pause in (0.2, 0.5, 1.0, 2.0, 5.0):
+                    await asyncio.sleep(pause)
+                    if await self.route_now(sbx.sandbox_id) is not None \
+                            or self._registry.get(sbx.sandbox_id) is not sbx:
+                        return
+            finally:
+                self._routing.discard(sbx.sandbox_id)
+
+        task = asyncio.create_task(again())
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
 
     async def route_now(self, sandbox_id: str) -> Route | None:
         """The route to a running sandbox this replica has none for yet (its create or
