@@ -68,6 +68,9 @@ class NodeFleet:
         self._states: dict[str, NodeState] = {}
         self._where: dict[str, str] = {}  # object id -> node id (a cache of placements)
         self._loads: dict[str, NodeLoad] = {}  # the placement's guess (``create``)
+        # Creates sent to a guessed node whose placement is not committed yet: what a
+        # refresh's read of the store cannot see (sandbox id -> node id, memory).
+        self._inflight: dict[str, tuple[str, int]] = {}
         self._watcher: NodeWatcher | None = None
         self._sink: TraceSink | None = None
         self._task: asyncio.Task[None] | None = None
@@ -94,6 +97,8 @@ class NodeFleet:
         records = await self._store.list_nodes()
         self._loads = {n.node.node_id: n for n in await self._store.loads(
             now - timedelta(seconds=self.lost_after_s))}
+        for node_id, memory_mb in self._inflight.values():
+            self._placed(node_id, memory_mb)  # guessed, their transaction not committed yet
         changed: list[tuple[str, bool]] = []
         for record in records:
             known = self._nodes.get(record.node_id)
@@ -172,7 +177,9 @@ class NodeFleet:
 
         self._where[spec.sandbox_id] = node.node_id
         self._placed(node.node_id, spec.memory_mb)
+        self._inflight[spec.sandbox_id] = (node.node_id, spec.memory_mb)
         placing = asyncio.create_task(self._store.place(placement, only_the_guess, fresh))
+        placing.add_done_callback(lambda _t: self._inflight.pop(spec.sandbox_id, None))
         try:
             made = await node.create(spec)
         except BaseException:
