@@ -198,9 +198,9 @@ class NodeAgent:
         b = self.backend
         routes = [
             on("/v1/node", "GET", self._info),
-            on("/v1/sandboxes", "GET", lambda r: _call(b.list)),
+            on("/v1/sandboxes", "GET", lambda r: b.list()),
             on("/v1/sandboxes", "POST", self._create),
-            on("/v1/sandboxes/{id}", "DELETE", lambda r: _none(b.destroy(_id(r)))),
+            on("/v1/sandboxes/{id}", "DELETE", lambda r: b.destroy(_id(r))),
             on("/v1/sandboxes/{id}/status", "GET", self._status),
             on("/v1/sandboxes/{id}/endpoint", "GET", self._endpoint),
             on("/v1/sandboxes/{id}/usage", "GET", self._usage),
@@ -354,11 +354,4 @@ class NodeAgent:
 def _id(request: Request) -> str:
     return str(request.path_params["id"])
 
-
-async def _call(method: Callable[[], Awaitable[Any]]) -> Any:
-    return await method()
-
-
-async def _none(awaitable: Awaitable[Any]) -> None:
-    await awaitable
 

@@ -201,8 +201,9 @@ class Registry:
         self._gone_listeners: list[Callable[[str], None]] = []
         self._change_listeners: list[Callable[[LiveSandbox], None]] = []
         # Sandboxes with API calls or gateway traffic here since the last ``take_active``
-        # (what this replica tells the others, ``_replicas``).
-        self._active_here: set[str] = set()
+        # (what this replica tells the others, ``_replicas``); None: nobody takes them
+        # (one process), so none are kept.
+        self._active_here: set[str] | None = None
 
     def add(self, sbx: LiveSandbox) -> None:
         sbx.last_active = self._clock.now()
@@ -266,7 +267,8 @@ class Registry:
             raise SandboxNotFoundError(sandbox_id)
         if activity:
             sbx.last_active = self._clock.now()
-            self._active_here.add(sandbox_id)
+            if self._active_here is not None:
+                self._active_here.add(sandbox_id)
         return sbx
 
     def traffic_started(self, sandbox_id: str) -> None:
@@ -275,7 +277,8 @@ class Registry:
         if sbx is not None:
             sbx.in_flight += 1
             sbx.last_active = self._clock.now()
-            self._active_here.add(sandbox_id)
+            if self._active_here is not None:
+                self._active_here.add(sandbox_id)
 
     def traffic_ended(self, sandbox_id: str) -> None:
         sbx = self._sandboxes.get(sandbox_id)
@@ -285,9 +288,10 @@ class Registry:
 
     def take_active(self) -> set[str]:
         """The sandboxes active through this process since the last call, and those with
-        a request to them in flight here."""
-        taken = self._active_here | {s.sandbox_id for s in self._sandboxes.values()
-                                     if s.in_flight > 0}
+        a request to them in flight here; from the first call on, activity is kept for
+        the next."""
+        taken = (self._active_here or set()) | {s.sandbox_id for s in self._sandboxes.values()
+                                                if s.in_flight > 0}
         self._active_here = set()
         return taken
 

@@ -66,6 +66,7 @@ class Replicas:
                 self._tasks.append(asyncio.create_task(self._sweep_forever()))
             await on_leading(leading)
 
+        self._registry.take_active()  # from now on the registry keeps this replica's activity
         self._tasks += [
             asyncio.create_task(self._coordination.follow(self._changed, self._touched)),
             asyncio.create_task(self._apply_forever()),
