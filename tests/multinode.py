@@ -126,6 +126,32 @@ class Cluster:
     def key_file(self) -> Path:
         return self.root / "store.key"
 
+    @property
+    def handover_dir(self) -> Path:
+        """The nodes' shared storage for paused sandboxes (one directory here)."""
+        return self.root / "handover"
+
+    def opts(self, replica: int = 0) -> dict[str, str]:
+        """The e2b SDK's options for the first key, through ``replica``."""
+        url = self.replicas[replica].url
+        return {"api_key": self.keys[0], "api_url": url, "sandbox_url": url}
+
+    def placements(self) -> dict[str, str]:
+        """sandbox id -> node id, as the API replicas find them."""
+        import asyncio
+
+        from bac_server.store.key_file import load_sealer
+        from bac_server.store.sql import SqlStore
+
+        async def read() -> dict[str, str]:
+            store = await SqlStore.open(self.database_url, load_sealer(self.key_file))
+            try:
+                return {p.object_id: p.node_id for p in await store.nodes.placements()}
+            finally:
+                await store.close()
+
+        return asyncio.run(read())
+
     def shared_env(self) -> dict[str, str]:
         return {"BAC_DATABASE_URL": self.database_url, "BAC_NODE_TOKEN": self.token,
                 "BAC_STORE_KEY_FILE": str(self.key_file), "BAC_NODE_HEARTBEAT_S": "1",
@@ -151,6 +177,7 @@ class Cluster:
                    BAC_NODE_LISTEN=f"{node.address}:{RPC_PORT}",
                    BAC_NODE_TUNNEL_LISTEN=f"{node.address}:{TUNNEL_PORT}",
                    BAC_NODE_ID=f"node-{index}", BAC_POOL_SIZE="1", BAC_POOL_MAX="0",
+                   BAC_NODE_HANDOVER_DIR=str(self.handover_dir),
                    BAC_START_SNAPSHOT_POOL="0", BAC_METRICS_ADDRESS="")
         env.update(extra_env)
         node.env = env
@@ -183,6 +210,17 @@ class Cluster:
                 with contextlib.suppress(Exception):
                     replica.kill_all_sandboxes()
                 return
+
+
+def wait_health(api: httpx.Client, sandbox_id: str, health: str) -> dict[str, object]:
+    """The sandbox's detail once its health is ``health`` (a replica reads the nodes every
+    second and marks one lost after 4 s of silence: well within this bound)."""
+    for _ in range(600):
+        detail: dict[str, object] = api.get(f"/sandboxes/{sandbox_id}").json()
+        if detail.get("health") == health:
+            return detail
+        subprocess.run(["sleep", "0.05"], check=True)
+    raise AssertionError(f"{sandbox_id} never became {health}: {detail}")
 
 
 @contextlib.contextmanager

@@ -147,9 +147,10 @@ def sandbox_ca_of(config: ServerConfig) -> bytes:
 
 
 def build_backend(config: ServerConfig, secrets: SecretLookup | None = None,
-                  sealer: Sealer | None = None) -> NamespaceBackend:
+                  sealer: Sealer | None = None, *, node: bool = False) -> NamespaceBackend:
     """``secrets``: what the egress relay resolves the rules' placeholders with;
-    ``sealer``: the store's, which seals each sandbox's relay CA in its slot."""
+    ``sealer``: the store's, which seals each sandbox's relay CA in its slot; ``node``:
+    for ``bac node`` (with its shared storage for paused sandboxes, if any)."""
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size, pool_max=config.pool_max,
         ksm=config.ksm, ksm_max_cpu_pct=config.ksm_max_cpu_pct,
@@ -164,7 +165,9 @@ def build_backend(config: ServerConfig, secrets: SecretLookup | None = None,
         # grow at hand-out).
         default_disk_mb=config.default_disk_mb,
         # Templates from another data dir: link the envd bundles built there, too.
-        shared_dir=config.templates_dir))
+        shared_dir=config.templates_dir,
+        handover_dir=Path(config.node_handover_dir)
+        if node and config.node_handover_dir else None))
 
 
 async def warm_up(

@@ -241,6 +241,10 @@ class ServerConfig:
     node_id: str = ""
     node_vcpus: int = 0
     node_memory_mb: int = 0
+    # ``bac node``: storage every node mounts at this same path, where suspended
+    # sandboxes' state is exported so that another node can resume them when this one is
+    # lost (docs/scale-out.md, *Paused sandboxes move*); empty: they resume only here.
+    node_handover_dir: str = ""
     # Seconds between a node's heartbeats, and the silence after which replicas mark it lost.
     node_heartbeat_s: float = 5.0
     node_lost_after_s: float = 30.0
@@ -256,6 +260,9 @@ class ServerConfig:
                                 or self.node_token.strip() != self.node_token):
             raise ConfigError("BAC_NODE_TOKEN must be at least 32 printable characters "
                               "without surrounding spaces (e.g. `openssl rand -hex 32`)")
+        if self.node_handover_dir and not Path(self.node_handover_dir).is_absolute():
+            raise ConfigError("BAC_NODE_HANDOVER_DIR must be an absolute path (the same on "
+                              "every node)")
         if not self.node_sweep_s > 0:
             raise ConfigError("BAC_NODE_SWEEP_S must be more than 0")
         if not 0 < self.node_heartbeat_s < self.node_lost_after_s:

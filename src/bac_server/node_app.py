@@ -89,7 +89,8 @@ async def run_node(config: ServerConfig) -> None:
         await asyncio.to_thread(prepare_host)
     store = await open_store(config)
     backend = build_backend(config, store.secrets.secret_values,
-                            await asyncio.to_thread(load_sealer, config.store_key_path))
+                            await asyncio.to_thread(load_sealer, config.store_key_path),
+                            node=True)
     identity = NodeIdentity(
         node_id=node_id_of(config), address=_advertised(config, rpc_host),
         rpc_port=rpc_port, tunnel_port=tunnel_port,

@@ -28,7 +28,7 @@ Error tree (server side, backend layer)::
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -483,7 +483,12 @@ class StartSnapshotter(Protocol):
 
 # (sandbox ids, reachable): what a ``NodesWatched`` backend says when the node holding
 # those sandboxes is lost (False) or back (True).
-NodeWatcher = Callable[[Sequence[str], bool], Awaitable[None]]
+class NodeWatcher(Protocol):
+    """Told which sandboxes became unreachable (``reachable`` False: their node is lost)
+    or reachable again (their node is back, or ``moved``: resumed on another node)."""
+
+    async def __call__(self, sandbox_ids: Sequence[str], reachable: bool, *,
+                       moved: bool = False) -> None: ...
 
 
 @runtime_checkable
@@ -493,4 +498,16 @@ class NodesWatched(Protocol):
 
     def watch(self, watcher: NodeWatcher) -> None:
         """Tell ``watcher`` from now on."""
+        ...
+
+
+@runtime_checkable
+class TakesOver(Protocol):
+    """A machine that can start a suspended sandbox whose own machine is lost, from its
+    state on storage they share (``bac node`` with ``BAC_NODE_HANDOVER_DIR``)."""
+
+    async def take_over(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
+        """Run here the suspended sandbox ``spec``, as its wake would have (``memory``
+        False: afresh on its files); raises ``CheckpointNotFound`` when no complete state
+        of it is on the shared storage."""
         ...

@@ -39,6 +39,7 @@ from bac_server.backends.base import (
     Pausable,
     SandboxNotFound,
     SandboxStatus,
+    TakesOver,
     Traced,
 )
 from bac_server.store import NodeRecord, NodeState, NodeStore
@@ -223,6 +224,8 @@ class NodeAgent:
                        on("/v1/restore", "POST", self._restore),
                        on("/v1/create-from", "POST", self._create_from),
                        on("/v1/checkpoints/{cid}", "DELETE", self._delete_checkpoint)]
+        if isinstance(b, TakesOver):
+            routes.append(on("/v1/take-over", "POST", self._take_over))
         return _Guard(Starlette(routes=routes, lifespan=lifespan), self._token)
 
     async def _info(self, request: Request) -> dict[str, Any]:
@@ -297,6 +300,13 @@ class NodeAgent:
         body = await request.json()
         made = await self.backend.restore(wire.SPEC.validate_python(body["spec"]),
                                           str(body["checkpoint_id"]))
+        return wire.ENDPOINT.dump_python(made, mode="json")
+
+    async def _take_over(self, request: Request) -> Any:
+        assert isinstance(self.backend, TakesOver)
+        body = await request.json()
+        made = await self.backend.take_over(wire.SPEC.validate_python(body["spec"]),
+                                            memory=bool(body["memory"]))
         return wire.ENDPOINT.dump_python(made, mode="json")
 
     async def _create_from(self, request: Request) -> Any:

@@ -72,6 +72,7 @@ class NodeFleet:
         # refresh's read of the store cannot see (sandbox id -> node id, memory).
         self._inflight: dict[str, tuple[str, int]] = {}
         self._watcher: NodeWatcher | None = None
+        self._telling: set[asyncio.Task[None]] = set()
         self._sink: TraceSink | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -122,12 +123,37 @@ class NodeFleet:
                             else "is back")
             elif before is None and lost:
                 changed.append((record.node_id, False))
+        for node_id, reachable in changed:
+            if reachable:
+                await self._drop_moved(node_id)
         if self._watcher is not None:
             for node_id, reachable in changed:
                 ids = [p.object_id for p in await self._store.placements(node_id)
                        if p.kind is PlacedKind.SANDBOX]
                 if ids:
                     await self._watcher(ids, reachable)
+
+    async def _drop_moved(self, node_id: str) -> None:
+        """A node back from lost: destroy its copies of the sandboxes moved meanwhile to
+        another node (suspended here, running there: this copy is stale)."""
+        node = self._nodes.get(node_id)
+        if node is None:
+            return
+        try:
+            held = await node.list()
+        except NodeUnreachable:
+            return
+        for sandbox_id in held:
+            placed = await self._store.placement(sandbox_id)
+            if placed is None or placed.node_id == node_id:
+                continue  # its own (an unplaced one is the leader's sweep's)
+            log.warning("node %s is back: destroying its stale copy of sandbox %s, moved to "
+                        "node %s", node_id, sandbox_id, placed.node_id)
+            try:
+                await node.destroy(sandbox_id)
+            except Exception:
+                log.exception("destroying the stale copy of %s on node %s failed",
+                              sandbox_id, node_id)
 
     async def _follow(self) -> None:
         while True:
@@ -140,6 +166,14 @@ class NodeFleet:
     async def _node_of(self, object_id: str, missing: type[Exception] = SandboxNotFound
                        ) -> RemoteNode:
         node_id = self._where.get(object_id)
+        if node_id is not None and self._states.get(node_id) is NodeState.LOST:
+            # Read again: another replica may have moved it (``_move``).
+            placed = await self._store.placement(object_id)
+            if placed is not None and placed.node_id != node_id:
+                self._where[object_id] = placed.node_id
+                if placed.kind is PlacedKind.SANDBOX:
+                    self._tell([object_id], moved=True)
+                node_id = placed.node_id
         if node_id is None:
             placed = await self._store.placement(object_id)
             if placed is None:
@@ -316,7 +350,57 @@ class NodeFleet:
         return await (await self._node_of(sandbox_id)).suspend(sandbox_id, memory=memory)
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
-        return await (await self._node_of(spec.sandbox_id)).wake(spec, memory=memory)
+        node = await self._node_of(spec.sandbox_id)
+        if self._states.get(node.node_id) is NodeState.LOST:
+            return await self._move(spec, node.node_id, memory=memory)
+        return await node.wake(spec, memory=memory)
+
+    async def _move(self, spec: SandboxSpec, lost: str, *, memory: bool) -> SandboxEndpoint:
+        """Wake on another node a suspended sandbox whose node is lost, from the state its
+        node exported to the storage nodes share (``TakesOver``). It is placed first
+        (only if still on the lost node: one move wins), then taken over; a take-over
+        that fails puts the placement back. Its copy on the lost node, should that come
+        back, is destroyed then (``_drop_moved``)."""
+        fresh = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
+        placement = Placement(spec.sandbox_id, PlacedKind.SANDBOX, "", spec.vcpus,
+                              spec.memory_mb)
+        node_id = await self._store.place(placement, spread(spec.memory_mb), fresh,
+                                          moving_from=lost)
+        if node_id is None:
+            now = await self._store.placement(spec.sandbox_id)
+            self._where.pop(spec.sandbox_id, None)
+            if now is None or now.node_id != lost:
+                raise NodeUnreachable(f"sandbox {spec.sandbox_id} was moved or removed "
+                                      "meanwhile; try again")
+            raise NoCapacity(f"sandbox {spec.sandbox_id}'s node {lost} is lost and no other "
+                             f"node has {spec.memory_mb} MiB of memory left; try again later")
+        self._where[spec.sandbox_id] = node_id
+        self._placed(node_id, spec.memory_mb)
+        try:
+            node = await self._node_of(spec.sandbox_id)
+            made = await node.take_over(spec, memory=memory)
+        except BaseException as exc:
+            self._placed(node_id, -spec.memory_mb)
+            self._where[spec.sandbox_id] = lost
+            await self._store.record_placement(dataclasses.replace(placement, node_id=lost))
+            if isinstance(exc, CheckpointNotFound):
+                raise NodeUnreachable(
+                    f"sandbox {spec.sandbox_id}'s node {lost} is lost and its paused state "
+                    "is not on storage the nodes share: it resumes when its node is back"
+                ) from exc
+            raise
+        log.warning("sandbox %s moved from lost node %s to node %s", spec.sandbox_id, lost,
+                    node_id)
+        self._tell([spec.sandbox_id], moved=True)
+        return made
+
+    def _tell(self, sandbox_ids: Sequence[str], *, moved: bool) -> None:
+        """Tell the watcher off the caller's path (it may write events)."""
+        if self._watcher is None:
+            return
+        task = asyncio.create_task(self._watcher(sandbox_ids, True, moved=moved))
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
 
     async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
                          memory: bool) -> CheckpointInfo:

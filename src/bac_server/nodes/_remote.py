@@ -134,6 +134,11 @@ class RemoteNode:
             "POST", "/v1/wake", long=True,
             body={"spec": wire.SPEC.dump_python(spec, mode="json"), "memory": memory}))
 
+    async def take_over(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
+        return wire.ENDPOINT.validate_python(await self._call(
+            "POST", "/v1/take-over", long=True,
+            body={"spec": wire.SPEC.dump_python(spec, mode="json"), "memory": memory}))
+
     async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
                          memory: bool) -> CheckpointInfo:
         return wire.CHECKPOINT.validate_python(await self._call(

@@ -88,10 +88,12 @@ class NodeStore(Protocol):
         ...
 
     async def place(self, placement: Placement, choose: Chooser,
-                    fresh_since: datetime) -> str | None:
+                    fresh_since: datetime, *, moving_from: str | None = None) -> str | None:
         """Under the nodes' lock: the active nodes beating since ``fresh_since``, each
         with what is placed on it, to ``choose``; the placement inserted on the node it
-        picks, returned (None: it picked none, nothing inserted)."""
+        picks, returned (None: it picked none, nothing inserted). ``moving_from``: the
+        object is placed on that node now, and moves only if it still is (None, nothing
+        changed, if another move or a removal came first)."""
         ...
 
     async def loads(self, fresh_since: datetime) -> list[NodeLoad]:

@@ -3,11 +3,13 @@ API replicas on the host, one PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2b import Sandbox
 
 sys.path.insert(0, str(Path(__file__).parents[2]))
 sys.path.insert(0, str(Path(__file__).parents[2] / "compat"))
@@ -38,3 +40,13 @@ def cluster(postgres: Postgres) -> Iterator[Cluster]:
             made.add_replica(BAC_NODE_SWEEP_S="1")
         made.create_key("multi")
         yield made
+
+
+@pytest.fixture
+def sandboxes(cluster: Cluster) -> Iterator[list[Sandbox]]:
+    """Sandboxes a test made: killed after it, whatever became of them."""
+    made: list[Sandbox] = []
+    yield made
+    for sbx in made:
+        with contextlib.suppress(Exception):
+            sbx.kill()

@@ -9,54 +9,20 @@ from __future__ import annotations
 import collections
 import socket
 import subprocess
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from e2b import Sandbox, SandboxState
-from multinode import RPC_PORT, TUNNEL_PORT, Cluster
+from multinode import RPC_PORT, TUNNEL_PORT, Cluster, wait_health
 
 pytestmark = pytest.mark.root
-
-
-def _opts(cluster: Cluster, replica: int = 0) -> dict[str, str]:
-    url = cluster.replicas[replica].url
-    return {"api_key": cluster.keys[0], "api_url": url, "sandbox_url": url}
-
-
-def _placements(cluster: Cluster) -> dict[str, str]:
-    """sandbox id -> node id, as the API replicas find them."""
-    import asyncio
-
-    from bac_server.store.key_file import load_sealer
-    from bac_server.store.sql import SqlStore
-
-    async def read() -> dict[str, str]:
-        store = await SqlStore.open(cluster.database_url, load_sealer(cluster.key_file))
-        try:
-            return {p.object_id: p.node_id for p in await store.nodes.placements()}
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
-@pytest.fixture
-def sandboxes(cluster: Cluster) -> Iterator[list[Sandbox]]:
-    made: list[Sandbox] = []
-    yield made
-    for sbx in made:
-        try:
-            sbx.kill()
-        except Exception:
-            pass
 
 
 def test_creates_are_spread_and_every_call_reaches_its_node(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
     for n in range(6):
-        sandboxes.append(Sandbox.create(timeout=120, envs={"WHO": f"s{n}"}, **_opts(cluster)))
-    placed = _placements(cluster)
+        sandboxes.append(Sandbox.create(timeout=120, envs={"WHO": f"s{n}"}, **cluster.opts()))
+    placed = cluster.placements()
     nodes = [placed[s.sandbox_id] for s in sandboxes]
     # Spread: every node took some, none most (the same memory each: the one with the
     # most left takes the next; the guess a create is sent on may lag a refresh behind).
@@ -87,7 +53,7 @@ def test_creates_are_spread_and_every_call_reaches_its_node(
 
 def test_the_host_cannot_reach_a_sandbox_but_its_traffic_arrives(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
-    sbx = Sandbox.create(timeout=120, **_opts(cluster))
+    sbx = Sandbox.create(timeout=120, **cluster.opts())
     sandboxes.append(sbx)
     address = sbx.commands.run("ip -4 -o addr show eth0").stdout.split()[3].split("/")[0]
     # Its address exists on its node only: from the replica's machine nothing answers.
@@ -111,13 +77,13 @@ def test_the_host_cannot_reach_a_sandbox_but_its_traffic_arrives(
 
 def test_pause_resume_and_a_network_change_happen_on_the_node(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
-    sbx = Sandbox.create(timeout=120, **_opts(cluster))
+    sbx = Sandbox.create(timeout=120, **cluster.opts())
     sandboxes.append(sbx)
     sbx.commands.run("sleep 600", background=True)
     sbx.files.write("/home/user/kept.txt", "kept")
     sbx.beta_pause()
-    assert Sandbox.get_info(sbx.sandbox_id, **_opts(cluster)).state is SandboxState.PAUSED
-    back = Sandbox.connect(sbx.sandbox_id, **_opts(cluster))
+    assert Sandbox.get_info(sbx.sandbox_id, **cluster.opts()).state is SandboxState.PAUSED
+    back = Sandbox.connect(sbx.sandbox_id, **cluster.opts())
     assert back.files.read("/home/user/kept.txt") == "kept"
     assert "sleep 600" in back.commands.run("ps -eo args").stdout
     # A policy change: answered once the node's firewall took it (its counters come from
@@ -151,10 +117,10 @@ def _raw(address: str, port: int, request: bytes) -> bytes:
 
 def test_the_agent_refuses_whoever_lacks_the_node_token(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
-    sbx = Sandbox.create(timeout=120, **_opts(cluster))
+    sbx = Sandbox.create(timeout=120, **cluster.opts())
     sandboxes.append(sbx)
     node = cluster.nodes[[f"node-{n.index}" for n in cluster.nodes].index(
-        _placements(cluster)[sbx.sandbox_id])]
+        cluster.placements()[sbx.sandbox_id])]
     good = f"Proxy-Authorization: Bearer {cluster.token}\r\n".encode()
     wrong = b"Proxy-Authorization: Bearer " + b"x" * 48 + b"\r\n"
 
@@ -188,9 +154,9 @@ def test_a_node_killed_is_reported_lost_and_comes_back(
         cluster: Cluster, sandboxes: list[Sandbox], request: pytest.FixtureRequest) -> None:
     placed: dict[str, Sandbox] = {}
     while "node-3" not in placed or len(placed) < 2:
-        sbx = Sandbox.create(timeout=300, **_opts(cluster))
+        sbx = Sandbox.create(timeout=300, **cluster.opts())
         sandboxes.append(sbx)
-        placed[_placements(cluster)[sbx.sandbox_id]] = sbx
+        placed[cluster.placements()[sbx.sandbox_id]] = sbx
     on3 = placed["node-3"]
     elsewhere = next(s for node, s in placed.items() if node != "node-3")
     on3.commands.run("echo before > /home/user/state")
@@ -199,7 +165,7 @@ def test_a_node_killed_is_reported_lost_and_comes_back(
     api = httpx.Client(base_url=cluster.replicas[0].url,
                        headers={"X-API-KEY": cluster.keys[0]}, timeout=30)
     request.addfinalizer(api.close)
-    lost = _wait_health(api, on3.sandbox_id, "lost")
+    lost = wait_health(api, on3.sandbox_id, "lost")
     assert lost["state"] == "running"
     # The other nodes' sandboxes are unaffected.
     assert api.get(f"/sandboxes/{elsewhere.sandbox_id}").json()["health"] == "healthy"
@@ -208,33 +174,22 @@ def test_a_node_killed_is_reported_lost_and_comes_back(
                      params={"kind": "unhealthy"}).json()["events"]
     assert [e["fields"].get("reason") for e in events] == ["node_lost"]
     # A create meanwhile goes to the nodes that answer.
-    fresh = Sandbox.create(timeout=120, **_opts(cluster))
+    fresh = Sandbox.create(timeout=120, **cluster.opts())
     sandboxes.append(fresh)
-    assert _placements(cluster)[fresh.sandbox_id] != "node-3"
+    assert cluster.placements()[fresh.sandbox_id] != "node-3"
     node.start()  # the same node (its id kept), which takes its sandboxes back
-    _wait_health(api, on3.sandbox_id, "healthy")
+    wait_health(api, on3.sandbox_id, "healthy")
     assert on3.commands.run("cat /home/user/state").stdout == "before\n"
-
-
-def _wait_health(api: httpx.Client, sandbox_id: str, health: str) -> dict[str, object]:
-    """The sandbox's detail once its health is ``health`` (the replica reads the nodes every
-    second and marks one lost after 4 s of silence: well within this bound)."""
-    for _ in range(600):
-        detail: dict[str, object] = api.get(f"/sandboxes/{sandbox_id}").json()
-        if detail.get("health") == health:
-            return detail
-        subprocess.run(["sleep", "0.05"], check=True)
-    raise AssertionError(f"{sandbox_id} never became {health}: {detail}")
 
 
 def test_a_restarted_replica_takes_every_sandbox_back(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
     for _ in range(3):
-        sandboxes.append(Sandbox.create(timeout=300, **_opts(cluster)))
+        sandboxes.append(Sandbox.create(timeout=300, **cluster.opts()))
     replica = cluster.replicas[0]
     replica.kill9()
     replica.start()
-    listed = {s.sandbox_id for s in Sandbox.list(**_opts(cluster)).next_items()}
+    listed = {s.sandbox_id for s in Sandbox.list(**cluster.opts()).next_items()}
     assert {s.sandbox_id for s in sandboxes} <= listed
     for sbx in sandboxes:
         assert sbx.commands.run("echo back").stdout == "back\n"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -42,17 +42,6 @@ def _until(what: str, check: Callable[[], bool], bound: int = 600) -> None:
 def _state(api: httpx.Client, sandbox_id: str) -> str | None:
     answer = api.get(f"/sandboxes/{sandbox_id}")
     return None if answer.status_code == 404 else str(answer.json()["state"])
-
-
-@pytest.fixture
-def sandboxes(cluster: Cluster) -> Iterator[list[Sandbox]]:
-    made: list[Sandbox] = []
-    yield made
-    for sbx in made:
-        try:
-            sbx.kill()
-        except Exception:
-            pass
 
 
 def test_a_sandbox_made_through_one_replica_is_driven_through_the_other(

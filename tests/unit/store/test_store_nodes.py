@@ -107,6 +107,32 @@ async def test_concurrent_placements_never_overfill_a_node(database_url: str) ->
         await two.close()
 
 
+async def test_a_move_happens_once_and_only_from_the_node_named(database_url: str) -> None:
+    """Two replicas moving one sandbox off a lost node at once: one moves it, the other
+    finds it moved; a move from a node it is not on changes nothing."""
+    one = await SqlStore.open(database_url, SEALER)
+    two = await SqlStore.open(database_url, SEALER)
+    try:
+        for node_id in ("a", "b", "c"):
+            await one.nodes.register_node(_node(node_id))
+        await one.nodes.record_placement(Placement("s1", PlacedKind.SANDBOX, "a", 2, 1024))
+        await one.nodes.set_node_state("a", NodeState.LOST)
+        moves = await asyncio.gather(*(
+            store.nodes.place(_sandbox("s1"), spread(1024), NOW, moving_from="a")
+            for store in (one, two)))
+        assert sorted(moves, key=str) == [None, "b"]
+        assert (await one.nodes.placement("s1")) == Placement(
+            "s1", PlacedKind.SANDBOX, "b", 2, 1024)
+        assert await one.nodes.place(_sandbox("s1"), spread(1024), NOW,
+                                     moving_from="a") is None
+        assert await one.nodes.place(_sandbox("gone"), spread(1024), NOW,
+                                     moving_from="a") is None
+        assert await one.nodes.placement("gone") is None
+    finally:
+        await one.close()
+        await two.close()
+
+
 def test_spread_prefers_room_then_fewer_sandboxes_then_the_id() -> None:
     def load(node_id: str, memory: int, placed_mb: int, count: int) -> NodeLoad:
         return NodeLoad(node=_node(node_id, memory_mb=memory), vcpus_placed=0,

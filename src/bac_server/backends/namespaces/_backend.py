@@ -33,6 +33,7 @@ from pathlib import Path
 
 from bac_server.backends.base import (
     BuildStep,
+    CheckpointFailed,
     CheckpointInfo,
     OutputCallback,
     ResourceUsage,
@@ -50,7 +51,14 @@ from bac_server.host import enable_ksm
 
 from ._config import NamespaceConfig
 from .build import run_build_step
-from .checkpoint import Checkpointer, Flusher, Suspender, bundles_in_use, prepare_checkpoints
+from .checkpoint import (
+    Checkpointer,
+    Flusher,
+    Handover,
+    Suspender,
+    bundles_in_use,
+    prepare_checkpoints,
+)
 from .envd import Progress
 from .network import AddressPool, Egress
 from .pool import CLOSE_BOUND_S, ReadyPool, take_start_snapshot
@@ -140,7 +148,9 @@ class NamespaceBackend:
         slots = SlotTable(ctx, records, self._tasks)
         slots.traces.sink = self._trace_sink
         await slots.open_traces()
-        suspender = Suspender(slots, criu, self._flusher, self._tasks)
+        handover = Handover(ctx, self._tasks)
+        await off_loop(handover.sweep)
+        suspender = Suspender(slots, criu, self._flusher, self._tasks, handover)
         await suspender.reattached(records.values())
         checkpointer = Checkpointer(slots, suspender, self._flusher)
         pool = ReadyPool(slots, checkpointer, size=cfg.pool_size,
@@ -176,6 +186,11 @@ class NamespaceBackend:
         gone = await parts.slots.destroy(sandbox_id)
         if gone is not None:
             parts.suspender.forget(gone)
+            try:
+                await parts.suspender.handover.withdraw(sandbox_id, gone)
+            except CheckpointFailed as exc:
+                _log.warning("sandbox %s is gone, its export stays on the shared storage "
+                             "(swept by no node): %s", sandbox_id, exc)
 
     async def status(self, sandbox_id: str) -> SandboxStatus:
         return (await self._started()).slots.status(sandbox_id)
@@ -227,6 +242,9 @@ class NamespaceBackend:
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
         return await (await self._started()).suspender.wake(spec, memory=memory)
+
+    async def take_over(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
+        return await (await self._started()).checkpointer.take_over(spec, memory=memory)
 
     async def checkpoint(self, sandbox_id: str, checkpoint_id: str, *,
                          memory: bool) -> CheckpointInfo:

@@ -70,6 +70,10 @@ class NamespaceConfig:
     # Another data dir whose envd bundles are linked here rather than rebuilt (the one a
     # shared templates dir belongs to); None: every bundle is built in data_dir.
     shared_dir: Path | None = None
+    # Storage every node mounts at this same path, where a suspended sandbox's state is
+    # exported for another node to take it over (``checkpoint._handover``); None: a
+    # paused sandbox resumes only here.
+    handover_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.pool_size < 0 or self.start_snapshot_pool_size < 0 or self.pool_max < 0 \

@@ -105,9 +105,11 @@ class HealthWatch:
             if sbx.health is Health.HEALTHY and now - since >= self.settings.unhealthy_after_s:
                 await self._change(sbx, Health.UNHEALTHY, now - since)
 
-    async def nodes_changed(self, sandbox_ids: Sequence[str], reachable: bool) -> None:
-        """Their node was marked lost (``reachable`` False) or beats again: each sandbox
-        of them this plane holds is lost, or healthy again (its checks start afresh)."""
+    async def nodes_changed(self, sandbox_ids: Sequence[str], reachable: bool, *,
+                            moved: bool = False) -> None:
+        """Their node was marked lost (``reachable`` False) or beats again, or (``moved``)
+        they were resumed on another node: each sandbox of them this plane holds is lost,
+        or healthy again (its checks start afresh)."""
         for sandbox_id in sandbox_ids:
             sbx = self._registry.get(sandbox_id)
             if sbx is None:
@@ -116,15 +118,19 @@ class HealthWatch:
             if not reachable and sbx.health is not Health.LOST:
                 await self._change(sbx, Health.LOST, 0.0)
             elif reachable and sbx.health is Health.LOST:
-                await self._change(sbx, Health.HEALTHY, 0.0)
+                await self._change(sbx, Health.HEALTHY, 0.0, moved=moved)
 
-    async def _change(self, sbx: LiveSandbox, health: Health, silent_s: float) -> None:
+    async def _change(self, sbx: LiveSandbox, health: Health, silent_s: float, *,
+                      moved: bool = False) -> None:
         before, sbx.health = sbx.health, health
         if health is Health.LOST:
             record = event(
                 sbx.sandbox_id, sbx.team_id, EventKind.UNHEALTHY,
                 "its node stopped answering: the sandbox may still run there, but nothing "
                 "reaches it until the node is back", level="error", reason="node_lost")
+        elif before is Health.LOST and moved:
+            record = event(sbx.sandbox_id, sbx.team_id, EventKind.HEALTHY,
+                           "resumed on another node (its own is lost)", reason="node_moved")
         elif before is Health.LOST:
             record = event(sbx.sandbox_id, sbx.team_id, EventKind.HEALTHY,
                            "its node answers again", reason="node_back")

@@ -116,12 +116,17 @@ class SqlNodes:
         return sorted(r.node_id for r in rows)
 
     async def place(self, placement: Placement, choose: Chooser,
-                    fresh_since: datetime) -> str | None:
+                    fresh_since: datetime, *, moving_from: str | None = None) -> str | None:
         async with self._engine.begin() as conn:
             await serialize(conn, "nodes")
             if conn.dialect.name == "sqlite":
                 # Take SQLite's write lock before reading (see the module's docstring).
                 await conn.execute(sa.update(t.nodes).where(sa.false()).values(sandboxes=0))
+            if moving_from is not None:
+                now_on = (await conn.execute(sa.select(_p.node_id).where(
+                    _p.object_id == placement.object_id))).scalar()
+                if now_on != moving_from:
+                    return None
             loads = await _loads(conn, fresh_since)
             if not loads:
                 return None

@@ -13,7 +13,9 @@ once. A checkpoint reaches the disk in the background once published (``_durable
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from pathlib import Path
 
 from bac_server.backends.base import (
     CheckpointFailed,
@@ -121,6 +123,7 @@ class Checkpointer:
         meta = stored.meta()
         async with self._suspender.working(spec.sandbox_id):
             record = self._slots.record(spec.sandbox_id)
+            await self._suspender.handover.withdraw(spec.sandbox_id, record)
             self._suspender.drop_flush(spec.sandbox_id)
             await stop_processes(ctx, record)
             await release_suspend_lock(ctx, record)
@@ -144,6 +147,34 @@ class Checkpointer:
                           source_token: str | None) -> SandboxEndpoint:
         return await self._slots.start(
             spec.sandbox_id, lambda: self.copy(spec, checkpoint_id, source_token=source_token))
+
+    async def take_over(self, spec: SandboxSpec, *, memory: bool) -> SandboxEndpoint:
+        """Start here the suspended sandbox ``spec`` that another node exported to the
+        shared storage (``_handover``), as its wake there would have: with its memory
+        unless ``memory`` is False (then afresh on its files), its address this node's,
+        its connections to the outside closed. ``CheckpointNotFound``: no complete
+        export of it is there."""
+        return await self._slots.start(spec.sandbox_id,
+                                       lambda: self._taken_over(spec, memory=memory))
+
+    async def _taken_over(self, spec: SandboxSpec, *, memory: bool) -> SlotRecord:
+        ctx = self._ctx
+        async with self._suspender.handover.take(spec.sandbox_id) as stored:
+            meta = await off_loop(stored.meta)
+            template = template_of(meta, spec.template)
+            bundle = await ctx.envd_bundle(template)
+            memory = meta.memory and memory
+            if memory and bundle.name != Path(meta.envd_bundle).name:
+                # The restored envd maps its bundle's files: they must be the same.
+                raise CheckpointFailed(
+                    f"sandbox {spec.sandbox_id} ran envd bundle {Path(meta.envd_bundle).name}"
+                    f", this node has {bundle.name} (another Bac version): it can only be "
+                    "woken without its memory here")
+            meta = dataclasses.replace(meta, envd_bundle=str(bundle), memory=memory)
+            criu = self._suspender.need_criu() if meta.memory else None
+            with self._flusher.busy():
+                return await start_copy(ctx, criu, stored, meta, spec,
+                                        source_token=spec.envd_access_token)
 
     async def copy(self, spec: SandboxSpec, checkpoint_id: str, *,
                    source_token: str | None, often: bool = False) -> SlotRecord:

@@ -29,6 +29,7 @@ from bac_server.cancel_safe import off_loop, to_the_end
 from bac_server.host import write_private
 
 from ..slots import (
+    ENVD_MOUNT,
     Context,
     Limits,
     SlotRecord,
@@ -52,9 +53,12 @@ from .criu import Criu, Images, restore, thaw
 
 
 def _config_for_slot(config: dict[str, Any], *, slot_root: Path, netns: str,
-                    cgroup_path: str, hostname: str, resources: dict[str, Any]) -> None:
+                    cgroup_path: str, hostname: str, resources: dict[str, Any],
+                    envd_bundle: str) -> None:
     """Point a config taken from another slot (a checkpoint's) at this slot: every path
-    inside the other slot's directory (rootfs, the files bound over /etc) moves here."""
+    inside the other slot's directory (rootfs, the files bound over /etc) moves here, and
+    envd's bundle is this host's (the same bundle, under this data dir: a sandbox taken
+    over from another node)."""
     old_root = Path(config["root"]["path"]).parent
 
     def moved(path: str) -> str:
@@ -67,6 +71,8 @@ def _config_for_slot(config: dict[str, Any], *, slot_root: Path, netns: str,
     config["hostname"] = hostname
     for entry in config["mounts"]:
         entry["source"] = moved(entry["source"])
+        if entry.get("destination") == ENVD_MOUNT:
+            entry["source"] = envd_bundle
     linux = config["linux"]
     for ns in linux["namespaces"]:
         if ns["type"] == "network":
@@ -146,7 +152,7 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
         config = stored.oci_config()
         _config_for_slot(config, slot_root=paths.root, netns=netns,
                         cgroup_path=record.cgroup_path, hostname=hostname,
-                        resources=limits.resources())
+                        resources=limits.resources(), envd_bundle=record.envd_bundle)
         await off_loop(lambda: write_private(paths.config, json.dumps(config)))
         await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"))
         if ctx.cgroups.is_frozen(record.cgroup_path):

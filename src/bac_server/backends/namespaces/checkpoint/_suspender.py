@@ -46,6 +46,7 @@ from ..slots import (
 from ..volumes import rebind
 from . import _discard, _stored
 from ._durable import Flusher
+from ._handover import Handover
 from .criu import (
     Criu,
     Images,
@@ -97,13 +98,14 @@ def _flush_name(sandbox_id: str) -> str:
 
 class Suspender:
     def __init__(self, slots: SlotTable, criu: Criu | None, flusher: Flusher,
-                 tasks: set[asyncio.Future[None]]) -> None:
+                 tasks: set[asyncio.Future[None]], handover: Handover) -> None:
         # ``tasks``: where the backend keeps work that its close() waits for (bounded).
         self.criu = criu
         self._slots = slots
         self._ctx = slots.ctx
         self._flusher = flusher
         self._tasks = tasks
+        self.handover = handover
 
     @property
     def memory_checkpoints(self) -> bool:
@@ -230,6 +232,9 @@ class Suspender:
             # The images, the record and the sandbox's files (the overlay's upper).
             self._flusher.request(_flush_name(sandbox_id), paths.root / "suspend",
                                   paths.root, paths.layer / "upper")
+            # And for another node, when nodes share storage (``_handover``).
+            self.handover.export(sandbox_id, record,
+                                 suspend_images(ctx, record).images if memory else None)
         return written
 
     async def wake(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
@@ -242,6 +247,8 @@ class Suspender:
             if record.phase is SlotPhase.PAUSED and record.paused_to is PauseKind.FREEZER:
                 thaw(ctx, record)
             elif suspended:
+                # Before anything runs: no other node may take this state over after.
+                await self.handover.withdraw(spec.sandbox_id, record)
                 if memory and record.paused_to is PauseKind.DISK:
                     await self.restore_in_place(record, where)
                 else:

@@ -44,7 +44,7 @@ from ._launch import (
     start_slot,
 )
 from ._layers_in_use import layers_in_use
-from ._ocispec import NOFILE_LIMIT, Limits, SandboxPlan, build_config
+from ._ocispec import ENVD_MOUNT, NOFILE_LIMIT, Limits, SandboxPlan, build_config
 from ._process import become_subreaper, is_alive, owner_token, reap_if_child, start_time
 from ._record import SlotPaths, SlotPhase, SlotRecord, save_record
 from ._recovery import recover, restore_egress
@@ -62,6 +62,7 @@ from ._teardown import kill_processes, stop_processes, undo_after_failure
 from ._validate import check_resources, pids_for, validate
 
 __all__ = [
+    "ENVD_MOUNT",
     "LOCK_MARKER",
     "NOFILE_LIMIT",
     "CgroupTree",

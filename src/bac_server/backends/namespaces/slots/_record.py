@@ -81,6 +81,9 @@ class SlotRecord:
     # Volumes bound into the sandbox, [host directory, path inside] (``volumes._attach``):
     # bound again when its processes start afresh.
     volumes: list[list[str]] = field(default_factory=list)
+    # The name of the suspended sandbox's export on the shared storage, while it has one
+    # (``checkpoint._handover``).
+    handover: str | None = None
 
     @property
     def layer_stack(self) -> tuple[Path, ...]:
