@@ -256,6 +256,22 @@ def test_the_template_root_is_one_claim_mounted_alike_by_api_replicas_and_nodes(
     assert "bac-uploads" not in _claims(_pod(_one("DaemonSet", NODE))).values()
 
 
+def test_paused_sandboxes_state_is_one_claim_every_node_mounts_where_it_says() -> None:
+    """Another node takes a paused sandbox over from the storage its node exported it to:
+    one ReadWriteMany claim, mounted read-write in the node agents at the path their
+    BAC_NODE_HANDOVER_DIR names; the API replicas have nothing of it."""
+    claims = {d["metadata"]["name"]: d for d in _all_docs()
+              if d["kind"] == "PersistentVolumeClaim"}
+    assert claims["bac-handover"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    pod = _pod(_one("DaemonSet", NODE))
+    (container,) = pod["containers"]
+    by_claim = {claim: name for name, claim in _claims(pod).items()}
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == by_claim["bac-handover"]]
+    assert not mount.get("readOnly", False) and "subPath" not in mount
+    assert mount["mountPath"] == _setting(container, "BAC_NODE_HANDOVER_DIR")
+    assert "bac-handover" not in _claims(_pod(_one("Deployment", API))).values()
+
+
 def test_the_artefacts_name_only_settings_that_exist() -> None:
     """A misspelt BAC_* variable would be ignored without a word: every one named in
     deploy/ is a setting of the server's (ServerConfig reads BAC_<FIELD>)."""
