@@ -25,7 +25,9 @@ import httpx
 class Dialer(Protocol):
     async def dial(self, sandbox_id: str, address: str, port: int) -> socket.socket:
         """A connected, non-blocking socket to ``port`` of the sandbox (whose address, on
-        the machine that holds it, is ``address``). ``OSError`` when none opens."""
+        the machine that holds it, is ``address``), with ``TCP_NODELAY`` set (requests
+        and answers are small and must not wait for each other). ``OSError`` when none
+        opens."""
         ...
 
 

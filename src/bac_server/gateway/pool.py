@@ -10,7 +10,6 @@ waiting for the sandbox's sockets to time out.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -84,9 +83,6 @@ class Pool:
                 reader, writer = await open_dialed(self._dialer, *key, limit=1 << 20)
         except TimeoutError as exc:
             raise ConnectionRefusedError(f"connecting to port {key[2]} timed out") from exc
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Upstream(key, reader, writer)
         self._open[key[0]].add(conn)
         conn.on_close = self._forget

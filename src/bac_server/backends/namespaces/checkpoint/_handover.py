@@ -56,6 +56,7 @@ _ARCHIVE = "upper.tar"
 # whiteouts (character devices 0:0), ``trusted.overlay.*`` and security attributes,
 # holes in sparse files.
 _TAR_KEEP = ("--xattrs", "--xattrs-include=*", "--numeric-owner", "--sparse")
+EXPORTS_AT_ONCE = 2
 
 
 async def _run(*argv: str) -> None:
@@ -99,6 +100,9 @@ class Handover:
         self.root = ctx.config.handover_dir
         self._tasks = tasks
         self._exports: dict[str, asyncio.Task[None]] = {}  # sandbox id -> its export
+        # Exports at once: a fleet pause suspends hundreds; their copies queue here rather
+        # than compete for the disk and the network all together.
+        self._copying = asyncio.Semaphore(EXPORTS_AT_ONCE)
 
     @property
     def enabled(self) -> bool:
@@ -149,12 +153,18 @@ class Handover:
 
     async def _export(self, sandbox_id: str, record: SlotRecord, name: str,
                       images: Path | None) -> None:
-        ctx = self._ctx
-        paths = ctx.paths(record.slot)
-        memory = images is not None
         began = time.monotonic()
         home = self._dir(sandbox_id)
         work = home / (name + _PARTIAL)
+        async with self._copying:
+            await self._write(sandbox_id, record, name, images, home, work)
+        _log.debug("sandbox %s exported for another node in %.0f ms", sandbox_id,
+                   (time.monotonic() - began) * 1000)
+
+    async def _write(self, sandbox_id: str, record: SlotRecord, name: str,
+                     images: Path | None, home: Path, work: Path) -> None:
+        paths = self._ctx.paths(record.slot)
+        memory = images is not None
 
         def fresh() -> None:
             home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -186,14 +196,6 @@ class Handover:
         except BaseException:
             await off_loop(lambda: remove_tree(work))
             raise
-        _log.debug("sandbox %s exported for another node in %.0f ms", sandbox_id,
-                   (time.monotonic() - began) * 1000)
-
-    async def exported(self, sandbox_id: str) -> None:
-        """Wait for the sandbox's export in progress, if any (tests, ``close``)."""
-        task = self._exports.get(sandbox_id)
-        if task is not None:
-            await asyncio.gather(task, return_exceptions=True)
 
     async def withdraw(self, sandbox_id: str, record: SlotRecord) -> None:
         """The sandbox runs again here, or is gone: stop its export and retire it before
