@@ -186,8 +186,10 @@ class Cluster:
         return node
 
     def add_replica(self, **extra_env: str) -> ServerProcess:
+        # The replicas share what they keep of their own: artefacts' bytes.
         replica = ServerProcess(fresh_data_dir(f"api{len(self.replicas) + 1}"),
                                 extra_env={**self.shared_env(), "BAC_ROLE": "api",
+                                           "BAC_ARTEFACTS_DIR": str(self.root / "artefacts"),
                                            **extra_env})
         self.replicas.append(replica)
         replica.start()

@@ -87,6 +87,7 @@ def limits_of(config: ServerConfig) -> Limits:
         max_key_bytes=config.max_key_bytes,
         max_value_bytes=config.max_value_bytes,
         max_checkpoint_bytes_per_team=config.checkpoint_quota_mb * 1024 * 1024,
+        min_checkpoint_interval_s=config.min_checkpoint_interval_s,
         team_default_timeouts=team_timeouts(config.team_timeouts),
         idle_after_s=config.idle_pause_s,
         idle_after_no_end_s=config.idle_pause_no_end_s,
@@ -359,7 +360,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             usage_flush_s=config.usage_flush_s,
             span_export=spans,
             artefact_store=store.artefacts,
-            artefacts_dir=config.data_dir / "artefacts",
+            artefacts_dir=config.artefacts_root,
             secret_store=store.secrets,
             artefact_settings=ArtefactSettings(
                 quota_bytes=config.artefact_quota_mb << 20,

@@ -43,6 +43,9 @@ class ServerConfig:
     data_dir: Path = Path("/var/lib/bac")
     # Where built templates live; None means inside ``data_dir`` (tests share one).
     templates_dir: Path | None = None
+    # Where promoted artefacts' bytes live; None means ``<data_dir>/artefacts``. Several
+    # API replicas share one (docs/scale-out.md).
+    artefacts_dir: Path | None = None
     # Base domain for sandbox host names ``{port}-{sandboxId}.{domain}``.
     domain: str = "localhost"
     # Where the MCP endpoint's tools (``/mcp``, docs/agents.md) reach this server's own API,
@@ -146,6 +149,8 @@ class ServerConfig:
     runtime: str = "auto"
     # Disk all of a team's checkpoints and snapshots may use, MiB (0: no limit).
     checkpoint_quota_mb: int = 20_480
+    # Scheduled checkpoints: the shortest interval a schedule may ask for, seconds.
+    min_checkpoint_interval_s: int = 60
     # Templates whose pool is kept warm (comma-separated ids or aliases).
     warm_templates: str = "base"
     # Resolvers the sandboxes' DNS forwarder asks, comma-separated IPv4 addresses
@@ -260,6 +265,8 @@ class ServerConfig:
                                 or self.node_token.strip() != self.node_token):
             raise ConfigError("BAC_NODE_TOKEN must be at least 32 printable characters "
                               "without surrounding spaces (e.g. `openssl rand -hex 32`)")
+        if self.min_checkpoint_interval_s < 1:
+            raise ConfigError("BAC_MIN_CHECKPOINT_INTERVAL_S must be at least 1")
         if self.node_handover_dir and not Path(self.node_handover_dir).is_absolute():
             raise ConfigError("BAC_NODE_HANDOVER_DIR must be an absolute path (the same on "
                               "every node)")
@@ -342,6 +349,11 @@ class ServerConfig:
     @property
     def template_root(self) -> Path:
         return self.templates_dir if self.templates_dir is not None else self.data_dir
+
+    @property
+    def artefacts_root(self) -> Path:
+        return self.artefacts_dir if self.artefacts_dir is not None \
+            else self.data_dir / "artefacts"
 
     @property
     def store_url(self) -> str:

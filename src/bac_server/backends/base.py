@@ -485,10 +485,11 @@ class StartSnapshotter(Protocol):
 # those sandboxes is lost (False) or back (True).
 class NodeWatcher(Protocol):
     """Told which sandboxes became unreachable (``reachable`` False: their node is lost)
-    or reachable again (their node is back, or ``moved``: resumed on another node)."""
+    or reachable again: their node is back, or ``moved``, resumed on another node (by
+    this process when ``mover``, which then says so once for all; else found moved)."""
 
     async def __call__(self, sandbox_ids: Sequence[str], reachable: bool, *,
-                       moved: bool = False) -> None: ...
+                       moved: bool = False, mover: bool = False) -> None: ...
 
 
 @runtime_checkable

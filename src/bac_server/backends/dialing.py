@@ -7,18 +7,22 @@ every part that talks to a sandbox (the gateway, the health watch, Mission Contr
 envd calls) dials through :func:`dialer_of`'s answer, never with its own connect.
 
 :func:`dialed_transport` gives httpx clients the same path (an ``httpx`` transport whose
-connections are dialed), so a client built on it reaches a sandbox wherever it runs.
+connections are dialed), so a client built on it reaches a sandbox wherever it runs;
+:func:`connect_client` gives it to the generated Connect clients (their ``http_client``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
+from collections.abc import AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
 import httpcore
 import httpx
+import pyqwest
 
 
 @runtime_checkable
@@ -167,3 +171,49 @@ def dialed_transport(dialer: Dialer, sandbox_id: str) -> httpx.AsyncBaseTranspor
         return httpx.AsyncHTTPTransport()
     return _DialedTransport(httpcore.AsyncConnectionPool(
         network_backend=_Backend(dialer, sandbox_id)))
+
+
+class _QwestOverHttpx:
+    """A pyqwest ``Transport``, what the generated Connect clients send through, whose
+    requests go out over an httpx transport (a dialed one). Streams both ways: a
+    request's body as it is given, a response's as it arrives."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+        # The Connect client keeps its own deadline; a stream may last as long as that.
+        self._http = httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(
+            connect=10.0, read=None, write=None, pool=None))
+
+    async def execute(self, request: pyqwest.Request) -> pyqwest.Response:
+        sent = self._http.build_request(request.method, request.url,
+                                        headers=list(request.headers.items()),
+                                        content=request.content)
+        got = await self._http.send(sent, stream=True)
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in got.aiter_raw():
+                    yield chunk
+            finally:
+                await got.aclose()
+
+        return pyqwest.Response(status=got.status_code,
+                                headers=pyqwest.Headers(got.headers.multi_items()),
+                                content=body())
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+@contextlib.asynccontextmanager
+async def connect_client(dialer: Dialer, sandbox_id: str) -> AsyncIterator[pyqwest.Client | None]:
+    """The HTTP client a generated Connect client of the sandbox takes (``http_client``):
+    None for the direct dialer (the Connect client's own, which connects directly), else
+    one whose connections are dialed; closed on exit."""
+    if isinstance(dialer, DirectDialer):
+        yield None
+        return
+    transport = _QwestOverHttpx(dialed_transport(dialer, sandbox_id))
+    try:
+        yield pyqwest.Client(transport)
+    finally:
+        await transport.aclose()

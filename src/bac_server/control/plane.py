@@ -312,7 +312,8 @@ class ControlPlane:
             self.artefacts = Artefacts(
                 artefact_store=artefact_store, sandbox_store=sandbox_store,
                 registry=self.registry, blobs=Blobs(artefacts_dir),
-                settings=artefact_settings, on_logged=self.traces.changes.notify)
+                settings=artefact_settings, on_logged=self.traces.changes.notify,
+                dialer=dialer_of(backend))
         # Volumes (E2B's; docs/volumes-secrets-artefacts.md): None without a store for them.
         self.volumes: Volumes | None = None
         if volume_store is not None:
@@ -339,6 +340,9 @@ class ControlPlane:
                 self.caps.acting = False
                 await self.caps.load()
                 self._caps_task = asyncio.create_task(self._follow_caps(self.replicas))
+            # Mission Control's live figures on this replica until it leads (then the
+            # leader's sampling, which also stores them, replaces this one).
+            self._sampler_task = asyncio.create_task(self.sampler.run(record=False))
             self.replicas.start(self._leadership)
             return report
         await self.templates.start()
@@ -366,6 +370,8 @@ class ControlPlane:
         webhooks, checkpoints' upkeep and schedules."""
         if self._lost_at_start:
             await self.health.nodes_changed(self._lost_at_start, False)
+        if self._sampler_task is not None:
+            self._sampler_task.cancel()
         self._sampler_task = asyncio.create_task(self.sampler.run())
         if self.meter is not None:
             await self.meter.start()

@@ -53,6 +53,9 @@ from ._remote import RemoteNode
 
 log = logging.getLogger(__name__)
 
+# Refreshes between two sweeps for stale copies (``_sweep_stale``).
+STALE_SWEEP_EVERY = 10
+
 class NodeFleet:
     name = "nodes"
     # Every node runs the namespace backend with CRIU (what ``bac node`` checks at start).
@@ -73,6 +76,10 @@ class NodeFleet:
         self._inflight: dict[str, tuple[str, int]] = {}
         self._watcher: NodeWatcher | None = None
         self._telling: set[asyncio.Task[None]] = set()
+        # Sandboxes told unreachable (their node lost): told reachable again when their
+        # node is back or once found placed on another (moved, ``_move``).
+        self._unreachable: set[str] = set()
+        self._stale: set[tuple[str, str]] = set()  # (node, sandbox) seen stale last sweep
         self._sink: TraceSink | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -126,59 +133,80 @@ class NodeFleet:
         for node_id, reachable in changed:
             if reachable:
                 await self._drop_moved(node_id)
-        if self._watcher is not None:
-            for node_id, reachable in changed:
-                ids = [p.object_id for p in await self._store.placements(node_id)
-                       if p.kind is PlacedKind.SANDBOX]
-                if ids:
-                    await self._watcher(ids, reachable)
+            ids = [p.object_id for p in await self._store.placements(node_id)
+                   if p.kind is PlacedKind.SANDBOX]
+            if reachable:
+                self._unreachable.difference_update(ids)
+            else:
+                self._unreachable.update(ids)
+            if ids and self._watcher is not None:
+                await self._watcher(ids, reachable)
 
-    async def _drop_moved(self, node_id: str) -> None:
-        """A node back from lost: destroy its copies of the sandboxes moved meanwhile to
-        another node (suspended here, running there: this copy is stale)."""
+    async def _stale_on(self, node_id: str) -> list[str]:
+        """The sandboxes the node holds that are placed on another node: moved (``_move``)
+        while it was lost, so its copy is stale (suspended here, running there). One
+        not placed anywhere is not among them: it is the leader's orphan sweep's."""
         node = self._nodes.get(node_id)
         if node is None:
-            return
+            return []
         try:
             held = await node.list()
         except NodeUnreachable:
-            return
-        for sandbox_id in held:
-            placed = await self._store.placement(sandbox_id)
-            if placed is None or placed.node_id == node_id:
-                continue  # its own (an unplaced one is the leader's sweep's)
-            log.warning("node %s is back: destroying its stale copy of sandbox %s, moved to "
-                        "node %s", node_id, sandbox_id, placed.node_id)
+            return []
+        placed = {p.object_id: p.node_id for p in await self._store.placements()}
+        return [s for s in held if placed.get(s, node_id) != node_id]
+
+    async def _destroy_stale(self, node_id: str, sandbox_ids: Sequence[str]) -> None:
+        for sandbox_id in sandbox_ids:
+            log.warning("destroying node %s's stale copy of sandbox %s (moved to another "
+                        "node while it was lost)", node_id, sandbox_id)
             try:
-                await node.destroy(sandbox_id)
+                await self._nodes[node_id].destroy(sandbox_id)
             except Exception:
                 log.exception("destroying the stale copy of %s on node %s failed",
                               sandbox_id, node_id)
 
+    async def _drop_moved(self, node_id: str) -> None:
+        """A node back from lost: its stale copies go at once."""
+        await self._destroy_stale(node_id, await self._stale_on(node_id))
+
+    async def _sweep_stale(self) -> None:
+        """What ``_drop_moved`` missed (a node back while no replica ran): stale copies
+        on the active nodes, destroyed when two sweeps in a row find them (a move in
+        progress places the sandbox before its new node has it)."""
+        seen: set[tuple[str, str]] = set()
+        for node_id in list(self._nodes):
+            if self._states.get(node_id) is NodeState.ACTIVE:
+                seen.update((node_id, s) for s in await self._stale_on(node_id))
+        for node_id, sandbox_id in sorted(seen & self._stale):
+            await self._destroy_stale(node_id, [sandbox_id])
+        self._stale = seen - self._stale
+
     async def _follow(self) -> None:
+        beats = 0
         while True:
             await asyncio.sleep(self.heartbeat_s)
+            beats += 1
             try:
                 await self.refresh()
+                if beats % STALE_SWEEP_EVERY == 0:
+                    await self._sweep_stale()
             except Exception:
                 log.exception("reading the nodes failed")
 
     async def _node_of(self, object_id: str, missing: type[Exception] = SandboxNotFound
                        ) -> RemoteNode:
         node_id = self._where.get(object_id)
-        if node_id is not None and self._states.get(node_id) is NodeState.LOST:
-            # Read again: another replica may have moved it (``_move``).
-            placed = await self._store.placement(object_id)
-            if placed is not None and placed.node_id != node_id:
-                self._where[object_id] = placed.node_id
-                if placed.kind is PlacedKind.SANDBOX:
-                    self._tell([object_id], moved=True)
-                node_id = placed.node_id
-        if node_id is None:
+        if node_id is None or self._states.get(node_id) is NodeState.LOST:
+            # Unknown here, or on a lost node: read it (another replica may have moved it).
             placed = await self._store.placement(object_id)
             if placed is None:
+                self._where.pop(object_id, None)
                 raise missing(object_id)
             node_id = self._where[object_id] = placed.node_id
+        if object_id in self._unreachable and self._states.get(node_id) is not NodeState.LOST:
+            self._unreachable.discard(object_id)
+            self._tell([object_id])
         node = self._nodes.get(node_id)
         if node is None:
             await self.refresh()
@@ -377,7 +405,12 @@ class NodeFleet:
         self._where[spec.sandbox_id] = node_id
         self._placed(node_id, spec.memory_mb)
         try:
-            node = await self._node_of(spec.sandbox_id)
+            node = self._nodes.get(node_id)
+            if node is None:  # registered since this replica's last refresh
+                await self.refresh()
+                node = self._nodes.get(node_id)
+                if node is None:
+                    raise NodeUnreachable(f"node {node_id} is not registered")
             made = await node.take_over(spec, memory=memory)
         except BaseException as exc:
             self._placed(node_id, -spec.memory_mb)
@@ -391,14 +424,16 @@ class NodeFleet:
             raise
         log.warning("sandbox %s moved from lost node %s to node %s", spec.sandbox_id, lost,
                     node_id)
-        self._tell([spec.sandbox_id], moved=True)
+        self._unreachable.discard(spec.sandbox_id)
+        self._tell([spec.sandbox_id], mover=True)
         return made
 
-    def _tell(self, sandbox_ids: Sequence[str], *, moved: bool) -> None:
-        """Tell the watcher off the caller's path (it may write events)."""
+    def _tell(self, sandbox_ids: Sequence[str], *, mover: bool = False) -> None:
+        """Tell the watcher, off the caller's path (it may write events), that the
+        sandboxes were moved (by this process when ``mover``)."""
         if self._watcher is None:
             return
-        task = asyncio.create_task(self._watcher(sandbox_ids, True, moved=moved))
+        task = asyncio.create_task(self._watcher(sandbox_ids, True, moved=True, mover=mover))
         self._telling.add(task)
         task.add_done_callback(self._telling.discard)
 

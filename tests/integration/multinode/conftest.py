@@ -37,7 +37,8 @@ def cluster(postgres: Postgres) -> Iterator[Cluster]:
         for _ in range(3):
             made.add_node()
         for _ in range(2):
-            made.add_replica(BAC_NODE_SWEEP_S="1")
+            made.add_replica(BAC_NODE_SWEEP_S="1", BAC_MIN_CHECKPOINT_INTERVAL_S="2",
+                             BAC_METRICS_INTERVAL_S="1")
         made.create_key("multi")
         yield made
 

@@ -88,7 +88,7 @@ def test_a_paused_sandbox_resumes_on_another_node_when_its_own_is_lost(
     assert moved.commands.run("hostname").stdout.strip() == sbx.sandbox_id
     assert _exports(cluster, sbx.sandbox_id) == []  # taken: nobody takes it again
     wait_health(api, sbx.sandbox_id, "healthy")
-    _until("the leader wrote why it is healthy", lambda: [
+    _until("the replica that moved it wrote why it is healthy", lambda: [
         e["fields"].get("reason") for e in api.get(
             f"/sandboxes/{sbx.sandbox_id}/trace", params={"kind": "healthy"}).json()["events"]
     ] == ["node_moved"])

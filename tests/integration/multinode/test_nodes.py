@@ -182,6 +182,28 @@ def test_a_node_killed_is_reported_lost_and_comes_back(
     assert on3.commands.run("cat /home/user/state").stdout == "before\n"
 
 
+def test_an_artefact_promoted_from_a_node_is_read_through_the_other_replica(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    """Promotion reads the sandbox's files through envd, over the node's tunnel (the
+    replica cannot reach the sandbox's address); the bytes go to the artefacts dir the
+    replicas share, so another replica serves them."""
+    sbx = Sandbox.create(timeout=120, **cluster.opts())
+    sandboxes.append(sbx)
+    sbx.commands.run("head -c 300000 /dev/urandom > /home/user/out.bin")
+    wanted = sbx.files.read("/home/user/out.bin", format="bytes")
+    headers = {"X-API-KEY": cluster.keys[0]}
+    with httpx.Client(base_url=cluster.replicas[0].url, headers=headers, timeout=60) as a, \
+            httpx.Client(base_url=cluster.replicas[1].url, headers=headers, timeout=60) as b:
+        made = a.post(f"/sandboxes/{sbx.sandbox_id}/artefacts",
+                      json={"path": "/home/user/out.bin", "name": "out", "runId": "mn-run"})
+        assert made.status_code == 201, made.text
+        assert made.json()["sizeBytes"] == len(wanted)
+        got = b.get("/artefacts/mn-run/out")
+        assert got.status_code == 200, got.text
+        assert got.content == bytes(wanted)
+        assert b.delete("/artefacts/mn-run/out").status_code == 204
+
+
 def test_a_restarted_replica_takes_every_sandbox_back(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
     for _ in range(3):

@@ -10,12 +10,14 @@ from __future__ import annotations
 import concurrent.futures
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
 from bac_process import ServerProcess
 from e2b import Sandbox, SandboxState
 from multinode import RPC_PORT, Cluster
+from playwright.sync_api import expect, sync_playwright
 
 pytestmark = pytest.mark.root
 
@@ -119,6 +121,70 @@ def test_a_timeout_fires_once_and_moves_with_the_leadership(
             assert len(_events(api, later.sandbox_id, "timeout")) == 1
     finally:
         dead.start()
+
+
+def test_a_schedule_set_through_a_follower_runs_in_the_leader(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    """Scheduled checkpoints run in the leader only, whichever replica set them: the
+    follower that took the schedule is killed at once, and checkpoints still come."""
+    leader = _leader(cluster)
+    follower = 1 - leader
+    sbx = Sandbox.create(timeout=300, **_opts(cluster, leader))
+    sandboxes.append(sbx)
+    with _api(cluster, follower) as f:
+        _until("the follower knows the sandbox",
+               lambda: _state(f, sbx.sandbox_id) == "running")
+        put = f.put(f"/sandboxes/{sbx.sandbox_id}/checkpoints/schedule",
+                    json={"intervalSeconds": 2, "keep": 100})
+        assert put.status_code == 204, put.text
+    cluster.replicas[follower].kill9()
+    try:
+        with _api(cluster, leader) as a:
+            def autos() -> int:
+                found = a.get(f"/sandboxes/{sbx.sandbox_id}/checkpoints").json()
+                return len([c for c in found if str(c.get("name", "")).startswith("auto-")])
+
+            _until("two scheduled checkpoints, taken by the leader", lambda: autos() >= 2,
+                   bound=400)
+            # Stopped through the leader: none after.
+            put = a.put(f"/sandboxes/{sbx.sandbox_id}/checkpoints/schedule",
+                        json={"intervalSeconds": None})
+            assert put.status_code == 204, put.text
+    finally:
+        cluster.replicas[follower].start()
+
+
+def test_mission_control_on_a_follower_shows_a_sandboxs_live_figures(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    """Each replica samples its running sandboxes for Mission Control (the leader alone
+    stores the samples): a sandbox's page on a follower shows its CPU and memory."""
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip(f"{chromium} is missing (scripts/setup-host.sh installs chromium)")
+    follower = 1 - _leader(cluster)
+    sbx = Sandbox.create(timeout=120, **_opts(cluster, 1 - follower))
+    sandboxes.append(sbx)
+    base = cluster.replicas[follower].url
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(chromium),
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update"])
+        try:
+            page = browser.new_page()
+            page.goto(base + "/ui/")
+            page.fill("#credential", cluster.keys[0])
+            page.click("#signin")
+            expect(page.locator("#who")).to_be_visible()
+            now = page.locator("div", has=page.locator("b", has_text="Now"))
+
+            def shown() -> bool:
+                page.goto(f"{base}/ui/sandboxes/{sbx.sandbox_id}")
+                return "CPU" in now.last.inner_text()
+
+            _until("the follower's page shows the sandbox's figures", shown, bound=100)
+        finally:
+            browser.close()
 
 
 def test_a_replica_killed_in_the_middle_of_creates_loses_nothing(

@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
+import pyqwest
 from connectrpc.errors import ConnectError
 from protobuf import Oneof
 
@@ -131,9 +132,12 @@ class Envd:
 
 
 async def read_out(envd: Envd, path: str, sink: Callable[[bytes], Awaitable[None]], *,
-                   max_bytes: int | None, timeout_s: float) -> Kind:
+                   max_bytes: int | None, timeout_s: float,
+                   http_client: pyqwest.Client | None = None) -> Kind:
     """Send the path's bytes (a directory's as a tar) to ``sink`` in pieces, as they come;
-    returns what the path was. ``max_bytes``: more is ``TooLarge`` (None: no bound)."""
+    returns what the path was. ``max_bytes``: more is ``TooLarge`` (None: no bound).
+    ``http_client``: how to reach envd (``backends.dialing.connect_client``; None:
+    directly)."""
     request = StartRequest(
         process=ProcessConfig(cmd="/bin/sh",
                               args=["-c", 'exec python3 -I -c "$0" "$1"', _PROGRAM, path]),
@@ -144,7 +148,8 @@ async def read_out(envd: Envd, path: str, sink: Callable[[bytes], Awaitable[None
     try:
         async with ProcessClient(f"http://{envd.address}:{envd.port}",
                                  send_compression=None, accept_compression=(),
-                                 read_max_bytes=_MAX_MESSAGE) as client:
+                                 read_max_bytes=_MAX_MESSAGE,
+                                 http_client=http_client) as client:
             try:
                 async for response in client.start(request, headers=headers,
                                                    timeout_ms=int(timeout_s * 1000)):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import BinaryIO
 
+from bac_server.backends.dialing import DIRECT, Dialer, connect_client
 from bac_server.cancel_safe import to_the_end
 from bac_server.store import ArtefactKind, ArtefactRecord, ArtefactStore, SandboxStore
 
@@ -76,9 +77,11 @@ class Artefacts:
     def __init__(self, *, artefact_store: ArtefactStore, sandbox_store: SandboxStore,
                  registry: Registry, blobs: Blobs, settings: ArtefactSettings | None = None,
                  on_logged: Callable[[], None] | None = None,
-                 now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 now: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 dialer: Dialer = DIRECT) -> None:
         """``on_logged``: called after each promotion's event is written (the trace's
-        live followers)."""
+        live followers); ``dialer``: how to reach a sandbox (the backend's)."""
+        self._dialer = dialer
         self._store = artefact_store
         self._sandbox_store = sandbox_store
         self._registry = registry
@@ -158,8 +161,10 @@ class Artefacts:
                     bound: int | None, existing: ArtefactRecord | None) -> Kind:
         self._registry.traffic_started(sandbox_id)  # its idle policy sees the copy
         try:
-            return await read_out(envd, path, partial.write, max_bytes=bound,
-                                  timeout_s=self.settings.copy_timeout_s)
+            async with connect_client(self._dialer, sandbox_id) as http:
+                return await read_out(envd, path, partial.write, max_bytes=bound,
+                                      timeout_s=self.settings.copy_timeout_s,
+                                      http_client=http)
         except PathNotFound as exc:
             raise NotFound(f"{path!r} not found in sandbox {sandbox_id!r}: {exc}") from exc
         except TooLarge as exc:

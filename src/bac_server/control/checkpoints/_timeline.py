@@ -60,7 +60,9 @@ class Checkpoints:
         self._limits = limits
         self._templates = templates
         self._schedules: dict[str, asyncio.Task[None]] = {}
+        self._intervals: dict[str, int] = {}  # what each running schedule was started with
         lifecycle.on_end.append(self._forget)
+        lifecycle.on_followed.append(self._follow)
 
     def _checkpointable(self) -> Checkpointable:
         if not isinstance(self._backend, Checkpointable):
@@ -175,11 +177,28 @@ class Checkpoints:
         self.start_schedule(sbx, Team(team.team_id, team.name))
 
     def start_schedule(self, sbx: LiveSandbox, team: Team) -> None:
+        """(Re)start the sandbox's schedule as its record says. With several API replicas
+        only the leader runs schedules (``Lifecycle.leading``): one set through another
+        replica reaches it with the record (``_follow``), and a new leader starts them
+        all, so none runs twice."""
         old = self._schedules.pop(sbx.sandbox_id, None)
+        self._intervals.pop(sbx.sandbox_id, None)
         if old is not None:
             old.cancel()
-        if sbx.checkpoint_every_s:
+        if sbx.checkpoint_every_s and self._lifecycle.leading:
             self._schedules[sbx.sandbox_id] = asyncio.create_task(self._every(sbx, team))
+            self._intervals[sbx.sandbox_id] = sbx.checkpoint_every_s
+
+    def _follow(self, sbx: LiveSandbox) -> None:
+        """Another replica changed the sandbox's record: a schedule it set or changed
+        starts here (if leading); one unchanged keeps its pace."""
+        running = self._schedules.get(sbx.sandbox_id)
+        if running is not None and not running.done() \
+                and self._intervals.get(sbx.sandbox_id) == sbx.checkpoint_every_s:
+            return
+        if running is None and not sbx.checkpoint_every_s:
+            return
+        self.start_schedule(sbx, Team(sbx.team_id, sbx.team_id))
 
     async def _every(self, sbx: LiveSandbox, team: Team) -> None:
         while sbx.checkpoint_every_s:
@@ -203,6 +222,7 @@ class Checkpoints:
         for task in self._schedules.values():
             task.cancel()
         self._schedules.clear()
+        self._intervals.clear()
 
     async def sweep(self) -> None:
         """At start-up: drop what a crash left behind — checkpoints of sandboxes that are
@@ -219,6 +239,7 @@ class Checkpoints:
     async def _forget(self, sbx: LiveSandbox) -> None:
         """A sandbox ended: its timeline goes with it (snapshots stay)."""
         task = self._schedules.pop(sbx.sandbox_id, None)
+        self._intervals.pop(sbx.sandbox_id, None)
         if task is not None:
             task.cancel()
         for found in await self._checkpoint_store.list_checkpoints(

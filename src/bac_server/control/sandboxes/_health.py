@@ -106,10 +106,12 @@ class HealthWatch:
                 await self._change(sbx, Health.UNHEALTHY, now - since)
 
     async def nodes_changed(self, sandbox_ids: Sequence[str], reachable: bool, *,
-                            moved: bool = False) -> None:
+                            moved: bool = False, mover: bool = False) -> None:
         """Their node was marked lost (``reachable`` False) or beats again, or (``moved``)
         they were resumed on another node: each sandbox of them this plane holds is lost,
-        or healthy again (its checks start afresh)."""
+        or healthy again (its checks start afresh). A move's event is written by the
+        replica that moved it (``mover``), leader or not: the others may never have seen
+        it lost, and write nothing of it."""
         for sandbox_id in sandbox_ids:
             sbx = self._registry.get(sandbox_id)
             if sbx is None:
@@ -118,6 +120,10 @@ class HealthWatch:
             if not reachable and sbx.health is not Health.LOST:
                 await self._change(sbx, Health.LOST, 0.0)
             elif reachable and sbx.health is Health.LOST:
+                if moved and not mover:
+                    sbx.health = Health.HEALTHY
+                    self._on_change()
+                    continue
                 await self._change(sbx, Health.HEALTHY, 0.0, moved=moved)
 
     async def _change(self, sbx: LiveSandbox, health: Health, silent_s: float, *,
@@ -142,7 +148,7 @@ class HealthWatch:
         else:
             record = event(sbx.sandbox_id, sbx.team_id, EventKind.HEALTHY,
                            "envd answers again")
-        if not self.records():
+        if not self.records() and not moved:
             # Another replica leads and writes the change (each sees the node for itself).
             self._on_change()
             return

@@ -54,6 +54,9 @@ class Lifecycle:
                               cpu_window_s=idle_cpu_window_s)
         # Called with each sandbox that ended (e.g. to drop its checkpoints).
         self.on_end: list[Callable[[LiveSandbox], Awaitable[None]]] = []
+        # Called with each sandbox whose record another replica changed, once applied
+        # here (e.g. to run its checkpoint schedule as the record now says).
+        self.on_followed: list[Callable[[LiveSandbox], None]] = []
         # Whether this process arms timers: with several API replicas only the leader
         # does (docs/scale-out.md); the others follow its changes through the store.
         self.leading = True

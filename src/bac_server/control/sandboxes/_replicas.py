@@ -125,6 +125,7 @@ class Replicas:
                 await self._route(now)
             self._registry.add(now)
             self._lifecycle.arm(now)
+            self._followed(now)
             self._route_later(now)
             return
         async with sbx.lock:
@@ -141,7 +142,15 @@ class Replicas:
                 await self._route(sbx)  # resumed elsewhere: its address may be new
             self._registry.update(sbx)
             self._lifecycle.arm(sbx)
+            self._followed(sbx)
         self._route_later(sbx)
+
+    def _followed(self, sbx: LiveSandbox) -> None:
+        for hook in self._lifecycle.on_followed:
+            try:
+                hook(sbx)
+            except Exception:
+                log.exception("following sandbox %s's change failed", sbx.sandbox_id)
 
     def _route_later(self, sbx: LiveSandbox) -> None:
         """A running sandbox announced before its node made it (a create writes its row

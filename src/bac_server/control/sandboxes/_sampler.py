@@ -62,8 +62,11 @@ class MetricsSampler:
         """The backend's whole answer at that sample (process count, listening ports)."""
         return self._usage.get(sandbox_id)
 
-    async def sample_once(self) -> int:
-        """Take one sample of every running sandbox; returns how many were stored."""
+    async def sample_once(self, *, record: bool = True) -> int:
+        """Take one sample of every running sandbox; returns how many were stored.
+        ``record`` False (an API replica that does not lead): only this process's view
+        (Mission Control's live figures) is kept; the leader stores the samples and
+        writes the events."""
         running = [s for s in self._registry.all() if s.state is SandboxState.RUNNING]
         results = await asyncio.gather(
             *(self._backend.usage(s.sandbox_id) for s in running), return_exceptions=True
@@ -88,10 +91,13 @@ class MetricsSampler:
                     disk_total=usage.disk_total_bytes,
                 )
             )
-        await self._metric_store.add_metrics(samples)
+        if record:
+            await self._metric_store.add_metrics(samples)
         self._latest = {sample.sandbox_id: sample for sample in samples}
         self._usage = {sbx.sandbox_id: usage for sbx, usage in zip(running, results, strict=True)
                        if not isinstance(usage, BaseException)}
+        if not record:
+            return 0
         for sbx, usage in zip(running, results, strict=True):
             if not isinstance(usage, BaseException):
                 await self._oom_check(sbx, usage.oom_kills)
@@ -149,12 +155,15 @@ class MetricsSampler:
             inodes_used=str(usage.disk_inodes_used),
             inodes_total=str(usage.disk_inodes_total), disk_mb=str(sbx.disk_mb)))
 
-    async def run(self) -> None:
-        """Sample forever (cancel to stop); one failed round never stops the loop."""
+    async def run(self, *, record: bool = True) -> None:
+        """Sample forever (cancel to stop); one failed round never stops the loop.
+        ``record``: as ``sample_once``'s."""
         while True:
             await asyncio.sleep(self._interval)
             try:
-                await self.sample_once()
-                await self._metric_store.prune_metrics(datetime.now(UTC) - self._retention)
+                await self.sample_once(record=record)
+                if record:
+                    await self._metric_store.prune_metrics(
+                        datetime.now(UTC) - self._retention)
             except Exception:
                 log.exception("metrics sampling round failed")
