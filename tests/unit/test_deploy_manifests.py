@@ -256,6 +256,21 @@ def test_the_template_root_is_one_claim_mounted_alike_by_api_replicas_and_nodes(
     assert "bac-uploads" not in _claims(_pod(_one("DaemonSet", NODE))).values()
 
 
+def test_artefacts_are_one_claim_every_api_replica_mounts_where_it_says() -> None:
+    """Any replica serves an artefact another promoted: one ReadWriteMany claim mounted
+    read-write in the API replicas at their BAC_ARTEFACTS_DIR; nothing of it on nodes."""
+    claims = {d["metadata"]["name"]: d for d in _all_docs()
+              if d["kind"] == "PersistentVolumeClaim"}
+    assert claims["bac-artefacts"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    pod = _pod(_one("Deployment", API))
+    (container,) = pod["containers"]
+    by_claim = {claim: name for name, claim in _claims(pod).items()}
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == by_claim["bac-artefacts"]]
+    assert not mount.get("readOnly", False) and "subPath" not in mount
+    assert mount["mountPath"] == _setting(container, "BAC_ARTEFACTS_DIR")
+    assert "bac-artefacts" not in _claims(_pod(_one("DaemonSet", NODE))).values()
+
+
 def test_paused_sandboxes_state_is_one_claim_every_node_mounts_where_it_says() -> None:
     """Another node takes a paused sandbox over from the storage its node exported it to:
     one ReadWriteMany claim, mounted read-write in the node agents at the path their
