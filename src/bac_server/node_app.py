@@ -22,6 +22,7 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
+from bac_server.api.volumes import served_routes
 from bac_server.app import build_backend, build_templates, open_store, warm_up
 from bac_server.config import ConfigError, ServerConfig
 from bac_server.host import prepare_host
@@ -117,7 +118,9 @@ async def run_node(config: ServerConfig) -> None:
             await backend.close()
             await store.close()
 
+    # The volume content API of the volumes kept here, for the replicas to relay.
+    served = served_routes("/v1/volumecontent", backend.volume_dir)
     server = uvicorn.Server(uvicorn.Config(
-        agent.app(lifespan), host=rpc_host, port=rpc_port, lifespan="on",
+        agent.app(lifespan, served), host=rpc_host, port=rpc_port, lifespan="on",
         log_level="warning", timeout_keep_alive=75, server_header=False))
     await server.serve()

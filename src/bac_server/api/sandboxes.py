@@ -33,6 +33,7 @@ concept apart, tested alone. A sandbox's network is in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Literal
 
@@ -315,6 +316,8 @@ async def create_sandbox(request: Request) -> Response:
         # Checked before anything is made: the team's volumes, at paths they may take.
         mounts = await volumes.check_mounts(
             caller, [(m.name, m.path) for m in body.volumeMounts])
+        request_ = dataclasses.replace(
+            request_, volumes=tuple(m.volume.volume_id for m in mounts))
     sbx = await control.creator.create(caller, request_)
     if mounts and control.volumes is not None:
         await control.volumes.attach(caller, sbx, mounts)

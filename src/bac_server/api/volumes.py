@@ -28,11 +28,14 @@ import asyncio
 import functools
 import os
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, StrictInt
+from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from bac_server.api.body import Name, Strict, read_model
 from bac_server.api.context import plane, public_domain, settings, team
@@ -40,7 +43,14 @@ from bac_server.api.errors import ApiError, BadRequest, status_of
 from bac_server.api.query import int_param
 from bac_server.api.views import rfc3339, streamed_file
 from bac_server.control import ControlError, NotSupported
-from bac_server.control.volumes import EntryStat, VolumeContent, Volumes, failure
+from bac_server.control.volumes import (
+    EntryStat,
+    Relayed,
+    VolumeContent,
+    Volumes,
+    content_at,
+    failure,
+)
 from bac_server.store import StoreUnavailable, VolumeRecord
 
 _CHUNK = 1 << 20
@@ -117,15 +127,28 @@ def _error(status: int, message: str) -> JSONResponse:
                         headers={"Should-Retry": "false"})
 
 
-def content_route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """The volume's token checked, its content handed to ``handler``; every failure in
-    the volume API's error shape (a string ``code``)."""
+ContentOf = Callable[[Request], Awaitable[VolumeContent | Relayed]]
 
-    @functools.wraps(handler)
+
+def content_route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """The volume's token checked, its content handed to ``handler`` (or the request
+    relayed to the machine keeping the volume); every failure in the volume API's error
+    shape (a string ``code``)."""
+
+    async def authorized(request: Request) -> VolumeContent | Relayed:
+        return await _volumes(request).authorize(
+            _volume_id(request), request.headers.get("authorization"))
+
+    return functools.wraps(handler)(_guarded(handler, authorized))
+
+
+def _guarded(handler: Handler, content_of: ContentOf
+             ) -> Callable[[Request], Awaitable[Response]]:
     async def route(request: Request) -> Response:
         try:
-            content = await _volumes(request).authorize(
-                _volume_id(request), request.headers.get("authorization"))
+            content = await content_of(request)
+            if isinstance(content, Relayed):
+                return await _relay(request, content)
             return await handler(request, content)
         except ApiError as exc:
             return _error(exc.status, exc.message)
@@ -139,6 +162,32 @@ def content_route(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
                           str(err))
 
     return route
+
+
+async def _relay(request: Request, relayed: Relayed) -> Response:
+    """The request as the machine keeping the volume answers it, streamed both ways."""
+    answer = await relayed.send(
+        request.method, request.url.path.rsplit("/", 1)[-1],
+        request.url.query,
+        [(k, v) for k, v in request.headers.items() if k.lower() == "content-type"],
+        request.stream())
+    return StreamingResponse(answer.body, status_code=answer.status,
+                             headers=dict(answer.headers),
+                             background=BackgroundTask(answer.close))
+
+
+def served_routes(prefix: str, directory_of: Callable[[str], Awaitable[Path]]
+                  ) -> list[Route]:
+    """The content API for the machine that keeps the volumes (``bac node``), under
+    ``prefix``: the same handlers, the volume's content at ``directory_of(volume id)``;
+    whoever calls has been let in already (the node's token)."""
+
+    async def local(request: Request) -> VolumeContent:
+        return content_at(await directory_of(_volume_id(request)))
+
+    return [Route(f"{prefix}/{{volumeID}}/{sub}", _guarded(handler, local),
+                  methods=[method])
+            for sub, method, handler in _HANDLERS]
 
 
 def _path(request: Request) -> str:
@@ -174,8 +223,7 @@ def entry_view(entry: EntryStat) -> dict[str, Any]:
     return body
 
 
-@content_route
-async def read_file(request: Request, content: VolumeContent) -> Response:
+async def _read_file(request: Request, content: VolumeContent) -> Response:
     fd, _ = await asyncio.to_thread(content.open_read, _path(request))
     handle = os.fdopen(fd, "rb", buffering=0)
     # No Content-Length: a sandbox may be writing the file meanwhile, and the answer is
@@ -184,8 +232,7 @@ async def read_file(request: Request, content: VolumeContent) -> Response:
 
 
 
-@content_route
-async def write_file(request: Request, content: VolumeContent) -> Response:
+async def _write_file(request: Request, content: VolumeContent) -> Response:
     path = _path(request)
     _flag(request, "force")  # checked; a write replaces the file either way
     upload = await asyncio.to_thread(lambda: content.open_write(path, **_ids(request)))
@@ -208,27 +255,23 @@ async def write_file(request: Request, content: VolumeContent) -> Response:
     return JSONResponse(entry_view(entry), 201)
 
 
-@content_route
-async def list_dir(request: Request, content: VolumeContent) -> Response:
+async def _list_dir(request: Request, content: VolumeContent) -> Response:
     depth = int_param(request.query_params, "depth", default=1, low=1, high=64) or 1
     found = await asyncio.to_thread(content.listing, _path(request), depth)
     return JSONResponse([entry_view(e) for e in found])
 
 
-@content_route
-async def make_dir(request: Request, content: VolumeContent) -> Response:
+async def _make_dir(request: Request, content: VolumeContent) -> Response:
     path, ids, force = _path(request), _ids(request), _flag(request, "force")
     entry = await asyncio.to_thread(lambda: content.make_dir(path, force=force, **ids))
     return JSONResponse(entry_view(entry), 201)
 
 
-@content_route
-async def stat_path(request: Request, content: VolumeContent) -> Response:
+async def _stat_path(request: Request, content: VolumeContent) -> Response:
     return JSONResponse(entry_view(await asyncio.to_thread(content.stat, _path(request))))
 
 
-@content_route
-async def update_path(request: Request, content: VolumeContent) -> Response:
+async def _update_path(request: Request, content: VolumeContent) -> Response:
     path = _path(request)
     body = await read_model(request, MetadataUpdate, settings(request).max_body_bytes)
     entry = await asyncio.to_thread(lambda: content.update(
@@ -236,10 +279,25 @@ async def update_path(request: Request, content: VolumeContent) -> Response:
     return JSONResponse(entry_view(entry))
 
 
-@content_route
-async def remove_path(request: Request, content: VolumeContent) -> Response:
+async def _remove_path(request: Request, content: VolumeContent) -> Response:
     await asyncio.to_thread(content.remove, _path(request))
     return Response(status_code=204)
 
 
 
+
+
+# The content API's handlers by path and method: the API's routes (each behind the
+# volume's token) and a node's (``served_routes``).
+_HANDLERS: tuple[tuple[str, str, Handler], ...] = (
+    ("file", "GET", _read_file), ("file", "PUT", _write_file),
+    ("dir", "GET", _list_dir), ("dir", "POST", _make_dir),
+    ("path", "GET", _stat_path), ("path", "PATCH", _update_path),
+    ("path", "DELETE", _remove_path))
+read_file = content_route(_read_file)
+write_file = content_route(_write_file)
+list_dir = content_route(_list_dir)
+make_dir = content_route(_make_dir)
+stat_path = content_route(_stat_path)
+update_path = content_route(_update_path)
+remove_path = content_route(_remove_path)

@@ -28,7 +28,7 @@ Error tree (server side, backend layer)::
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -152,6 +152,9 @@ class SandboxSpec:
     envd_access_token: str | None = None
     # What the sandbox may reach (default: the internet, never the host's networks).
     network: EgressPolicy = field(default_factory=EgressPolicy)
+    # The volumes it will mount (``VolumeHost.mount_volumes``, after the create): over
+    # several machines it is placed where they are.
+    volumes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -431,6 +434,36 @@ class VolumeHost(Protocol):
         """Bind each volume at its path in the running sandbox (made, owned by its root,
         when missing; a bind already there is kept). ``VolumeMountFailed`` when a path
         cannot take it; ``SandboxNotFound`` for an unknown id."""
+        ...
+
+
+@dataclass(frozen=True)
+class RelayedAnswer:
+    """An answer of the machine that holds a volume (``VolumeRelay``): its body streamed,
+    ``close`` called once it is read or abandoned."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: AsyncIterator[bytes]
+    close: Callable[[], Awaitable[None]]
+
+
+@runtime_checkable
+class VolumeRelay(Protocol):
+    """Volume hosts whose volumes live on other machines (``bac node``): the volume
+    content API is served by the machine holding the volume, and ``volume_dir`` names a
+    directory there, not here."""
+
+    async def relay_volume(self, volume_id: str, method: str, path: str, query: str,
+                           headers: Sequence[tuple[str, str]],
+                           body: AsyncIterator[bytes]) -> RelayedAnswer:
+        """The content API's request (``path``: ``file``, ``dir`` or ``path``; the
+        caller has checked the volume's token) answered by the volume's machine."""
+        ...
+
+    async def volumes_together(self, volume_ids: Sequence[str]) -> None:
+        """``VolumeMountFailed`` unless one machine holds them all (a sandbox mounts the
+        volumes of its own machine only)."""
         ...
 
 

@@ -14,7 +14,8 @@ Error tree (server side, control plane)::
     ├── TeamLimitExceeded       429  the team runs as many sandboxes as it may
     ├── QuotaExceeded           507  the team's checkpoints use all the disk it may
     ├── SandboxCreateFailed     500  the backend could not make the sandbox
-    ├── OutOfCapacity           503  no machine can take the sandbox now (retry later)
+    ├── OutOfCapacity           503  no machine can take the sandbox now, or the one it
+    │                                is on does not answer (retry later)
     ├── PauseFailed             500  its state could not be saved; it was not paused
     └── ResumeFailed            500  its state could not be restored; it stays paused
 """
@@ -84,4 +85,5 @@ class ResumeFailed(ControlError):
 
 
 class OutOfCapacity(ControlError):
-    """No machine can take the sandbox now (several nodes, all full or away)."""
+    """No machine can take the sandbox now (several nodes, all full or away), or the
+    machine a call needs does not answer (its node lost): retry later."""

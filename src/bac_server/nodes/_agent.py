@@ -18,7 +18,7 @@ import collections
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,7 +27,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bac_server.backends.base import (
@@ -41,6 +41,9 @@ from bac_server.backends.base import (
     SandboxStatus,
     TakesOver,
     Traced,
+    VolumeBind,
+    VolumeHost,
+    VolumeMountFailed,
 )
 from bac_server.store import NodeRecord, NodeState, NodeStore
 
@@ -178,9 +181,11 @@ class NodeAgent:
 
     # -- the routes ------------------------------------------------------------------
 
-    def app(self, lifespan: Lifespan | None = None) -> ASGIApp:
+    def app(self, lifespan: Lifespan | None = None,
+            served: Sequence[BaseRoute] = ()) -> ASGIApp:
         """The routes, behind the token; ``lifespan``: what runs around serving them (the
-        agent's start and close, its backend's)."""
+        agent's start and close, its backend's); ``served``: more routes (the volume
+        content API, which the composition root builds on the API's handlers)."""
         def on(path: str, method: str,
                handler: Callable[[Request], Awaitable[Any]]) -> Route:
             async def endpoint(request: Request) -> Response:
@@ -197,7 +202,7 @@ class NodeAgent:
             return Route(path, endpoint, methods=[method])
 
         b = self.backend
-        routes = [
+        routes: list[BaseRoute] = [
             on("/v1/node", "GET", self._info),
             on("/v1/sandboxes", "GET", lambda r: b.list()),
             on("/v1/sandboxes", "POST", self._create),
@@ -226,6 +231,12 @@ class NodeAgent:
                        on("/v1/checkpoints/{cid}", "DELETE", self._delete_checkpoint)]
         if isinstance(b, TakesOver):
             routes.append(on("/v1/take-over", "POST", self._take_over))
+        if isinstance(b, VolumeHost):
+            routes += [on("/v1/volumes/{vid}", "POST", self._make_volume),
+                       on("/v1/volumes/{vid}", "GET", self._volume_dir),
+                       on("/v1/volumes/{vid}", "DELETE", self._drop_volume),
+                       on("/v1/sandboxes/{id}/volumes", "POST", self._mount_volumes)]
+        routes += served
         return _Guard(Starlette(routes=routes, lifespan=lifespan), self._token)
 
     async def _info(self, request: Request) -> dict[str, Any]:
@@ -302,6 +313,28 @@ class NodeAgent:
                                           str(body["checkpoint_id"]))
         return wire.ENDPOINT.dump_python(made, mode="json")
 
+    async def _make_volume(self, request: Request) -> Any:
+        assert isinstance(self.backend, VolumeHost)
+        body = await request.json()
+        await self.backend.make_volume(_vid(request), int(body["size_mb"]))
+        return {}
+
+    async def _volume_dir(self, request: Request) -> Any:
+        assert isinstance(self.backend, VolumeHost)
+        return {"path": str(await self.backend.volume_dir(_vid(request)))}
+
+    async def _drop_volume(self, request: Request) -> Any:
+        assert isinstance(self.backend, VolumeHost)
+        await self.backend.drop_volume(_vid(request))
+        return {}
+
+    async def _mount_volumes(self, request: Request) -> Any:
+        assert isinstance(self.backend, VolumeHost)
+        binds = [VolumeBind(str(b["volume_id"]), str(b["path"]))
+                 for b in await request.json()]
+        await self.backend.mount_volumes(_id(request), binds)
+        return {}
+
     async def _take_over(self, request: Request) -> Any:
         assert isinstance(self.backend, TakesOver)
         body = await request.json()
@@ -363,5 +396,12 @@ class NodeAgent:
 
 def _id(request: Request) -> str:
     return str(request.path_params["id"])
+
+
+def _vid(request: Request) -> str:
+    volume_id = str(request.path_params["vid"])
+    if not volume_id.isalnum():
+        raise VolumeMountFailed(f"invalid volume id {volume_id[:64]!r}")
+    return volume_id
 
 

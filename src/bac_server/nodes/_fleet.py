@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from bac_server.backends.base import (
     BuildStep,
@@ -30,6 +32,7 @@ from bac_server.backends.base import (
     NodeUnreachable,
     NodeWatcher,
     OutputCallback,
+    RelayedAnswer,
     ResourceUsage,
     SandboxEndpoint,
     SandboxNotFound,
@@ -37,9 +40,12 @@ from bac_server.backends.base import (
     SandboxSpec,
     SandboxStatus,
     TraceSink,
+    VolumeBind,
+    VolumeMountFailed,
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 from bac_server.store import (
+    Chooser,
     NodeLoad,
     NodeRecord,
     NodeState,
@@ -52,6 +58,10 @@ from ._placement import spread
 from ._remote import RemoteNode
 
 log = logging.getLogger(__name__)
+
+
+def _no_volume(volume_id: str) -> Exception:
+    return FileNotFoundError(errno.ENOENT, f"volume {volume_id} is kept on no node")
 
 # Refreshes between two sweeps for stale copies (``_sweep_stale``).
 STALE_SWEEP_EVERY = 10
@@ -194,8 +204,8 @@ class NodeFleet:
             except Exception:
                 log.exception("reading the nodes failed")
 
-    async def _node_of(self, object_id: str, missing: type[Exception] = SandboxNotFound
-                       ) -> RemoteNode:
+    async def _node_of(self, object_id: str,
+                       missing: Callable[[str], Exception] = SandboxNotFound) -> RemoteNode:
         node_id = self._where.get(object_id)
         if node_id is None or self._states.get(node_id) is NodeState.LOST:
             # Unknown here, or on a lost node: read it (another replica may have moved it).
@@ -226,6 +236,8 @@ class NodeFleet:
         fresh = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
         placement = Placement(spec.sandbox_id, PlacedKind.SANDBOX, "", spec.vcpus,
                               spec.memory_mb)
+        if spec.volumes:
+            return await self._create_beside(spec, placement, fresh)
         guess = spread(spec.memory_mb)([
             n for n in self._loads.values() if n.node.heartbeat_at >= fresh
             and self._states.get(n.node.node_id) is NodeState.ACTIVE])
@@ -269,12 +281,28 @@ class NodeFleet:
             log.exception("giving back sandbox %s on node %s failed (the sweep will)",
                           spec.sandbox_id, node.node_id)
 
-    async def _create_placed(self, spec: SandboxSpec, placement: Placement,
+    async def _create_beside(self, spec: SandboxSpec, placement: Placement,
                              fresh: datetime) -> SandboxEndpoint:
+        """A sandbox that will mount volumes: on the node that keeps them (the API checked
+        that one node keeps them all, ``volumes_together``)."""
+        kept = await self._store.placement(spec.volumes[0])
+        if kept is None:
+            raise VolumeMountFailed(f"volume {spec.volumes[0]} is kept on no node")
+        node_id = kept.node_id
+
+        def there(loads: Sequence[NodeLoad]) -> str | None:
+            return spread(spec.memory_mb)([n for n in loads if n.node.node_id == node_id])
+
+        return await self._create_placed(spec, placement, fresh, there,
+                                         f"the node keeping its volumes ({node_id})")
+
+    async def _create_placed(self, spec: SandboxSpec, placement: Placement,
+                             fresh: datetime, choose: Chooser | None = None,
+                             where: str = "no node") -> SandboxEndpoint:
         """Placed under the lock first, then made."""
-        node_id = await self._store.place(placement, spread(spec.memory_mb), fresh)
+        node_id = await self._store.place(placement, choose or spread(spec.memory_mb), fresh)
         if node_id is None:
-            raise NoCapacity("no node can take the sandbox now (none active, or none "
+            raise NoCapacity(f"{where} can take the sandbox now (none active, or none "
                              f"with {spec.memory_mb} MiB of memory left); try again later")
         self._where[spec.sandbox_id] = node_id
         self._placed(node_id, spec.memory_mb)
@@ -472,6 +500,67 @@ class NodeFleet:
             return
         await node.delete_checkpoint(checkpoint_id)
         await self._unplace(checkpoint_id)
+
+    # -- VolumeHost, VolumeRelay: a volume is kept on one node ---------------------------
+
+    async def make_volume(self, volume_id: str, size_mb: int) -> None:
+        """On the active node with the most memory left (its sandboxes will run there)."""
+        fresh = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
+        node_id = await self._store.place(Placement(volume_id, PlacedKind.VOLUME, ""),
+                                          spread(0), fresh)
+        if node_id is None:
+            raise OSError(errno.EHOSTUNREACH, "no node is active to keep the volume")
+        self._where[volume_id] = node_id
+        try:
+            await (await self._node_of(volume_id)).make_volume(volume_id, size_mb)
+        except BaseException:
+            await self._unplace(volume_id)
+            raise
+
+    async def volume_dir(self, volume_id: str) -> Path:
+        """The directory on the node that keeps it (mounted there)."""
+        node = await self._node_of(volume_id, _no_volume)
+        try:
+            return await node.volume_dir(volume_id)
+        except NodeUnreachable as exc:
+            raise OSError(errno.EHOSTUNREACH, str(exc)) from exc
+
+    async def drop_volume(self, volume_id: str) -> None:
+        try:
+            node = await self._node_of(volume_id, _no_volume)
+        except FileNotFoundError:
+            return
+        try:
+            await node.drop_volume(volume_id)
+        except NodeUnreachable as exc:
+            raise OSError(errno.EHOSTUNREACH, str(exc)) from exc
+        await self._unplace(volume_id)
+
+    async def mount_volumes(self, sandbox_id: str, binds: Sequence[VolumeBind]) -> None:
+        node = await self._node_of(sandbox_id)
+        for bind in binds:
+            kept = await self._store.placement(bind.volume_id)
+            if kept is None or kept.node_id != node.node_id:
+                raise VolumeMountFailed(f"{bind.path}: its volume is kept on another machine "
+                                        "than the sandbox")
+        await node.mount_volumes(sandbox_id, binds)
+
+    async def volumes_together(self, volume_ids: Sequence[str]) -> None:
+        nodes = set()
+        for volume_id in volume_ids:
+            kept = await self._store.placement(volume_id)
+            if kept is None:
+                raise VolumeMountFailed(f"volume {volume_id} is kept on no node")
+            nodes.add(kept.node_id)
+        if len(nodes) > 1:
+            raise VolumeMountFailed("these volumes are kept on different machines, and a "
+                                    "sandbox mounts the volumes of one machine only")
+
+    async def relay_volume(self, volume_id: str, method: str, path: str, query: str,
+                           headers: Sequence[tuple[str, str]],
+                           body: AsyncIterator[bytes]) -> RelayedAnswer:
+        node = await self._node_of(volume_id, _no_volume)
+        return await node.relay_volume(volume_id, method, path, query, headers, body)
 
     # -- Builder -----------------------------------------------------------------------
 

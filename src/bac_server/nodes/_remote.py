@@ -12,7 +12,8 @@ import base64
 import json
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,11 +24,13 @@ from bac_server.backends.base import (
     CheckpointInfo,
     NodeUnreachable,
     OutputCallback,
+    RelayedAnswer,
     ResourceUsage,
     SandboxEndpoint,
     SandboxSpec,
     SandboxStatus,
     TraceSink,
+    VolumeBind,
 )
 from bac_server.backends.egress import EgressPolicy, NetworkUsage
 from bac_server.store import NodeRecord
@@ -133,6 +136,39 @@ class RemoteNode:
         return wire.ENDPOINT.validate_python(await self._call(
             "POST", "/v1/wake", long=True,
             body={"spec": wire.SPEC.dump_python(spec, mode="json"), "memory": memory}))
+
+    # -- volumes (VolumeHost, VolumeRelay) ------------------------------------------------
+
+    async def make_volume(self, volume_id: str, size_mb: int) -> None:
+        await self._call("POST", f"/v1/volumes/{volume_id}", body={"size_mb": size_mb},
+                         long=True)
+
+    async def volume_dir(self, volume_id: str) -> Path:
+        return Path((await self._call("GET", f"/v1/volumes/{volume_id}", long=True))["path"])
+
+    async def drop_volume(self, volume_id: str) -> None:
+        await self._call("DELETE", f"/v1/volumes/{volume_id}", long=True)
+
+    async def mount_volumes(self, sandbox_id: str, binds: Sequence[VolumeBind]) -> None:
+        await self._call("POST", f"/v1/sandboxes/{sandbox_id}/volumes", long=True,
+                         body=[{"volume_id": b.volume_id, "path": b.path} for b in binds])
+
+    async def relay_volume(self, volume_id: str, method: str, path: str, query: str,
+                           headers: Sequence[tuple[str, str]],
+                           body: AsyncIterator[bytes]) -> RelayedAnswer:
+        """The node's own volume content API (the node token replaces the volume's)."""
+        sent = self._client.build_request(
+            method, f"/v1/volumecontent/{volume_id}/{path}", params=httpx.QueryParams(query),
+            headers=[(k, v) for k, v in headers if k.lower() != "authorization"],
+            content=body if method in ("PUT", "POST", "PATCH") else None, timeout=_LONG)
+        try:
+            got = await self._client.send(sent, stream=True)
+        except httpx.TransportError as exc:
+            raise NodeUnreachable(f"node {self.node_id} did not answer: "
+                                  f"{type(exc).__name__} {exc}") from exc
+        kept = [(k, v) for k, v in got.headers.multi_items()
+                if k.lower() in ("content-type", "content-length", "should-retry")]
+        return RelayedAnswer(got.status_code, kept, got.aiter_raw(), got.aclose)
 
     async def take_over(self, spec: SandboxSpec, *, memory: bool = True) -> SandboxEndpoint:
         return wire.ENDPOINT.validate_python(await self._call(

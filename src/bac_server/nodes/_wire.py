@@ -45,8 +45,12 @@ _ERRORS: dict[str, tuple[type[BackendError], int]] = {
 }
 
 
-def error_body(exc: BaseException) -> tuple[int, dict[str, str]]:
-    """The status and body a node answers an error with (the nearest known class)."""
+def error_body(exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """The status and body a node answers an error with (the nearest known class; an
+    ``OSError`` with its errno: the volume calls' callers act on it)."""
+    if isinstance(exc, OSError):
+        return 500, {"code": "OSError", "errno": exc.errno or 0, "message": exc.strerror
+                     or str(exc)}
     for cls in type(exc).__mro__:
         known = _ERRORS.get(cls.__name__)
         if known is not None and known[0] is cls:
@@ -54,9 +58,11 @@ def error_body(exc: BaseException) -> tuple[int, dict[str, str]]:
     return 500, {"code": "BackendError", "message": f"{type(exc).__name__}: {exc}"}
 
 
-def error_of(body: Any, status: int) -> BackendError:
+def error_of(body: Any, status: int) -> Exception:
     """The error a replica raises for a node's error answer."""
     if isinstance(body, dict):
+        if body.get("code") == "OSError":
+            return OSError(int(body.get("errno") or 0), str(body.get("message", "")))
         known = _ERRORS.get(str(body.get("code")))
         message = str(body.get("message", ""))
         if known is not None:

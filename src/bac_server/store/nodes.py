@@ -24,6 +24,7 @@ class NodeState(enum.Enum):
 class PlacedKind(enum.Enum):
     SANDBOX = "sandbox"
     CHECKPOINT = "checkpoint"
+    VOLUME = "volume"
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,40 @@ def test_an_artefact_promoted_from_a_node_is_read_through_the_other_replica(
         assert b.delete("/artefacts/mn-run/out").status_code == 204
 
 
+def test_a_volume_is_kept_on_a_node_and_its_sandboxes_run_beside_it(
+        cluster: Cluster, sandboxes: list[Sandbox], monkeypatch: pytest.MonkeyPatch) -> None:
+    """E2B's volumes over nodes: a volume is kept on one node, every sandbox mounting it
+    is placed there (through either replica), and its content API, asked of the other
+    replica, is served by that node; a destroyed volume leaves nothing placed."""
+    import uuid
+
+    from e2b import Volume
+
+    # The content API through replica 1; the volume API through replica 0.
+    monkeypatch.setenv("E2B_VOLUME_API_URL", cluster.replicas[1].url)
+    api = {"api_key": cluster.keys[0], "api_url": cluster.replicas[0].url}
+    vol = Volume.create(f"mn-{uuid.uuid4().hex[:8]}", **api)
+    try:
+        kept = cluster.placements()[vol.volume_id]
+        vol.write_file("/hello.txt", "from the content api")
+        a = Sandbox.create(timeout=120, volume_mounts={"/mnt/v": vol}, **cluster.opts())
+        sandboxes.append(a)
+        b = Sandbox.create(timeout=120, volume_mounts={"/data": vol.name}, **cluster.opts(1))
+        sandboxes.append(b)
+        placed = cluster.placements()
+        assert placed[a.sandbox_id] == placed[b.sandbox_id] == kept
+        assert a.commands.run("cat /mnt/v/hello.txt").stdout == "from the content api"
+        a.commands.run("echo from a > /mnt/v/a.txt")
+        assert b.commands.run("cat /data/a.txt").stdout == "from a\n"
+        assert vol.read_file("/a.txt") == "from a\n"
+        assert {e.name for e in vol.list("/")} >= {"hello.txt", "a.txt"}
+        a.kill()
+        b.kill()
+    finally:
+        assert Volume.destroy(vol.volume_id, **api)
+    assert vol.volume_id not in cluster.placements()
+
+
 def test_a_restarted_replica_takes_every_sandbox_back(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
     for _ in range(3):

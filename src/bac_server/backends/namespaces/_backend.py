@@ -187,8 +187,8 @@ class NamespaceBackend:
         if gone is not None:
             parts.suspender.forget(gone)
             try:
-                await parts.suspender.handover.withdraw(sandbox_id, gone)
-            except CheckpointFailed as exc:
+                await parts.suspender.handover.withdraw(sandbox_id, gone, gone=True)
+            except (CheckpointFailed, OSError) as exc:
                 _log.warning("sandbox %s is gone, its export stays on the shared storage "
                              "(swept by no node): %s", sandbox_id, exc)
 

@@ -81,6 +81,8 @@ class CreateRequest:
     auto_resume: bool | None = None
     idle: IdlePolicy = field(default_factory=IdlePolicy)
     egress: EgressPolicy = field(default_factory=EgressPolicy)
+    # The volumes it will mount once made (``Volumes.attach``): placed where they are.
+    volumes: tuple[str, ...] = ()
 
 
 class Creator:
@@ -232,11 +234,13 @@ class Creator:
             key_name=team.key_name,
         )
         self._registry.add(sbx)
-        task = asyncio.create_task(self._make(sbx, image, req.egress, source, resolved))
+        task = asyncio.create_task(self._make(sbx, image, req.egress, source, resolved,
+                                              req.volumes))
         return await asyncio.shield(task)
 
     async def _make(self, sbx: LiveSandbox, image: TemplateImage, egress: EgressPolicy,
-                    source: CheckpointRecord | None, resolved: Resolved) -> LiveSandbox:
+                    source: CheckpointRecord | None, resolved: Resolved,
+                    volumes: tuple[str, ...] = ()) -> LiveSandbox:
         spec = SandboxSpec(
             sandbox_id=sbx.sandbox_id,
             template=image,
@@ -247,6 +251,7 @@ class Creator:
             envd_access_token=sbx.envd_access_token,
             # The rules' secret placeholders name the team's secrets.
             network=dataclasses.replace(egress, team=sbx.team_id),
+            volumes=volumes,
         )
         # The one write a create needs overlaps the backend's work: the row goes in as
         # running (with its created and started events) while the sandbox starts. A crash

@@ -25,13 +25,22 @@ from bac_server.backends.base import (
     Backend,
     Checkpointable,
     CheckpointFailed,
+    NoCapacity,
+    NodeUnreachable,
     Pausable,
     PauseKind,
 )
 from bac_server.store import SandboxStore
 
 from ..clock import Clock, SystemClock
-from ..errors import CapReached, Conflict, NotSupported, PauseFailed, ResumeFailed
+from ..errors import (
+    CapReached,
+    Conflict,
+    NotSupported,
+    OutOfCapacity,
+    PauseFailed,
+    ResumeFailed,
+)
 from ..templates import TemplateSource
 from ._events import EventKind, event
 from ._observer import LifecycleObserver
@@ -134,6 +143,9 @@ class Pausing:
             spec = await spec_of(self._templates, sbx)
             try:
                 endpoint = await self._backend.wake(spec, memory=memory)
+            except (NodeUnreachable, NoCapacity) as exc:
+                # Several machines: its node is lost and no other can take it over now.
+                raise OutOfCapacity(f"resuming sandbox {sbx.sandbox_id!r}: {exc}") from exc
             except CheckpointFailed as exc:
                 log.warning("resuming %s failed: %s", sbx.sandbox_id, exc)
                 await self._sandbox_store.add_event(event(

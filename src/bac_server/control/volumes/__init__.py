@@ -9,7 +9,7 @@ the content API with each volume's own token.
 """
 
 from ._content import EntryStat, Upload, VolumeContent, failure, normalize
-from ._service import Mount, Volumes, VolumeSettings, mount_path
+from ._service import Mount, Relayed, Volumes, VolumeSettings, content_at, mount_path
 
-__all__ = ["EntryStat", "Mount", "Upload", "VolumeContent", "VolumeSettings", "Volumes",
-           "failure", "mount_path", "normalize"]
+__all__ = ["EntryStat", "Mount", "Relayed", "Upload", "VolumeContent", "VolumeSettings",
+           "Volumes", "content_at", "failure", "mount_path", "normalize"]

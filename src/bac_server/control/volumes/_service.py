@@ -12,6 +12,11 @@ once it runs; a bind that fails ends the sandbox (fails closed). Which sandbox m
 what is kept in the store (a restarted server still refuses to destroy a volume in use)
 and here in memory (what ``GET /sandboxes`` shows). A volume mounted by a sandbox that
 has not ended (running or paused) cannot be destroyed: 409, kill the sandbox first.
+
+Over several machines (``VolumeRelay``: ``bac node``), a volume is kept on one node: the
+sandboxes that mount it are placed there, one sandbox mounts the volumes of one machine
+only (400 otherwise), and the content API's requests are served by that node
+(``authorize`` answers a ``Relayed`` instead of the content).
 """
 
 from __future__ import annotations
@@ -22,22 +27,34 @@ import hmac
 import logging
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bac_server.backends.base import (
     Backend,
+    BackendError,
+    NodeUnreachable,
+    RelayedAnswer,
     SandboxNotFound,
     VolumeBind,
     VolumeHost,
     VolumeMountFailed,
+    VolumeRelay,
 )
 from bac_server.cancel_safe import to_the_end
 from bac_server.host import IdRange
 from bac_server.store import StoreConflict, VolumeMountRecord, VolumeRecord, VolumeStore
 
-from ..errors import Conflict, InvalidRequest, NotFound, NotSupported, Unauthenticated
+from ..errors import (
+    Conflict,
+    InvalidRequest,
+    NotFound,
+    NotSupported,
+    OutOfCapacity,
+    Unauthenticated,
+)
 from ..keys import Team
 from ..sandboxes import LIVE_STATES, Lifecycle, LiveSandbox, Registry
 from ..tokens import new_access_token, new_sandbox_id
@@ -88,6 +105,32 @@ def mount_path(path: str) -> str:
     return norm
 
 
+def content_at(root: Path) -> VolumeContent:
+    """A volume's content whose directory is ``root`` on this host."""
+    # Owners shift by the sandboxes' id range (every sandbox's: one range per host).
+    return VolumeContent(root, IdRange())
+
+
+@dataclass(frozen=True)
+class Relayed:
+    """A volume whose content the machine keeping it serves (``VolumeRelay``)."""
+
+    volume_id: str
+    relay: VolumeRelay
+
+    async def send(self, method: str, path: str, query: str,
+                   headers: Sequence[tuple[str, str]],
+                   body: AsyncIterator[bytes]) -> RelayedAnswer:
+        """The content API's request as that machine answers it; ``OutOfCapacity`` (503,
+        retry) when it does not answer."""
+        try:
+            return await self.relay.relay_volume(self.volume_id, method, path, query,
+                                                 headers, body)
+        except NodeUnreachable as exc:
+            raise OutOfCapacity(f"the machine that keeps volume {self.volume_id} does not "
+                                f"answer now: {exc}") from exc
+
+
 class Volumes:
     def __init__(self, *, volume_store: VolumeStore, backend: Backend, registry: Registry,
                  lifecycle: Lifecycle, settings: VolumeSettings | None = None) -> None:
@@ -116,7 +159,7 @@ class Volumes:
             names[volume.volume_id] = volume.name
             try:
                 await self._backend.volume_dir(volume.volume_id)
-            except OSError as exc:
+            except (OSError, BackendError) as exc:
                 log.error("volume %s (%s) cannot be mounted: %s", volume.volume_id,
                           volume.name, exc)
         for mount in await self._store.all_mounts():
@@ -205,10 +248,11 @@ class Volumes:
 
     # -- the content API -----------------------------------------------------------------
 
-    async def authorize(self, volume_id: str, authorization: str | None) -> VolumeContent:
-        """The volume's content for a caller presenting its bearer token; one answer,
-        ``Unauthenticated``, for a missing, wrong or another volume's token and an unknown
-        volume."""
+    async def authorize(self, volume_id: str, authorization: str | None
+                        ) -> VolumeContent | Relayed:
+        """The volume's content for a caller presenting its bearer token (``Relayed``:
+        the machine that keeps it serves it); one answer, ``Unauthenticated``, for a
+        missing, wrong or another volume's token and an unknown volume."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("Authorization: Bearer <the volume's token> is required")
@@ -216,15 +260,17 @@ class Volumes:
         if volume is None or not hmac.compare_digest(volume.token.encode(),
                                                      token.strip().encode()):
             raise Unauthenticated("the volume's token is wrong, or there is no such volume")
+        host = self._host()
+        if isinstance(host, VolumeRelay):
+            return Relayed(volume_id, host)
         try:
-            root = await self._host().volume_dir(volume_id)
+            root = await host.volume_dir(volume_id)
         except OSError as exc:
             log.error("volume %s cannot be reached: %s", volume_id, exc)
             if exc.errno == errno.ENOENT:
                 raise NotFound(f"volume {volume_id!r} has no storage on this server") from exc
             raise
-        # Owners shift by the sandboxes' id range (every sandbox's: one range per host).
-        return VolumeContent(root, IdRange())
+        return content_at(root)
 
     # -- mounts --------------------------------------------------------------------------
 
@@ -249,6 +295,12 @@ class Volumes:
             if volume is None:
                 raise NotFound(f"volumeMounts: the team has no volume named {name!r}")
             mounts.append(Mount(volume, path))
+        host = self._host()
+        if isinstance(host, VolumeRelay):
+            try:
+                await host.volumes_together([m.volume.volume_id for m in mounts])
+            except VolumeMountFailed as exc:
+                raise InvalidRequest(f"volumeMounts: {exc}") from exc
         return mounts
 
     async def attach(self, team: Team, sbx: LiveSandbox, mounts: Sequence[Mount]) -> None:

@@ -135,6 +135,10 @@ class Handover:
         a later ``withdraw`` stops it."""
         if self.root is None:
             return
+        if record.volumes:
+            # Its volumes are kept on this machine: it can only resume here.
+            _log.debug("sandbox %s mounts volumes: not exported", sandbox_id)
+            return
         name = record.handover = uuid.uuid4().hex
         save_record(self._ctx.paths(record.slot), record)
         task = asyncio.create_task(self._export(sandbox_id, record, name, images))
@@ -197,10 +201,12 @@ class Handover:
             await off_loop(lambda: remove_tree(work))
             raise
 
-    async def withdraw(self, sandbox_id: str, record: SlotRecord) -> None:
-        """The sandbox runs again here, or is gone: stop its export and retire it before
-        anything changes its state. Raises ``CheckpointFailed`` if the shared storage
-        refuses (the caller then must not go on)."""
+    async def withdraw(self, sandbox_id: str, record: SlotRecord, *,
+                       gone: bool = False) -> None:
+        """The sandbox runs again here, or is ``gone`` (its slot torn down): stop its
+        export and retire it before anything changes its state. Raises
+        ``CheckpointFailed`` if the shared storage refuses (the caller then must not go
+        on)."""
         task = self._exports.pop(sandbox_id, None)
         if task is not None:
             task.cancel()
@@ -215,7 +221,8 @@ class Handover:
             raise CheckpointFailed(f"retiring sandbox {sandbox_id}'s export on the shared "
                                    f"storage failed: {exc}") from exc
         record.handover = None
-        save_record(self._ctx.paths(record.slot), record)
+        if not gone:
+            save_record(self._ctx.paths(record.slot), record)
         if retired is not None:
             self._delete_later(retired, home)
 
