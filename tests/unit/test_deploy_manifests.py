@@ -342,7 +342,8 @@ def test_the_units_run_each_role_as_it_needs() -> None:
     assert api["AmbientCapabilities"] == [""]
     env = dict(v.partition("=")[::2] for v in api["Environment"])
     templates = env["BAC_TEMPLATES_DIR"]
-    assert set(api["ReadWritePaths"][0].split()) == {env["BAC_DATA_DIR"], templates}
+    assert set(api["ReadWritePaths"][0].split()) == {env["BAC_DATA_DIR"], templates,
+                                                    env["BAC_ARTEFACTS_DIR"]}
     # chown, setresuid and the restored setuid bits must not be filtered out.
     assert "RestrictSUIDSGID" not in api
     assert not [f for f in api["SystemCallFilter"] if "privileged" in f or "chown" in f]
