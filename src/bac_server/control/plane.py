@@ -45,6 +45,7 @@ from bac_server.control.sandboxes import (
     Replicas,
     Route,
     SandboxState,
+    StepLeases,
     Traces,
     TraceSettings,
     envd_prober,
@@ -301,6 +302,8 @@ class ControlPlane:
             self.lifecycle.pausing.cap_gate = self.caps.release
         # One replica among several on one database (docs/scale-out.md); None: the only
         # process, which does everything.
+        if coordination is not None:
+            self.registry.steps = StepLeases(coordination)
         self.replicas = None if coordination is None else Replicas(
             coordination=coordination, sandbox_store=sandbox_store, registry=self.registry,
             backend=backend, lifecycle=self.lifecycle, sweep_s=sweep_s)

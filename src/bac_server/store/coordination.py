@@ -41,3 +41,13 @@ class Coordination(Protocol):
         ``on_leading(True)``, and ``on_leading(False)`` if the session holding it is lost
         (then it is not retried: the caller decides)."""
         ...
+
+    async def take_step(self, sandbox_id: str, until: float) -> bool:
+        """Take (or, held by this process, extend) the lease on the sandbox's lifecycle
+        steps until ``until`` (epoch seconds): True, unless another process holds one
+        that has not expired."""
+        ...
+
+    async def end_step(self, sandbox_id: str) -> None:
+        """Give this process's lease on the sandbox back (nothing if it holds none)."""
+        ...

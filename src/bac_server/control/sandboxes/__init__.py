@@ -57,6 +57,7 @@ from ._states import (
     can_transition,
     check_transition,
 )
+from ._steps import SandboxLock, StepLeases
 from ._trace import TraceFilter, TraceIntake, Traces, TraceSettings
 
 __all__ = [
@@ -93,8 +94,10 @@ __all__ = [
     "Registry",
     "Replicas",
     "Route",
+    "SandboxLock",
     "SandboxState",
     "Selector",
+    "StepLeases",
     "Subscription",
     "SwitchResult",
     "TraceFilter",

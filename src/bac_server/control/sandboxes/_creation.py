@@ -287,7 +287,7 @@ class Creator:
             **_timing_fields(made)))
         if made.start_snapshot_lost and self._start_snapshots is not None:
             await self._start_snapshots.lost(resolved, image)
-        async with sbx.lock:
+        async with sbx.lock.here:  # new: no other replica steps on it yet
             check_transition(sbx.state, SandboxState.RUNNING)
             sbx.state = SandboxState.RUNNING
             sbx.attach(made.address, made.envd_port)

@@ -7,7 +7,6 @@ at start-up by :mod:`._reconcile`.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from ..clock import Clock, Scheduled, SystemClock
 from ..errors import SandboxNotFoundError
 from ..keys import Team
 from ._states import LIVE_STATES, VISIBLE_STATES, Health, SandboxState
+from ._steps import SandboxLock, StepLeases
 
 
 class OnTimeout(enum.Enum):
@@ -95,8 +95,9 @@ class LiveSandbox:
     # Whether its envd answers (not stored: the health watch finds it again after a
     # restart within its bound, ``_health``).
     health: Health = Health.HEALTHY
-    # Serialises lifecycle steps on this sandbox (kill vs timeout vs connect).
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Serialises lifecycle steps on this sandbox (kill vs timeout vs connect), across API
+    # replicas too when the registry has step leases (``_steps``).
+    lock: SandboxLock = field(default_factory=SandboxLock)
     timer: Scheduled | None = None
     idle_timer: Scheduled | None = None
     # Activity (not stored): the last API call on it or gateway request to it, and the
@@ -204,8 +205,12 @@ class Registry:
         # (what this replica tells the others, ``_replicas``); None: nobody takes them
         # (one process), so none are kept.
         self._active_here: set[str] | None = None
+        # Leases on the sandboxes' steps across API replicas; None: one process.
+        self.steps: StepLeases | None = None
 
     def add(self, sbx: LiveSandbox) -> None:
+        if self.steps is not None:
+            sbx.lock.across = self.steps.across(sbx.sandbox_id)
         sbx.last_active = self._clock.now()
         self._sandboxes[sbx.sandbox_id] = sbx
         self._sync_route(sbx)

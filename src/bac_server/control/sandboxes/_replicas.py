@@ -113,7 +113,7 @@ class Replicas:
         sbx = self._registry.get(sandbox_id)
         if rec is None or SandboxState(rec.state) not in LIVE_STATES:
             if sbx is not None:
-                async with sbx.lock:
+                async with sbx.lock.here:
                     sbx.state = SandboxState(rec.state) if rec is not None \
                         else SandboxState.KILLED
                     self._lifecycle.arm(sbx)  # cancels its timers
@@ -128,7 +128,7 @@ class Replicas:
             self._followed(now)
             self._route_later(now)
             return
-        async with sbx.lock:
+        async with sbx.lock.here:
             was = sbx.state
             for name in ("state", "end_at", "metadata", "network", "allow_internet_access",
                          "on_timeout", "pause_memory", "auto_resume", "paused_as",
@@ -182,7 +182,7 @@ class Replicas:
         sbx = self._registry.get(sandbox_id)
         if sbx is None or sbx.state is not SandboxState.RUNNING or sbx.route is not None:
             return self._registry.route(sandbox_id)
-        async with sbx.lock:
+        async with sbx.lock.here:
             if sbx.state is SandboxState.RUNNING and sbx.route is None:
                 await self._route(sbx)
                 self._registry.update(sbx)

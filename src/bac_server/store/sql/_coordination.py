@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bac_server.store.coordination import OnActivity, OnLeading, OnSandbox
+from bac_server.store.sql import schema as t
+from bac_server.store.sql._dialect import insert
 
 log = logging.getLogger(__name__)
 
@@ -141,3 +144,21 @@ class SqlCoordination:
                     await on_leading(False)
                     return
             await asyncio.sleep(retry_s)
+
+    async def take_step(self, sandbox_id: str, until: float) -> bool:
+        steps = t.sandbox_steps
+        async with self._engine.begin() as conn:
+            stmt = insert(conn, steps).values(sandbox_id=sandbox_id, owner=self._origin,
+                                              until=until)
+            taken = (await conn.execute(stmt.on_conflict_do_update(
+                index_elements=[steps.c.sandbox_id],
+                set_={"owner": self._origin, "until": until},
+                where=sa.or_(steps.c.owner == self._origin, steps.c.until < time.time()),
+            ).returning(steps.c.owner))).first()
+        return taken is not None
+
+    async def end_step(self, sandbox_id: str) -> None:
+        steps = t.sandbox_steps
+        async with self._engine.begin() as conn:
+            await conn.execute(sa.delete(steps).where(steps.c.sandbox_id == sandbox_id,
+                                                      steps.c.owner == self._origin))

@@ -348,6 +348,15 @@ nodes = sa.Table(
     sa.Column("version", sa.String(64), nullable=False),
     sa.Column("sandboxes", sa.Integer, nullable=False),
 )
+# A lifecycle step in progress on a sandbox, by the replica (``owner``: its origin) that
+# holds it until ``until`` (epoch seconds; renewed while it lasts).
+sandbox_steps = sa.Table(
+    "sandbox_steps",
+    metadata,
+    sa.Column("sandbox_id", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("until", sa.Float, nullable=False),
+)
 placements = sa.Table(
     "placements",
     metadata,

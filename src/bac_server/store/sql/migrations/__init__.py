@@ -43,6 +43,7 @@ from bac_server.store.sql.migrations import (
     m0012_volumes,
     m0013_secrets,
     m0014_nodes,
+    m0015_sandbox_steps,
 )
 
 
@@ -70,6 +71,7 @@ STEPS: tuple[Step, ...] = (
     _step(m0012_volumes),
     _step(m0013_secrets),
     _step(m0014_nodes),
+    _step(m0015_sandbox_steps),
 )
 LATEST = STEPS[-1].version
 
