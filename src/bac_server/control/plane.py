@@ -307,6 +307,8 @@ class ControlPlane:
         self.replicas = None if coordination is None else Replicas(
             coordination=coordination, sandbox_store=sandbox_store, registry=self.registry,
             backend=backend, lifecycle=self.lifecycle, sweep_s=sweep_s)
+        if self.replicas is not None and self.registry.steps is not None:
+            self.registry.steps.on_taken = self.replicas.refreshed
         # The team's secrets (docs/volumes-secrets-artefacts.md; None: no secrets API).
         self.secrets = None if secret_store is None else Secrets(secret_store)
         # Artefacts promoted out of sandboxes (docs/volumes-secrets-artefacts.md).

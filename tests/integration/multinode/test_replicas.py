@@ -187,6 +187,28 @@ def test_mission_control_on_a_follower_shows_a_sandboxs_live_figures(
             browser.close()
 
 
+def test_a_pause_and_a_kill_through_two_replicas_at_once_end_killed(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    """Steps on one sandbox through two replicas take turns (a lease in the store): a
+    pause through one and a kill through the other, sent together, always end with the
+    sandbox killed everywhere: never a row left paused over a sandbox its node destroyed."""
+    for _ in range(3):
+        sbx = Sandbox.create(timeout=120, **_opts(cluster, 0))
+        sandboxes.append(sbx)
+        with _api(cluster, 0) as a, _api(cluster, 1) as b:
+            sid = sbx.sandbox_id
+            _until("b knows the sandbox", lambda sid=sid: _state(b, sid) == "running")
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                paused = pool.submit(a.post, f"/sandboxes/{sbx.sandbox_id}/pause")
+                killed = pool.submit(b.delete, f"/sandboxes/{sbx.sandbox_id}")
+                assert paused.result().status_code in (204, 404, 409), paused.result().text
+                assert killed.result().status_code == 204, killed.result().text
+            for api in (a, b):
+                _until("the sandbox is gone for both replicas",
+                       lambda api=api, sid=sid: _state(api, sid) is None)
+        assert sbx.sandbox_id not in _held(cluster)
+
+
 def test_a_replica_killed_in_the_middle_of_creates_loses_nothing(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
     victim, survivor = cluster.replicas[0], 1

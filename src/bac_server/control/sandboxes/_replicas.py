@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from bac_server.backends.base import Backend, BackendError
-from bac_server.store import Coordination, SandboxStore
+from bac_server.store import Coordination, SandboxRecord, SandboxStore
 
 from ._lifecycle import Lifecycle
 from ._registry import LiveSandbox, Registry, Route
@@ -111,16 +111,10 @@ class Replicas:
         """Make this replica's view of the sandbox its row's."""
         rec = await self._store.get_sandbox(sandbox_id)
         sbx = self._registry.get(sandbox_id)
-        if rec is None or SandboxState(rec.state) not in LIVE_STATES:
-            if sbx is not None:
-                async with sbx.lock.here:
-                    sbx.state = SandboxState(rec.state) if rec is not None \
-                        else SandboxState.KILLED
-                    self._lifecycle.arm(sbx)  # cancels its timers
-                    self._registry.remove(sandbox_id)
-            return
-        now = LiveSandbox.from_record(rec)
         if sbx is None:
+            if rec is None or SandboxState(rec.state) not in LIVE_STATES:
+                return
+            now = LiveSandbox.from_record(rec)
             if now.state is SandboxState.RUNNING:
                 await self._route(now)
             self._registry.add(now)
@@ -129,21 +123,40 @@ class Replicas:
             self._route_later(now)
             return
         async with sbx.lock.here:
-            was = sbx.state
-            for name in ("state", "end_at", "metadata", "network", "allow_internet_access",
-                         "on_timeout", "pause_memory", "auto_resume", "paused_as",
-                         "timeout_s", "checkpoint_every_s", "checkpoint_keep",
-                         "idle_after_s", "idle_cpu_pct", "idle_action", "held",
-                         "saved_bytes"):
-                setattr(sbx, name, getattr(now, name))
-            if sbx.state is not SandboxState.RUNNING:
-                sbx.route = None
-            elif was is not SandboxState.RUNNING or sbx.route is None:
-                await self._route(sbx)  # resumed elsewhere: its address may be new
-            self._registry.update(sbx)
-            self._lifecycle.arm(sbx)
-            self._followed(sbx)
+            await self._take_row(sbx, rec)
         self._route_later(sbx)
+
+    async def refreshed(self, sandbox_id: str) -> None:
+        """The sandbox's row applied to this replica's view, now: called by a step of
+        this replica holding the sandbox's lock, once its lease is taken (another
+        replica's step may have changed the sandbox just before, and its announcement
+        waits for this lock)."""
+        sbx = self._registry.get(sandbox_id)
+        if sbx is not None:
+            await self._take_row(sbx, await self._store.get_sandbox(sandbox_id))
+
+    async def _take_row(self, sbx: LiveSandbox, rec: SandboxRecord | None) -> None:
+        """Under the sandbox's lock."""
+        if rec is None or SandboxState(rec.state) not in LIVE_STATES:
+            sbx.state = SandboxState(rec.state) if rec is not None else SandboxState.KILLED
+            self._lifecycle.arm(sbx)  # cancels its timers
+            self._registry.remove(sbx.sandbox_id)
+            return
+        now = LiveSandbox.from_record(rec)
+        was = sbx.state
+        for name in ("state", "end_at", "metadata", "network", "allow_internet_access",
+                     "on_timeout", "pause_memory", "auto_resume", "paused_as",
+                     "timeout_s", "checkpoint_every_s", "checkpoint_keep",
+                     "idle_after_s", "idle_cpu_pct", "idle_action", "held",
+                     "saved_bytes"):
+            setattr(sbx, name, getattr(now, name))
+        if sbx.state is not SandboxState.RUNNING:
+            sbx.route = None
+        elif was is not SandboxState.RUNNING or sbx.route is None:
+            await self._route(sbx)  # resumed elsewhere: its address may be new
+        self._registry.update(sbx)
+        self._lifecycle.arm(sbx)
+        self._followed(sbx)
 
     def _followed(self, sbx: LiveSandbox) -> None:
         for hook in self._lifecycle.on_followed:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 
@@ -97,6 +97,9 @@ class StepLeases:
 
     def __init__(self, coordination: Coordination) -> None:
         self._coordination = coordination
+        # Called once a lease is taken, the sandbox's lock held: this replica's view of
+        # the sandbox made its row's (another replica's step may have just changed it).
+        self.on_taken: Callable[[str], Awaitable[None]] | None = None
 
     def across(self, sandbox_id: str) -> Across:
         return lambda: self._leased(sandbox_id)
@@ -110,6 +113,8 @@ class StepLeases:
             await asyncio.sleep(next(waits, _WAIT_S[-1]))
         renewing = asyncio.create_task(self._renew(sandbox_id))
         try:
+            if self.on_taken is not None:
+                await self.on_taken(sandbox_id)
             yield
         finally:
             renewing.cancel()
