@@ -20,6 +20,8 @@ import re
 import socket
 from collections.abc import Awaitable, Callable
 
+from bac_server.backends.relaying import pipe
+
 log = logging.getLogger(__name__)
 
 _HEAD_MAX = 4096
@@ -98,7 +100,7 @@ class TunnelServer:
         _no_delay(up_writer)
         writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         try:
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
         finally:
             up_writer.close()
 
@@ -112,17 +114,6 @@ def _no_delay(writer: asyncio.StreamWriter) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while chunk := await reader.read(1 << 16):
-            writer.write(chunk)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except OSError:
-        writer.close()
 
 
 async def dial_tunnel(host: str, port: int, token: str, sandbox_id: str, target_port: int,

@@ -39,6 +39,7 @@ from collections.abc import Callable
 import h11
 
 from bac_server.backends.egress import SecretLookup
+from bac_server.backends.relaying import CHUNK, pipe
 from bac_server.host import EGRESS_PROXY_PORT as PROXY_PORT
 
 from ._http_relay import HttpRelay, Streams, Transform, Unanswerable
@@ -49,7 +50,6 @@ from ._transforms import transformed
 _SO_ORIGINAL_DST = 80
 _OPENING_TIMEOUT_S = 3.0
 _CONNECT_TIMEOUT_S = 10.0
-_CHUNK = 1 << 16
 
 # (client address, host or None, destination address, destination port, log an
 # allowed verdict) -> allowed
@@ -88,27 +88,13 @@ async def _read_opening(reader: asyncio.StreamReader) -> tuple[bytes, Opening]:
             opening += chunk
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
-    total = 0
-    try:
-        while chunk := await reader.read(_CHUNK):
-            total += len(chunk)
-            writer.write(chunk)
-            await writer.drain()
-        if writer.can_write_eof():
-            writer.write_eof()
-    except (OSError, RuntimeError):
-        pass
-    return total
-
-
 async def _relay(client: Streams, server: Streams, to_server: bytes, to_client: bytes
                  ) -> tuple[int, int]:
     """Bytes both ways until each side is done, after what each is still owed."""
     server[1].write(to_server)
     client[1].write(to_client)
-    sent, received = await asyncio.gather(_pipe(client[0], server[1]),
-                                          _pipe(server[0], client[1]))
+    sent, received = await asyncio.gather(pipe(client[0], server[1]),
+                                          pipe(server[0], client[1]))
     return sent + len(to_server), received + len(to_client)
 
 
@@ -136,10 +122,10 @@ async def _tls_server_side(client: Streams, opening: bytes, context: ssl.SSLCont
         outer.close()
         raise
     outer_writer.write(opening)
-    pumps = [asyncio.ensure_future(_pipe(client[0], outer_writer)),
-             asyncio.ensure_future(_pipe(outer_reader, client[1]))]
+    pumps = [asyncio.ensure_future(pipe(client[0], outer_writer)),
+             asyncio.ensure_future(pipe(outer_reader, client[1]))]
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=_CHUNK)
+    reader = asyncio.StreamReader(limit=CHUNK)
     protocol = asyncio.StreamReaderProtocol(reader)
     try:
         transport, _ = await loop.connect_accepted_socket(
