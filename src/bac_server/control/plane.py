@@ -334,7 +334,6 @@ class ControlPlane:
         if self.span_export is not None:
             self.span_export.start()  # before reconcile: its events are exported too
         if self.replicas is not None:
-            self.lifecycle.leading = False
             replicas = self.replicas
             self.health.records = lambda: replicas.leading
             report = await reconcile(
@@ -423,7 +422,6 @@ class ControlPlane:
             return
         log.info("this replica leads: timers, health checks, metering and webhooks run here")
         await self.templates.start(replicated=True)
-        self.lifecycle.leading = True
         for sbx in self.registry.all():
             self.lifecycle.arm(sbx)
         await self._start_singletons()

@@ -94,15 +94,23 @@ async def reconcile(
     return report
 
 
+async def ask_route(backend: Backend, sbx: LiveSandbox) -> BackendError | None:
+    """Route the sandbox where the backend says it runs; the backend's error, the
+    sandbox unrouted, when it cannot say now (its node away, or not made yet)."""
+    try:
+        endpoint = await backend.endpoint(sbx.sandbox_id)
+    except BackendError as exc:
+        sbx.route = None
+        return exc
+    sbx.attach(endpoint.address, endpoint.envd_port)
+    return None
+
+
 async def _load(backend: Backend, registry: Registry, lifecycle: Lifecycle,
                 rec: SandboxRecord) -> None:
     sbx = LiveSandbox.from_record(rec)
     if sbx.state is SandboxState.RUNNING:
-        try:
-            endpoint = await backend.endpoint(rec.sandbox_id)
-            sbx.attach(endpoint.address, endpoint.envd_port)
-        except BackendError:
-            pass  # unrouted until its next change or its node is back
+        await ask_route(backend, sbx)  # unrouted: until its next change or its node is back
     registry.add(sbx)
     lifecycle.arm(sbx)
 

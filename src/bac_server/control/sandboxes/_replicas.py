@@ -30,6 +30,7 @@ from bac_server.backends.base import Backend, BackendError
 from bac_server.store import Coordination, SandboxRecord, SandboxStore
 
 from ._lifecycle import Lifecycle
+from ._reconcile import ask_route
 from ._registry import LiveSandbox, Registry, Route
 from ._states import LIVE_STATES, SandboxState
 
@@ -57,11 +58,17 @@ class Replicas:
         self._suspects: set[str] = set()
         self._routing: set[str] = set()
         self._retries: set[asyncio.Task[None]] = set()
-        self.leading = False
+        self._lifecycle.leading = False
+
+    @property
+    def leading(self) -> bool:
+        """Whether this replica leads (held as ``Lifecycle.leading``, which its timers
+        and the loops that run once ask)."""
+        return self._lifecycle.leading
 
     def start(self, on_leading: Callable[[bool], Awaitable[None]]) -> None:
         async def leadership(leading: bool) -> None:
-            self.leading = leading
+            self._lifecycle.leading = leading
             if leading:
                 self._tasks.append(asyncio.create_task(self._sweep_forever()))
             await on_leading(leading)
@@ -202,13 +209,9 @@ class Replicas:
         return self._registry.route(sandbox_id)
 
     async def _route(self, sbx: LiveSandbox) -> None:
-        try:
-            endpoint = await self._backend.endpoint(sbx.sandbox_id)
-        except BackendError as exc:
-            log.info("no route to %s yet: %s", sbx.sandbox_id, exc)
-            sbx.route = None
-            return
-        sbx.attach(endpoint.address, endpoint.envd_port)
+        failed = await ask_route(self._backend, sbx)
+        if failed is not None:
+            log.info("no route to %s yet: %s", sbx.sandbox_id, failed)
 
     # -- this replica's traffic --------------------------------------------------------
 
