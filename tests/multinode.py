@@ -16,22 +16,27 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from bac_process import TEMPLATES_DIR, ServerProcess, fresh_data_dir
+from bac_process import (
+    TEMPLATES_DIR,
+    ServerProcess,
+    fresh_data_dir,
+    kill9,
+    log_tail,
+    start_process,
+    stop,
+)
 
 # Each cluster has a bridge ``bacmn<n>`` and the network 10.231.<n>.0/24 (the bridge is .1,
 # node i is .(10 + i)), n the first free: clusters of one test session coexist.
 RPC_PORT = 7070
 TUNNEL_PORT = 7071
-START_TIMEOUT = 90.0
 
 
 def _ip(*argv: str, check: bool = True) -> None:
@@ -63,43 +68,22 @@ class Node:
         return self.data_dir / "node.log"
 
     def start(self) -> None:
-        with self.log.open("ab") as sink:
-            self.proc = subprocess.Popen(
-                ["nsenter", f"--net=/run/netns/{self.netns}", sys.executable, "-c",
-                 "from bac_server.admin import serve_node; serve_node()"],
-                env=self.env, stdout=sink, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT
         headers = {"authorization": f"Bearer {self.env['BAC_NODE_TOKEN']}"}
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"node {self.index} exited {self.proc.returncode}:\n"
-                                   f"{self.log_tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"http://{self.address}:{RPC_PORT}/v1/node", headers=headers,
-                             timeout=2).status_code == 200:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError(f"node {self.index} not ready:\n{self.log_tail()}")
+        self.proc = start_process(
+            ["nsenter", f"--net=/run/netns/{self.netns}", sys.executable, "-c",
+             "from bac_server.admin import serve_node; serve_node()"],
+            self.env, self.log, f"node {self.index}",
+            lambda: httpx.get(f"http://{self.address}:{RPC_PORT}/v1/node", headers=headers,
+                              timeout=2).status_code == 200)
 
     def log_tail(self, lines: int = 40) -> str:
-        if not self.log.exists():
-            return ""
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log, lines)
 
     def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        kill9(self.proc)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
     def slots(self) -> list[str]:
         root = self.data_dir / "sandboxes"

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,49 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def start_process(argv: list[str], env: dict[str, str], log: Path, what: str,
+                  ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with its output in ``log``, then return once ``ready()`` (which may
+    raise ``httpx.TransportError`` while it is not) within ``START_TIMEOUT``."""
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
+    # Nothing announces readiness across the process boundary: poll with a deadline.
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited {proc.returncode}:\n{log_tail(log)}")
+        with contextlib.suppress(httpx.TransportError):
+            if ready():
+                return proc
+        time.sleep(0.05)
+    raise RuntimeError(f"{what} not ready in {START_TIMEOUT}s:\n{log_tail(log)}")
+
+
+def log_tail(log: Path, lines: int = 60) -> str:
+    if not log.exists():
+        return ""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def kill9(proc: subprocess.Popen[bytes] | None) -> None:
+    """Kill the process the hard way: no shutdown code runs."""
+    assert proc is not None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL after a minute."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @dataclass
@@ -78,43 +121,21 @@ class ServerProcess:
 
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as sink:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from bac_server.admin import serve; serve()"],
-                env=self.env, stdout=sink, stderr=subprocess.STDOUT,
-            )
-        # Nothing announces readiness across the process boundary: poll with a deadline.
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}:\n{self.log_tail()}")
-            with contextlib.suppress(httpx.TransportError):
-                verify = ssl.create_default_context(cafile=str(self.ca)) if self.ca else True
-                if httpx.get(self.url + "/health", timeout=2, verify=verify).status_code == 200:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError(f"server not ready in {START_TIMEOUT}s:\n{self.log_tail()}")
+        verify = ssl.create_default_context(cafile=str(self.ca)) if self.ca else True
+        self.proc = start_process(
+            [sys.executable, "-c", "from bac_server.admin import serve; serve()"],
+            self.env, self.log, "server",
+            lambda: httpx.get(self.url + "/health", timeout=2, verify=verify).status_code == 200)
 
     def log_tail(self, lines: int = 60) -> str:
-        if not self.log.exists():
-            return ""
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log, lines)
 
     def kill9(self) -> None:
         """Kill the server the hard way: no shutdown code runs."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
+        kill9(self.proc)
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc)
 
     def create_key(self, team: str) -> str:
         from bac_server.admin import create_key
