@@ -111,6 +111,11 @@ class Cluster:
         return self.root / "store.key"
 
     @property
+    def templates_dir(self) -> Path:
+        """The template root every node and replica shares (``running_cluster``)."""
+        return self.root / "template-root"
+
+    @property
     def handover_dir(self) -> Path:
         """The nodes' shared storage for paused sandboxes (one directory here)."""
         return self.root / "handover"
@@ -157,7 +162,7 @@ class Cluster:
         _ip("-n", node.netns, "route", "add", "default", "via", f"10.231.{self.net}.1")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "BAC_"))}
         env.update(self.shared_env(), BAC_DATA_DIR=str(data_dir),
-                   BAC_TEMPLATES_DIR=TEMPLATES_DIR,
+                   BAC_TEMPLATES_DIR=str(self.templates_dir),
                    BAC_NODE_LISTEN=f"{node.address}:{RPC_PORT}",
                    BAC_NODE_TUNNEL_LISTEN=f"{node.address}:{TUNNEL_PORT}",
                    BAC_NODE_ID=f"node-{index}", BAC_POOL_SIZE="1", BAC_POOL_MAX="0",
@@ -174,6 +179,7 @@ class Cluster:
         replica = ServerProcess(fresh_data_dir(f"api{len(self.replicas) + 1}"),
                                 extra_env={**self.shared_env(), "BAC_ROLE": "api",
                                            "BAC_ARTEFACTS_DIR": str(self.root / "artefacts"),
+                                           "BAC_TEMPLATES_DIR": str(self.templates_dir),
                                            **extra_env})
         self.replicas.append(replica)
         replica.start()
@@ -209,6 +215,16 @@ def wait_health(api: httpx.Client, sandbox_id: str, health: str) -> dict[str, ob
     raise AssertionError(f"{sandbox_id} never became {health}: {detail}")
 
 
+def _lay_out_templates(root: Path) -> None:
+    """The cluster's own template root: the test machine's base template and envd bundles
+    hard-linked into it (a second of work, no copy of their bytes), so that what the
+    cluster builds and collects is its own, and no other server registers on it."""
+    (root / "templates").mkdir(mode=0o700, parents=True)
+    for part in ("templates/base", "envd"):
+        subprocess.run(["cp", "-al", "--", f"{TEMPLATES_DIR}/{part}", str(root / part)],
+                       check=True)
+
+
 @contextlib.contextmanager
 def running_cluster(database_url: str) -> Iterator[Cluster]:
     """The bridge and an empty cluster; on exit every sandbox is killed, every process
@@ -216,6 +232,7 @@ def running_cluster(database_url: str) -> Iterator[Cluster]:
     root = fresh_data_dir("cluster")
     net = next(n for n in range(256) if not Path(f"/sys/class/net/bacmn{n}").exists())
     cluster = Cluster(database_url, root, net)
+    _lay_out_templates(cluster.templates_dir)
     _ip("link", "add", cluster.bridge, "type", "bridge")
     _ip("addr", "add", f"10.231.{net}.1/24", "dev", cluster.bridge)
     _ip("link", "set", cluster.bridge, "up")

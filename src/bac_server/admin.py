@@ -175,6 +175,7 @@ def collect_garbage(*, data_dir: Path | str | None = None, dry_run: bool = False
     """One collection pass over the data dir's template storage and uploads (a dry run
     deletes nothing); the report as JSON-ready data."""
     from bac_server.app import build_backend, build_gc, build_templates
+    from bac_server.nodes import NodeFleet
 
     config = ServerConfig.from_env().with_overrides(data_dir=data_dir, gc_grace_s=grace_s)
     if not config.data_dir.is_dir():
@@ -182,10 +183,24 @@ def collect_garbage(*, data_dir: Path | str | None = None, dry_run: bool = False
 
     async def run() -> dict[str, Any]:
         store = await _open_store(config)
+        fleet: NodeFleet | None = None
         try:
-            gc = await build_gc(config, store, build_backend(config), build_templates(config))
+            if config.role == "api":
+                # Several machines (docs/scale-out.md): the shared template root, with
+                # what every node mounts.
+                config.check_multinode("bac admin gc with BAC_ROLE=api")
+                fleet = NodeFleet(node_store=store.nodes, token=config.node_token,
+                                  heartbeat_s=config.node_heartbeat_s,
+                                  lost_after_s=config.node_lost_after_s)
+                await fleet.refresh()
+                gc = await build_gc(config, store, fleet, build_templates(config), fleet=True)
+            else:
+                gc = await build_gc(config, store, build_backend(config),
+                                    build_templates(config))
             return (await gc.run(dry_run=dry_run)).to_json()
         finally:
+            if fleet is not None:
+                await fleet.close()
             await store.close()
 
     return asyncio.run(run())

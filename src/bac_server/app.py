@@ -218,26 +218,17 @@ def build_templates(config: ServerConfig) -> TemplateStore:
     return TemplateStore(config.template_root, registries=registries)
 
 
-async def build_gc(config: ServerConfig, store: Store, backend: NamespaceBackend,
-                   templates: TemplateStore) -> TemplateGc:
+async def build_gc(config: ServerConfig, store: Store, backend: Backend,
+                   templates: TemplateStore, *, fleet: bool = False) -> TemplateGc:
     """The template storage collector of this data dir (registered as a user of its
-    template root, so servers sharing one never collect what another still needs)."""
+    template root, so servers sharing one never collect what another still needs);
+    ``fleet``: of the template root that API replicas and node agents share, its live
+    layers asked of every node (``backend``, the replicas' ``NodeFleet``)."""
     collector = StorageCollector(templates, data_dir=config.data_dir,
-                                 grace_s=config.gc_grace_s)
+                                 grace_s=config.gc_grace_s, fleet=fleet)
     await asyncio.to_thread(collector.register)
     return TemplateGc(gc_store=store.gc, build_store=store.builds, upload_store=store.uploads,
                       backend=backend, collector=collector,
-                      uploads_root=config.data_dir / "template-uploads",
-                      settings=GcSettings(interval_s=config.gc_interval_s,
-                                          grace_s=config.gc_grace_s,
-                                          upload_ttl_s=config.upload_ttl_s))
-
-
-def uploads_gc(config: ServerConfig, store: Store, backend: Backend) -> TemplateGc:
-    """An API replica's collection: the build contexts uploaded through it expire; the
-    template storage its nodes' sandboxes use is not collected (docs/scale-out.md)."""
-    return TemplateGc(gc_store=store.gc, build_store=store.builds, upload_store=store.uploads,
-                      backend=backend, collector=None,
                       uploads_root=config.data_dir / "template-uploads",
                       settings=GcSettings(interval_s=config.gc_interval_s,
                                           grace_s=config.gc_grace_s,
@@ -319,9 +310,9 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             build_store=store.builds, root=config.data_dir / "start-snapshots",
             enabled=config.start_snapshots, ready_bound_s=config.start_snapshot_ready_s,
             default_vcpus=config.default_cpu_count, default_memory_mb=config.default_memory_mb)
-        # The template storage this process's sandboxes use (a replica's run elsewhere).
-        gc = await build_gc(config, store, backend, templates) \
-            if isinstance(backend, NamespaceBackend) else uploads_gc(config, store, backend)
+        # The template storage this process's sandboxes use, or (API replicas) every
+        # node's, collected by the leader.
+        gc = await build_gc(config, store, backend, templates, fleet=api_only)
         template_services = TemplateServices.create(
             catalog_store=store.catalog, build_store=store.builds, upload_store=store.uploads,
             gc_store=store.gc, images=templates, limits=limits_of(config),
@@ -378,6 +369,8 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             warm_up(backend, templates, config) if isinstance(backend, NamespaceBackend)
             else asyncio.sleep(0))
         if gc is not None:
+            if api_only:
+                gc.leads = lambda: plane.lifecycle.leading
             gc.start()
         app.state.plane = plane
         dashboard.state.plane = plane

@@ -49,6 +49,7 @@ def start_process(argv: list[str], env: dict[str, str], log: Path, what: str,
             if ready():
                 return proc
         time.sleep(0.05)
+    stop(proc)
     raise RuntimeError(f"{what} not ready in {START_TIMEOUT}s:\n{log_tail(log)}")
 
 

@@ -35,6 +35,7 @@ from bac_server.backends.base import (
     Builder,
     Checkpointable,
     FleetPausable,
+    LayerHolder,
     NetworkControl,
     Pausable,
     SandboxNotFound,
@@ -229,6 +230,8 @@ class NodeAgent:
                        on("/v1/restore", "POST", self._restore),
                        on("/v1/create-from", "POST", self._create_from),
                        on("/v1/checkpoints/{cid}", "DELETE", self._delete_checkpoint)]
+        if isinstance(b, LayerHolder):
+            routes.append(on("/v1/layers", "GET", self._layers))
         if isinstance(b, TakesOver):
             routes.append(on("/v1/take-over", "POST", self._take_over))
         if isinstance(b, VolumeHost):
@@ -312,6 +315,10 @@ class NodeAgent:
         made = await self.backend.restore(wire.SPEC.validate_python(body["spec"]),
                                           str(body["checkpoint_id"]))
         return wire.ENDPOINT.dump_python(made, mode="json")
+
+    async def _layers(self, request: Request) -> Any:
+        assert isinstance(self.backend, LayerHolder)
+        return sorted(str(p) for p in await self.backend.layers_in_use())
 
     async def _make_volume(self, request: Request) -> Any:
         assert isinstance(self.backend, VolumeHost)

@@ -501,6 +501,21 @@ class NodeFleet:
         await node.delete_checkpoint(checkpoint_id)
         await self._unplace(checkpoint_id)
 
+    # -- LayerHolder ---------------------------------------------------------------------
+
+    async def layers_in_use(self) -> frozenset[Path]:
+        """What every registered node's sandboxes, build steps and checkpoints mount.
+        Fails closed: a node lost or not answering may mount anything, so its silence is
+        a ``BackendError`` (no template storage is collected then)."""
+        await self.refresh()
+        used: set[Path] = set()
+        for node_id, node in list(self._nodes.items()):
+            if self._states.get(node_id) is NodeState.LOST:
+                raise NodeUnreachable(f"node {node_id} is lost: the layers it mounts are "
+                                      "unknown")
+            used |= await node.layers_in_use()
+        return frozenset(used)
+
     # -- VolumeHost, VolumeRelay: a volume is kept on one node ---------------------------
 
     async def make_volume(self, volume_id: str, size_mb: int) -> None:

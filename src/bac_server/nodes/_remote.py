@@ -137,6 +137,10 @@ class RemoteNode:
             "POST", "/v1/wake", long=True,
             body={"spec": wire.SPEC.dump_python(spec, mode="json"), "memory": memory}))
 
+    async def layers_in_use(self) -> frozenset[Path]:
+        return frozenset(Path(str(p)) for p in await self._call("GET", "/v1/layers",
+                                                                 long=True))
+
     # -- volumes (VolumeHost, VolumeRelay) ------------------------------------------------
 
     async def make_volume(self, volume_id: str, size_mb: int) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,9 @@ class TemplateGc:
         self._task: asyncio.Task[None] | None = None
         self.passes = 0
         self.last: GcReport | None = None
+        # Whether this process collects template storage now (several API replicas: the
+        # leader only; the others expire their own uploads).
+        self.leads: Callable[[], bool] = lambda: True
         self._passed = asyncio.Condition()
 
     async def run(self, *, dry_run: bool = False) -> GcReport:
@@ -130,6 +134,8 @@ class TemplateGc:
         """What must stay, or why template storage cannot be collected now."""
         if self._collector is None:
             return "this server collects no template storage", None
+        if not self.leads():
+            return "another API replica leads: it collects the template storage", None
         backend = self._backend
         if not isinstance(backend, LayerHolder):
             return "the backend cannot say which layers its sandboxes use", None

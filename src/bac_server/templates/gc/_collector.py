@@ -104,17 +104,26 @@ def builtin_names() -> tuple[str, ...]:
 
 
 class StorageCollector:
-    def __init__(self, store: TemplateStore, *, data_dir: Path, grace_s: float) -> None:
+    def __init__(self, store: TemplateStore, *, data_dir: Path, grace_s: float,
+                 fleet: bool = False) -> None:
+        """``fleet``: the template root of several machines on one database (API
+        replicas and node agents, docs/scale-out.md), collected by whoever the caller
+        lets (the replicas' leader) with what every node mounts in its live references,
+        whatever data dir this process has. It registers no user of the root, and skips
+        when any server has registered as one (a root shared with a server of its own
+        store could lose what that store still needs)."""
         if grace_s < 0:
             raise ValueError(f"grace_s must be >= 0, got {grace_s}")
         self.store = store
         self.data_dir = data_dir
         self.grace_s = grace_s
+        self.fleet = fleet
         self.roots = Roots.of(store.data_dir)
 
     def register(self) -> None:
         """Note that this data dir uses the template root (blocking; at start-up)."""
-        register_user(self.store.data_dir, self.data_dir)
+        if not self.fleet:
+            register_user(self.store.data_dir, self.data_dir)
 
     async def collect(self, live: LiveRefs, *, dry_run: bool = False) -> StorageReport:
         started = time.monotonic()
@@ -140,14 +149,16 @@ class StorageCollector:
     def _collect(self, live: LiveRefs, current: set[tuple[Kind, str]],
                  dry_run: bool) -> StorageReport:
         report = StorageReport(root=self.roots.root, dry_run=dry_run)
-        if self.roots.root != Roots.of(self.data_dir).root:
+        if not self.fleet and self.roots.root != Roots.of(self.data_dir).root:
             # SECURITY: a borrowed template root is collected only by the server whose data
             # dir it is; what the other servers on it still need is in their own stores.
             report.skipped = (f"the template directory {self.roots.root} belongs to another "
                               "data directory; only the server whose data directory it is "
                               "collects it")
             return report
-        others = other_users(self.store.data_dir, self.data_dir, forget_gone=not dry_run)
+        # A fleet's registrations name data dirs of other machines: never forgotten here.
+        others = other_users(self.store.data_dir, self.data_dir,
+                             forget_gone=not dry_run and not self.fleet)
         if others:
             report.skipped = ("other data directories use this template root: "
                               + ", ".join(f"{user_dir_of(p)} ({p})" for p in others))
