@@ -29,8 +29,9 @@ from bac_process import (
     fresh_data_dir,
     kill9,
     log_tail,
-    start_process,
+    spawn,
     stop,
+    wait_ready,
 )
 
 # Each cluster has a bridge ``bacmn<n>`` and the network 10.231.<n>.0/24 (the bridge is .1,
@@ -69,12 +70,13 @@ class Node:
 
     def start(self) -> None:
         headers = {"authorization": f"Bearer {self.env['BAC_NODE_TOKEN']}"}
-        self.proc = start_process(
+        self.proc = spawn(
             ["nsenter", f"--net=/run/netns/{self.netns}", sys.executable, "-c",
              "from bac_server.admin import serve_node; serve_node()"],
-            self.env, self.log, f"node {self.index}",
-            lambda: httpx.get(f"http://{self.address}:{RPC_PORT}/v1/node", headers=headers,
-                              timeout=2).status_code == 200)
+            self.env, self.log)
+        wait_ready(self.proc, self.log, f"node {self.index}",
+                   lambda: httpx.get(f"http://{self.address}:{RPC_PORT}/v1/node",
+                                     headers=headers, timeout=2).status_code == 200)
 
     def log_tail(self, lines: int = 40) -> str:
         return log_tail(self.log, lines)

@@ -34,12 +34,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_process(argv: list[str], env: dict[str, str], log: Path, what: str,
-                  ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
-    """Start ``argv`` with its output in ``log``, then return once ``ready()`` (which may
-    raise ``httpx.TransportError`` while it is not) within ``START_TIMEOUT``."""
+def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with its output in ``log`` (then ``wait_ready``)."""
     with log.open("ab") as sink:
-        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        return subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
+
+
+def wait_ready(proc: subprocess.Popen[bytes], log: Path, what: str,
+               ready: Callable[[], bool]) -> None:
+    """Return once ``ready()`` (which may raise ``httpx.TransportError`` while it is not)
+    within ``START_TIMEOUT``; else stop the process and raise ``RuntimeError``. The
+    caller holds ``proc`` meanwhile (a test may signal a process still starting)."""
     # Nothing announces readiness across the process boundary: poll with a deadline.
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -47,7 +52,7 @@ def start_process(argv: list[str], env: dict[str, str], log: Path, what: str,
             raise RuntimeError(f"{what} exited {proc.returncode}:\n{log_tail(log)}")
         with contextlib.suppress(httpx.TransportError):
             if ready():
-                return proc
+                return
         time.sleep(0.05)
     stop(proc)
     raise RuntimeError(f"{what} not ready in {START_TIMEOUT}s:\n{log_tail(log)}")
@@ -123,10 +128,12 @@ class ServerProcess:
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         verify = ssl.create_default_context(cafile=str(self.ca)) if self.ca else True
-        self.proc = start_process(
+        self.proc = spawn(
             [sys.executable, "-c", "from bac_server.admin import serve; serve()"],
-            self.env, self.log, "server",
-            lambda: httpx.get(self.url + "/health", timeout=2, verify=verify).status_code == 200)
+            self.env, self.log)
+        wait_ready(self.proc, self.log, "server",
+                   lambda: httpx.get(self.url + "/health", timeout=2,
+                                     verify=verify).status_code == 200)
 
     def log_tail(self, lines: int = 60) -> str:
         return log_tail(self.log, lines)
