@@ -38,11 +38,11 @@ def server() -> Iterator[ServerProcess]:
 
 def _over_nodes(nodes: int) -> Iterator[ServerProcess]:
     sys.path.insert(0, str(Path(__file__).parents[1]))
-    from multinode import running_cluster
+    from multinode import BUILTINS, running_cluster
     from postgres_cluster import running_cluster as running_postgres
 
     with running_postgres() as postgres, \
-            running_cluster(postgres.new_database("compat")) as cluster:
+            running_cluster(postgres.new_database("compat"), BUILTINS) as cluster:
         for _ in range(nodes):
             cluster.add_node()
         replica = cluster.add_replica()
