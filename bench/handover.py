@@ -38,20 +38,13 @@ def _line(label: str, values: list[float]) -> str:
             f"p99 {pct(values, 0.99) * 1000:8.1f} ms  (n={len(values)})")
 
 
-def _exported(cluster: Cluster, sandbox_id: str) -> bool:
-    home = cluster.handover_dir / sandbox_id
-    return home.is_dir() and any(
-        not p.name.startswith(".") and not p.name.endswith(".partial")
-        and (p / "meta.json").exists() for p in home.iterdir())
-
-
 def _pause(cluster: Cluster, sbx: Sandbox, pauses: list[float],
            exports: list[float]) -> None:
     began = time.perf_counter()
     sbx.beta_pause()
     paused = time.perf_counter()
     pauses.append(paused - began)
-    while not _exported(cluster, sbx.sandbox_id):
+    while not cluster.exports(sbx.sandbox_id):
         time.sleep(0.005)
     exports.append(time.perf_counter() - paused)
 

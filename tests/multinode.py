@@ -18,7 +18,7 @@ import secrets
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,6 +122,15 @@ class Cluster:
         """The nodes' shared storage for paused sandboxes (one directory here)."""
         return self.root / "handover"
 
+    def exports(self, sandbox_id: str) -> list[Path]:
+        """The sandbox's complete exports on the nodes' shared storage (what another node
+        takes over; ``checkpoint._handover``)."""
+        home = self.handover_dir / sandbox_id
+        if not home.is_dir():
+            return []
+        return [p for p in home.iterdir() if not p.name.startswith(".")
+                and not p.name.endswith(".partial") and (p / "meta.json").exists()]
+
     def opts(self, replica: int = 0) -> dict[str, str]:
         """The e2b SDK's options for the first key, through ``replica``."""
         url = self.replicas[replica].url
@@ -204,6 +213,16 @@ class Cluster:
                 with contextlib.suppress(Exception):
                     replica.kill_all_sandboxes()
                 return
+
+
+def until(what: str, check: Callable[[], bool], bound: int = 600) -> None:
+    """Poll ``check`` (50 ms apart, at most ``bound`` times): nothing across the
+    processes announces what the tests wait for."""
+    for _ in range(bound):
+        if check():
+            return
+        subprocess.run(["sleep", "0.05"], check=True)
+    raise AssertionError(f"never: {what}")
 
 
 def wait_health(api: httpx.Client, sandbox_id: str, health: str) -> dict[str, object]:

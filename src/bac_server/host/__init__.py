@@ -56,7 +56,7 @@ from ._nftables import (
 )
 from ._paths import DEFAULT_DATA_DIR, IdRange, default_data_dir
 from ._prepare import PARENT_CGROUP, HostReport, HostSettings, prepare_host
-from ._private_files import remove_partial_writes, write_private
+from ._private_files import remove_partial_writes, sync_directory, write_private
 
 __all__ = [
     "ALLOW_BOX",
@@ -125,6 +125,7 @@ __all__ = [
     "secure_data_dir",
     "split_host",
     "supports_swap_limit",
+    "sync_directory",
     "table_present",
     "unmount_tree",
     "write_private",

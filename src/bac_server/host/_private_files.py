@@ -42,3 +42,12 @@ def remove_partial_writes(directory: Path) -> None:
                 and entry.is_file(follow_symlinks=False):
             # SECURITY: only a regular file the server wrote, in a directory of its own.
             Path(entry.path).unlink(missing_ok=True)
+
+
+def sync_directory(path: Path) -> None:
+    """Make the names in ``path`` durable (a rename or link into it survives a crash)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

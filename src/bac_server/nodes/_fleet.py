@@ -152,10 +152,15 @@ class NodeFleet:
             if ids and self._watcher is not None:
                 await self._watcher(ids, reachable)
 
-    async def _stale_on(self, node_id: str) -> list[str]:
-        """The sandboxes the node holds that are placed on another node: moved (``_move``)
-        while it was lost, so its copy is stale (suspended here, running there). One
-        not placed anywhere is not among them: it is the leader's orphan sweep's."""
+    async def _where_all(self) -> dict[str, str]:
+        """Every placement, object id -> node id (one read)."""
+        return {p.object_id: p.node_id for p in await self._store.placements()}
+
+    async def _stale_on(self, node_id: str, placed: dict[str, str]) -> list[str]:
+        """The sandboxes the node holds that ``placed`` puts on another node: moved
+        (``_move``) while it was lost, so its copy is stale (suspended here, running
+        there). One not placed anywhere is not among them: it is the leader's orphan
+        sweep's."""
         node = self._nodes.get(node_id)
         if node is None:
             return []
@@ -163,7 +168,6 @@ class NodeFleet:
             held = await node.list()
         except NodeUnreachable:
             return []
-        placed = {p.object_id: p.node_id for p in await self._store.placements()}
         return [s for s in held if placed.get(s, node_id) != node_id]
 
     async def _destroy_stale(self, node_id: str, sandbox_ids: Sequence[str]) -> None:
@@ -178,16 +182,18 @@ class NodeFleet:
 
     async def _drop_moved(self, node_id: str) -> None:
         """A node back from lost: its stale copies go at once."""
-        await self._destroy_stale(node_id, await self._stale_on(node_id))
+        await self._destroy_stale(node_id, await self._stale_on(node_id,
+                                                                await self._where_all()))
 
     async def _sweep_stale(self) -> None:
         """What ``_drop_moved`` missed (a node back while no replica ran): stale copies
         on the active nodes, destroyed when two sweeps in a row find them (a move in
         progress places the sandbox before its new node has it)."""
         seen: set[tuple[str, str]] = set()
+        placed = await self._where_all()
         for node_id in list(self._nodes):
             if self._states.get(node_id) is NodeState.ACTIVE:
-                seen.update((node_id, s) for s in await self._stale_on(node_id))
+                seen.update((node_id, s) for s in await self._stale_on(node_id, placed))
         for node_id, sandbox_id in sorted(seen & self._stale):
             await self._destroy_stale(node_id, [sandbox_id])
         self._stale = seen - self._stale

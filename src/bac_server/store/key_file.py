@@ -21,6 +21,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from bac_server.host import sync_directory
 from bac_server.store.base import StoreError
 from bac_server.store.sealing import KEY_BYTES, Sealer
 
@@ -98,11 +99,7 @@ def _create(path: Path) -> None:
             os.link(temp, path)
         except FileExistsError:
             pass
-        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        sync_directory(path.parent)
     finally:
         if fd >= 0:
             os.close(fd)

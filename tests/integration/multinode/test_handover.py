@@ -6,33 +6,12 @@ or its end retires the export, so no node can take over an older state."""
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable
-from pathlib import Path
-
 import httpx
 import pytest
 from e2b import Sandbox
-from multinode import Cluster, wait_health
+from multinode import Cluster, until, wait_health
 
 pytestmark = pytest.mark.root
-
-
-def _until(what: str, check: Callable[[], bool], bound: int = 600) -> None:
-    for _ in range(bound):
-        if check():
-            return
-        subprocess.run(["sleep", "0.05"], check=True)
-    raise AssertionError(f"never: {what}")
-
-
-def _exports(cluster: Cluster, sandbox_id: str) -> list[Path]:
-    """The sandbox's complete exports on the shared storage (what a node takes over)."""
-    home = cluster.handover_dir / sandbox_id
-    if not home.is_dir():
-        return []
-    return [p for p in home.iterdir() if not p.name.startswith(".")
-            and not p.name.endswith(".partial") and (p / "meta.json").exists()]
 
 
 def _on(cluster: Cluster, sandboxes: list[Sandbox], node_id: str) -> Sandbox:
@@ -51,16 +30,16 @@ def test_a_resume_or_a_kill_on_its_own_node_retires_the_export(
     sandboxes.append(sbx)
     sbx.commands.run("echo one > /home/user/state")
     sbx.beta_pause()
-    _until("the export is complete", lambda: len(_exports(cluster, sbx.sandbox_id)) == 1)
+    until("the export is complete", lambda: len(cluster.exports(sbx.sandbox_id)) == 1)
     back = Sandbox.connect(sbx.sandbox_id, **cluster.opts())
     # Retired before the wake returned: no node can take over the state it had paused.
-    assert _exports(cluster, sbx.sandbox_id) == []
+    assert cluster.exports(sbx.sandbox_id) == []
     back.commands.run("echo two > /home/user/state")
     back.beta_pause()
-    _until("the second export is complete",
-           lambda: len(_exports(cluster, sbx.sandbox_id)) == 1)
+    until("the second export is complete",
+           lambda: len(cluster.exports(sbx.sandbox_id)) == 1)
     back.kill()
-    assert _exports(cluster, sbx.sandbox_id) == []
+    assert cluster.exports(sbx.sandbox_id) == []
 
 
 def test_a_paused_sandbox_resumes_on_another_node_when_its_own_is_lost(
@@ -69,7 +48,7 @@ def test_a_paused_sandbox_resumes_on_another_node_when_its_own_is_lost(
     sbx.commands.run("echo kept > /home/user/state")
     sleeper = sbx.commands.run("sleep 3600", background=True)
     sbx.beta_pause()
-    _until("the export is complete", lambda: len(_exports(cluster, sbx.sandbox_id)) == 1)
+    until("the export is complete", lambda: len(cluster.exports(sbx.sandbox_id)) == 1)
     node = cluster.nodes[1]
     node.kill9()
     api = httpx.Client(base_url=cluster.replicas[1].url,
@@ -86,16 +65,16 @@ def test_a_paused_sandbox_resumes_on_another_node_when_its_own_is_lost(
     assert moved.commands.run(f"tr '\\0' ' ' < /proc/{sleeper.pid}/cmdline").stdout \
         == "sleep 3600 "
     assert moved.commands.run("hostname").stdout.strip() == sbx.sandbox_id
-    assert _exports(cluster, sbx.sandbox_id) == []  # taken: nobody takes it again
+    assert cluster.exports(sbx.sandbox_id) == []  # taken: nobody takes it again
     wait_health(api, sbx.sandbox_id, "healthy")
-    _until("the replica that moved it wrote why it is healthy", lambda: [
+    until("the replica that moved it wrote why it is healthy", lambda: [
         e["fields"].get("reason") for e in api.get(
             f"/sandboxes/{sbx.sandbox_id}/trace", params={"kind": "healthy"}).json()["events"]
     ] == ["node_moved"])
 
     # The node back: its stale copy goes, the moved sandbox stays.
     node.start()
-    _until("the stale copy is destroyed",
+    until("the stale copy is destroyed",
            lambda: not (node.data_dir / "claims" / sbx.sandbox_id).exists())
     assert moved.commands.run("echo still").stdout == "still\n"
     wait_health(api, sbx.sandbox_id, "healthy")

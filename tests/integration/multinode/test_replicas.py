@@ -8,15 +8,13 @@ other, and none is left on a node that no record claims."""
 from __future__ import annotations
 
 import concurrent.futures
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 from bac_process import ServerProcess
 from e2b import Sandbox, SandboxState
-from multinode import RPC_PORT, Cluster
+from multinode import RPC_PORT, Cluster, until
 from playwright.sync_api import expect, sync_playwright
 
 pytestmark = pytest.mark.root
@@ -32,15 +30,6 @@ def _api(cluster: Cluster, replica: int) -> httpx.Client:
                         headers={"X-API-KEY": cluster.keys[0]}, timeout=30)
 
 
-def _until(what: str, check: Callable[[], bool], bound: int = 600) -> None:
-    """Poll ``check`` (50 ms apart, at most ``bound`` times)."""
-    for _ in range(bound):
-        if check():
-            return
-        subprocess.run(["sleep", "0.05"], check=True)
-    raise AssertionError(f"never: {what}")
-
-
 def _state(api: httpx.Client, sandbox_id: str) -> str | None:
     answer = api.get(f"/sandboxes/{sandbox_id}")
     return None if answer.status_code == 404 else str(answer.json()["state"])
@@ -51,26 +40,26 @@ def test_a_sandbox_made_through_one_replica_is_driven_through_the_other(
     made = Sandbox.create(timeout=120, envs={"WHERE": "a"}, **_opts(cluster, 0))
     sandboxes.append(made)
     with _api(cluster, 0) as a, _api(cluster, 1) as b:
-        _until("b knows the sandbox", lambda: _state(b, made.sandbox_id) == "running")
+        until("b knows the sandbox", lambda: _state(b, made.sandbox_id) == "running")
         other = Sandbox.connect(made.sandbox_id, **_opts(cluster, 1))
         assert other.commands.run("echo $WHERE").stdout == "a\n"
         other.files.write("/home/user/from-b.txt", "b wrote this")
         assert made.files.read("/home/user/from-b.txt") == "b wrote this"
         other.set_timeout(300)
-        _until("a sees b's timeout", lambda: a.get(f"/sandboxes/{made.sandbox_id}").json()
+        until("a sees b's timeout", lambda: a.get(f"/sandboxes/{made.sandbox_id}").json()
                ["endAt"] == b.get(f"/sandboxes/{made.sandbox_id}").json()["endAt"])
         # Paused through b: a sees it paused; resumed through a: b routes to it again.
         other.beta_pause()
-        _until("a sees it paused", lambda: _state(a, made.sandbox_id) == "paused")
+        until("a sees it paused", lambda: _state(a, made.sandbox_id) == "paused")
         assert Sandbox.get_info(made.sandbox_id, **_opts(cluster, 0)).state \
             is SandboxState.PAUSED
         back = Sandbox.connect(made.sandbox_id, **_opts(cluster, 0))
         assert back.files.read("/home/user/from-b.txt") == "b wrote this"
-        _until("b sees it running", lambda: _state(b, made.sandbox_id) == "running")
+        until("b sees it running", lambda: _state(b, made.sandbox_id) == "running")
         assert other.commands.run("echo again").stdout == "again\n"
         # Killed through b: gone from a too.
         other.kill()
-        _until("a forgets it", lambda: _state(a, made.sandbox_id) is None)
+        until("a forgets it", lambda: _state(a, made.sandbox_id) is None)
         listed = a.get("/v2/sandboxes").json()
         assert made.sandbox_id not in {s["sandboxID"] for s in listed}
 
@@ -88,7 +77,7 @@ def _leader(cluster: Cluster) -> int:
         found[:] = [n for n, r in enumerate(cluster.replicas) if _leads(r)]
         return len(found) == 1
 
-    _until("exactly one replica leads", one)
+    until("exactly one replica leads", one)
     return found[0]
 
 
@@ -106,7 +95,7 @@ def test_a_timeout_fires_once_and_moves_with_the_leadership(
     short = Sandbox.create(timeout=3, **_opts(cluster, follower))
     sandboxes.append(short)
     with _api(cluster, follower) as api:
-        _until("the timeout ends it", lambda: _state(api, short.sandbox_id) is None, 400)
+        until("the timeout ends it", lambda: _state(api, short.sandbox_id) is None, 400)
         assert len(_events(api, short.sandbox_id, "timeout")) == 1
     # The leader dies: the other replica takes the lock and the timers.
     later = Sandbox.create(timeout=8, **_opts(cluster, follower))
@@ -114,9 +103,9 @@ def test_a_timeout_fires_once_and_moves_with_the_leadership(
     dead = cluster.replicas[leader]
     dead.kill9()
     try:
-        _until("the follower leads", lambda: _leads(cluster.replicas[follower]), 400)
+        until("the follower leads", lambda: _leads(cluster.replicas[follower]), 400)
         with _api(cluster, follower) as api:
-            _until("the new leader's timer ends it",
+            until("the new leader's timer ends it",
                    lambda: _state(api, later.sandbox_id) is None, 400)
             assert len(_events(api, later.sandbox_id, "timeout")) == 1
     finally:
@@ -132,7 +121,7 @@ def test_a_schedule_set_through_a_follower_runs_in_the_leader(
     sbx = Sandbox.create(timeout=300, **_opts(cluster, leader))
     sandboxes.append(sbx)
     with _api(cluster, follower) as f:
-        _until("the follower knows the sandbox",
+        until("the follower knows the sandbox",
                lambda: _state(f, sbx.sandbox_id) == "running")
         put = f.put(f"/sandboxes/{sbx.sandbox_id}/checkpoints/schedule",
                     json={"intervalSeconds": 2, "keep": 100})
@@ -144,7 +133,7 @@ def test_a_schedule_set_through_a_follower_runs_in_the_leader(
                 found = a.get(f"/sandboxes/{sbx.sandbox_id}/checkpoints").json()
                 return len([c for c in found if str(c.get("name", "")).startswith("auto-")])
 
-            _until("two scheduled checkpoints, taken by the leader", lambda: autos() >= 2,
+            until("two scheduled checkpoints, taken by the leader", lambda: autos() >= 2,
                    bound=400)
             # Stopped through the leader: none after.
             put = a.put(f"/sandboxes/{sbx.sandbox_id}/checkpoints/schedule",
@@ -182,7 +171,7 @@ def test_mission_control_on_a_follower_shows_a_sandboxs_live_figures(
                 page.goto(f"{base}/ui/sandboxes/{sbx.sandbox_id}")
                 return "CPU" in now.last.inner_text()
 
-            _until("the follower's page shows the sandbox's figures", shown, bound=100)
+            until("the follower's page shows the sandbox's figures", shown, bound=100)
         finally:
             browser.close()
 
@@ -197,14 +186,14 @@ def test_a_pause_and_a_kill_through_two_replicas_at_once_end_killed(
         sandboxes.append(sbx)
         with _api(cluster, 0) as a, _api(cluster, 1) as b:
             sid = sbx.sandbox_id
-            _until("b knows the sandbox", lambda sid=sid: _state(b, sid) == "running")
+            until("b knows the sandbox", lambda sid=sid: _state(b, sid) == "running")
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
                 paused = pool.submit(a.post, f"/sandboxes/{sbx.sandbox_id}/pause")
                 killed = pool.submit(b.delete, f"/sandboxes/{sbx.sandbox_id}")
                 assert paused.result().status_code in (204, 404, 409), paused.result().text
                 assert killed.result().status_code == 204, killed.result().text
             for api in (a, b):
-                _until("the sandbox is gone for both replicas",
+                until("the sandbox is gone for both replicas",
                        lambda api=api, sid=sid: _state(api, sid) is None)
         assert sbx.sandbox_id not in _held(cluster)
 
@@ -230,12 +219,12 @@ def test_a_replica_killed_in_the_middle_of_creates_loses_nothing(
         with _api(cluster, survivor) as api:
             # Every sandbox a client got answers through the other replica.
             for sbx in made:
-                _until(f"{sbx.sandbox_id} is known",
+                until(f"{sbx.sandbox_id} is known",
                        lambda s=sbx: _state(api, s.sandbox_id) == "running")
                 again = Sandbox.connect(sbx.sandbox_id, **_opts(cluster, survivor))
                 assert again.commands.run("echo alive").stdout == "alive\n"
             # And no node keeps a sandbox that no live record claims (the leader's sweep).
-            _until("the nodes hold only recorded sandboxes",
+            until("the nodes hold only recorded sandboxes",
                    lambda: _held(cluster) <= _recorded(api), 600)
     finally:
         victim.start()
@@ -263,7 +252,7 @@ def test_both_replicas_list_the_same_fleet(cluster: Cluster,
         sandboxes.append(Sandbox.create(timeout=120, **_opts(cluster, n % 2)))
     ids = {s.sandbox_id for s in sandboxes}
     with _api(cluster, 0) as a, _api(cluster, 1) as b:
-        _until("both list them", lambda: ids <= _recorded(a) and ids <= _recorded(b))
+        until("both list them", lambda: ids <= _recorded(a) and ids <= _recorded(b))
     # One of them leads, and says so; the other says it does not.
     assert sorted(_leads(r) for r in cluster.replicas) == [False, True]
 
@@ -306,7 +295,7 @@ def test_a_build_context_linked_by_one_replica_is_taken_by_another(
                                   params={"limit": 0}).json())
             return finished["status"] in ("ready", "error")
 
-        _until("the build ends", done, 3600)
+        until("the build ends", done, 3600)
         assert finished["status"] == "ready", finished
     sbx = Sandbox.create(template_id, timeout=60, **_opts(cluster, 0))
     sandboxes.append(sbx)
@@ -327,12 +316,12 @@ def test_a_cap_made_through_a_follower_is_enforced_by_the_leader(
                                      "limit": 0.000001, "action": "kill"})
         assert made.status_code == 201, made.text
         cap_id = made.json()["capID"]
-        _until("the leader ends it", lambda: _state(lead, sbx.sandbox_id) is None, 400)
+        until("the leader ends it", lambda: _state(lead, sbx.sandbox_id) is None, 400)
         killed = _events(lead, sbx.sandbox_id, "killed")
         assert [e["fields"].get("reason") for e in killed] == ["cap"]  # type: ignore[union-attr]
-        _until("the follower shows the cap reached",
+        until("the follower shows the cap reached",
                lambda: f.get(f"/caps/{cap_id}").json()["state"] == "reached", 200)
         assert lead.get(f"/caps/{cap_id}").json()["state"] == "reached"
         assert f.delete(f"/caps/{cap_id}").status_code == 204
-        _until("the leader forgets it",
+        until("the leader forgets it",
                lambda: lead.get(f"/caps/{cap_id}").status_code == 404, 200)

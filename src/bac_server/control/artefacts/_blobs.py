@@ -21,6 +21,8 @@ import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from bac_server.host import sync_directory
+
 
 class Partial:
     """One blob being written: its bytes so far, hashed."""
@@ -94,7 +96,7 @@ class Blobs:
                 partial.path.unlink(missing_ok=True)
                 return
             os.replace(partial.path, final)
-            _sync_dir(self._blobs)
+            sync_directory(self._blobs)
 
         await asyncio.to_thread(rename)
         return final
@@ -131,9 +133,3 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed, CheckpointNotFound
 from bac_server.cancel_safe import off_loop
-from bac_server.host import remove_tree, write_private
+from bac_server.host import remove_tree, sync_directory, write_private
 
 from ..slots import Context, SlotRecord, save_record
 from ._stored import Meta, Stored, check_id
@@ -83,14 +83,6 @@ def _retire(path: Path) -> Path | None:
     except FileNotFoundError:
         return None
     return target
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Handover:
@@ -194,7 +186,7 @@ class Handover:
                 write_private(work / "meta.json", json.dumps(dataclasses.asdict(meta)))
                 sync_file_systems([work])
                 os.replace(work, home / name)
-                _fsync_dir(home)
+                sync_directory(home)
 
             await off_loop(publish)
         except BaseException:
