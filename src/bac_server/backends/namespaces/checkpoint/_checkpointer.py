@@ -41,7 +41,6 @@ from ..slots import (
     replace_upper,
     save_record,
     stop_processes,
-    undo_after_failure,
 )
 from ..volumes import rebind
 from . import _stored
@@ -54,7 +53,6 @@ from .criu import (
     check_images,
     dump,
     freeze,
-    memory_settled,
     release_suspend_lock,
     remove_images,
     thaw,
@@ -193,9 +191,8 @@ class Checkpointer:
     async def copy_ahead(self, checkpoint_id: str, image: TemplateImage, limits: Limits, *,
                          hostname: str, disk_mb: int) -> SlotRecord:
         """A slot restored from the memory checkpoint for no sandbox yet (CREATING, for the
-        ready pool to finish): envd keeps the checkpoint's token until ``assign``. Returns
-        once all its memory is back: nobody waits for this restore, and the hand-out and
-        first commands must not share the CPUs with a lazy restore's page transfer."""
+        ready pool to finish): envd keeps the checkpoint's token until ``assign``. Its
+        memory is restored whole (as every copy of a start snapshot's: ``start_copy``)."""
         ctx = self._ctx
         stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
         meta = stored.meta()
@@ -204,15 +201,9 @@ class Checkpointer:
         criu = self._suspender.need_criu()
         with self._flusher.busy():
             seeded = await seeded_disk(ctx.config, stored, disk_mb)
-            record = await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
-                                        limits, hostname=hostname, disk_mb=disk_mb,
-                                        egress=EgressPolicy(), seeded=seeded)
-            try:
-                await memory_settled(record.slot)
-            except BaseException:
-                await undo_after_failure(ctx, record)
-                raise
-        return record
+            return await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
+                                      limits, hostname=hostname, disk_mb=disk_mb,
+                                      egress=EgressPolicy(), seeded=seeded, lazy=False)
 
     async def intact(self, checkpoint_id: str) -> bool:
         """Whether the checkpoint is there and, as far as its files tell, restorable: no

@@ -87,7 +87,8 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
     """The new slot, RUNNING and initialised for ``spec``; fails closed (everything made
     is torn down and ``SandboxSetupError`` raised). ``seed``: the checkpoint is copied
     often (a start snapshot): its files go to the copy in a disk image filled once
-    (``_seeded``)."""
+    (``_seeded``), and its memory is restored whole before it runs (its first calls touch
+    nearly all of it: paging it in lazily would make them wait on page faults)."""
     limits = validate(ctx.config, spec, ctx.cgroups.supports_swap)
     template = template_of(meta, spec.template)
     if not meta.memory:
@@ -107,7 +108,7 @@ async def start_copy(ctx: Context, criu: Criu | None, stored: Stored, meta: Meta
     seeded = await seeded_disk(ctx.config, stored, spec.disk_mb) if seed else None
     record = await restore_copy(ctx, criu, stored, meta, template, limits,
                                 hostname=spec.sandbox_id, disk_mb=spec.disk_mb,
-                                egress=spec.network, seeded=seeded)
+                                egress=spec.network, seeded=seeded, lazy=not seed)
     await assign(ctx, record, spec, limits, current_token=source_token,
                  egress_attached=True)
     return record
@@ -124,7 +125,7 @@ def template_of(meta: Meta, image: TemplateImage) -> TemplateImage:
 async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
                        template: TemplateImage, limits: Limits, *, hostname: str,
                        disk_mb: int, egress: EgressPolicy,
-                       seeded: Path | None = None) -> SlotRecord:
+                       seeded: Path | None = None, lazy: bool = True) -> SlotRecord:
     """A new slot restored from the memory checkpoint: its processes running under
     ``hostname`` on a disk of ``disk_mb``, envd still holding the checkpoint's token, the
     slot CREATING (for ``assign``, or the pool); fails closed (``SandboxSetupError``).
@@ -133,7 +134,7 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
     everything until then), so the restored processes run under it from their first
     instruction and the create does not wait for it after. ``seeded``: the image of the
     slot's disk already holding the checkpoint's files (``_seeded``); without it they are
-    copied into the new disk."""
+    copied into the new disk. ``lazy``: its memory may come back lazily (``criu.restore``)."""
     record = new_record(ctx, kind="s", template_id=meta.template_id,
                         layers=template.layer_stack, envd_bundle=meta.envd_bundle,
                         limits=limits, disk_mb=disk_mb)
@@ -154,7 +155,8 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
                         cgroup_path=record.cgroup_path, hostname=hostname,
                         resources=limits.resources(), envd_bundle=record.envd_bundle)
         await off_loop(lambda: write_private(paths.config, json.dumps(config)))
-        await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"))
+        await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"),
+                      lazy=lazy)
         if ctx.cgroups.is_frozen(record.cgroup_path):
             thaw(ctx, record)
         assert record.init_pid is not None

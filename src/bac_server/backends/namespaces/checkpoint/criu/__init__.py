@@ -22,7 +22,6 @@ from ._dump import (
     restore,
     thaw,
 )
-from ._lazy_pages import settle as memory_settled
 from ._manifest import images_bytes
 from ._restore import make_ahead
 from ._tool import Criu, choose_runtime, ensure_kdat_dir, find_criu
@@ -39,7 +38,6 @@ __all__ = [
     "freeze_all",
     "images_bytes",
     "make_ahead",
-    "memory_settled",
     "release_suspend_lock",
     "remove_images",
     "restore",

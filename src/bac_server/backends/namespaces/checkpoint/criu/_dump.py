@@ -225,9 +225,12 @@ async def dump(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
     return meta
 
 
-async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -> None:
+async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images, *,
+                  lazy: bool = True) -> None:
     """Start the slot's sandbox from ``where`` (config: the slot's config.json); the
-    record learns the new init pid. On failure nothing of the attempt is left running."""
+    record learns the new init pid. On failure nothing of the attempt is left running.
+    ``lazy=False``: all memory is back before it runs (``_lazy_pages``: a copy of a start
+    snapshot, whose memory its first calls touch nearly all of)."""
     paths = ctx.paths(record.slot)
     where.work.mkdir(mode=0o700, parents=True, exist_ok=True)
     # CRIU reopens the inherited log through /proc as the sandbox's root (an unprivileged
@@ -240,7 +243,7 @@ async def restore(ctx: Context, criu: Criu, record: SlotRecord, where: Images) -
             meta = _checked_meta(where.images)
             if meta is not None:
                 pid = await restore_direct(ctx, criu, record, where.images, where.work, meta,
-                                           log)
+                                           log, lazy=lazy)
             else:
                 pid = await runc_restore(ctx, criu.binary, record, where.images, where.work,
                                          log)

@@ -45,8 +45,9 @@ _log = logging.getLogger(__name__)
 
 
 async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: Path,
-                         work: Path, meta: dict[str, Any], log: int) -> int:
-    """Restore the slot; returns the init's pid. On failure nothing of it is left running."""
+                         work: Path, meta: dict[str, Any], log: int, *, lazy: bool) -> int:
+    """Restore the slot; returns the init's pid. On failure nothing of it is left running.
+    ``lazy``: memory may come back lazily (``_lazy_pages``), if there is enough of it."""
     paths = ctx.paths(record.slot)
     netns = netns_pin(paths)
     marker = paths.root / LOCK_MARKER
@@ -63,7 +64,8 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
         tcp = TCP_ALL if suspended and same_netns else TCP_LOOPBACK
     limits = limits_of(ctx, record)
     try:
-        pid = await _attempt(ctx, criu, record, images, work, meta, log, limits, tcp=tcp)
+        pid = await _attempt(ctx, criu, record, images, work, meta, log, limits, tcp=tcp,
+                             lazy=lazy)
     except CheckpointFailed as exc:
         if tcp == TCP_NONE:
             raise
@@ -71,7 +73,7 @@ async def restore_direct(ctx: Context, criu: Criu, record: SlotRecord, images: P
         _log.warning("restore of slot %s with its TCP connections failed, restoring them "
                      "closed: %s", record.slot, exc)
         pid = await _attempt(ctx, criu, record, images, work, meta, log, limits,
-                             tcp=TCP_NONE)
+                             tcp=TCP_NONE, lazy=lazy)
     if meta["locked"]:
         marker.unlink(missing_ok=True)  # CRIU removed its lock
     if held:
@@ -99,7 +101,8 @@ async def release_hold(slot_root: Path) -> None:
 
 
 async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, work: Path,
-                   meta: dict[str, Any], log: int, limits: Limits, *, tcp: str) -> int:
+                   meta: dict[str, Any], log: int, limits: Limits, *, tcp: str,
+                   lazy: bool) -> int:
     """One CRIU restore; on failure nothing of it is left running."""
     paths = ctx.paths(record.slot)
     netns = netns_pin(paths)
@@ -109,7 +112,7 @@ async def _attempt(ctx: Context, criu: Criu, record: SlotRecord, images: Path, w
     # The daemon first: its start (a CRIU of its own, ~3 ms) overlaps the cgroups and
     # /dev made here, and the restore, which connects to it early, finds it listening.
     daemon = (await _lazy_pages.start(criu.binary, images, work)
-              if criu.lazy and _lazy_pages.worth_it(images) else None)
+              if lazy and criu.lazy and _lazy_pages.worth_it(images) else None)
     try:
         ahead = _wake_ahead.take(ctx.cgroups, record.slot, record.cgroup_path, images, meta,
                                  limits)
