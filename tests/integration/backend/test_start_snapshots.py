@@ -94,6 +94,15 @@ async def _run(endpoint: SandboxEndpoint, token: str, cmd: str) -> tuple[int, st
     return response.status_code, out.decode()
 
 
+RELAY_CRT = "/usr/local/share/ca-certificates/bac/relay-0.crt"
+
+
+def _subject(pem: str) -> str:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(pem.encode()).subject.rfc4514_string()
+
+
 def _cgroup(slot: str, controller: str, name: str) -> str:
     return Path(f"/sys/fs/cgroup/{controller}/bac/{slot}/{name}").read_text().strip()
 
@@ -134,7 +143,9 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
     """After a first create from the snapshot, one sandbox is kept restored ahead under the
     default egress policy; the next create of that shape gets it, with its own id as
     hostname, its own token (the snapshot's is refused), env vars, limits and egress
-    policy, still continuing the snapshot; the pool refills."""
+    policy, still continuing the snapshot; the pool refills. Its relay CA went into its
+    trust store while it waited, so the hand-out sends none: the one it trusts is the one
+    its relay signs with, and no other sandbox's."""
     image = await _take(runc, template)
     assert image.start_snapshot is not None
     first = _spec(image)
@@ -143,6 +154,9 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
         await testing.wait_pool_full(runc, image)
         [ahead] = _pooled_slots(runc)
         assert _policy(runc, ahead) == EgressPolicy().to_wire()
+        waiting = runc.config.sandboxes_dir / ahead / "layer" / "upper" / RELAY_CRT.lstrip("/")
+        trusted_ahead = waiting.read_text()
+        assert f"CA {ahead}" in _subject(trusted_ahead)
         spec = _spec(image, env_vars={"FROM_POOL": "yes"})
         endpoint = await runc.create(spec)
         try:
@@ -156,6 +170,12 @@ async def test_a_sandbox_restored_ahead_is_handed_out_as_the_create_asks(
                                                      "yes", "3"]
             refused, _ = await _run(endpoint, SNAPSHOT_TOKEN, "true")
             assert refused == 401
+            status, trusted = await _run(endpoint, spec.envd_access_token,
+                                         f"cat {RELAY_CRT}; cat /etc/ssl/certs/*.crt")
+            assert status == 200 and trusted.startswith(trusted_ahead)
+            assert trusted_ahead == testing.relay_ca_pem(runc, spec.sandbox_id)
+            assert trusted.count(trusted_ahead) == 2  # its own file and the bundle
+            assert testing.relay_ca_pem(runc, first.sandbox_id) not in trusted
             assert _cgroup(slot, "cpu", "cpu.cfs_quota_us") == "10000"
             assert _cgroup(slot, "memory", "memory.limit_in_bytes") == str(256 << 20)
             # 256 MiB: 256 + 4 per MiB pids (below the spec's pids_max).

@@ -71,3 +71,12 @@ def init_pid(backend: NamespaceBackend, sandbox_id: str) -> int:
     if pid is None:
         raise RuntimeError(f"sandbox {sandbox_id} has no running processes")
     return pid
+
+
+def relay_ca_pem(backend: NamespaceBackend, sandbox_id: str) -> str | None:
+    """The certificate of the CA the sandbox's egress relay signs with, as PEM (None: not
+    made yet), for a test that checks the sandbox trusts that one."""
+    if backend._parts is None:
+        raise RuntimeError("the backend is not started")
+    parts = backend._parts
+    return parts.ctx.egress.made_relay_ca(parts.slots.record(sandbox_id).veth)

@@ -208,6 +208,11 @@ class Egress:
             entry.ca = ca
         return entry.ca.cert_pem
 
+    def made_relay_ca(self, veth: str) -> str | None:
+        """The PEM certificate of the sandbox's relay CA if it is made (None: not yet)."""
+        entry = self._by_veth.get(veth)
+        return None if entry is None or entry.ca is None else entry.ca.cert_pem
+
     def _load_ca(self, slot_dir: Path) -> RelayCa | None:
         """The relay CA a previous server sealed in the slot (None: none, or it does not
         open: the sandbox's ruled TLS is then closed)."""

@@ -84,6 +84,7 @@ from ..slots import (
     is_alive,
     save_record,
     start_slot,
+    trust_relay_ahead,
     undo_after_failure,
     validate,
 )
@@ -122,6 +123,7 @@ class _Pooled:
     record: SlotRecord
     token: str | None  # what envd holds now (a restored slot's snapshot token), for /init
     egress_attached: bool  # already under the default policy (restored ones)
+    relay_trusted: bool = False  # its relay CA in its trust store already (restored ones)
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,8 @@ class ReadyPool:
                     try:
                         await assign(ctx, pooled.record, spec, limits,
                                      current_token=pooled.token,
-                                     egress_attached=pooled.egress_attached)
+                                     egress_attached=pooled.egress_attached,
+                                     relay_trusted=pooled.relay_trusted)
                         part("handout", step)
                         return pooled.record
                     except SandboxSetupError:
@@ -406,6 +409,7 @@ class ReadyPool:
             hostname=POOL_HOSTNAME, disk_mb=key.disk_mb)
         try:
             await probe_health(record.sandbox_address, self._ctx.config.envd_init_timeout_s)
+            await trust_relay_ahead(self._ctx, record, ref.token)
             record.move(SlotPhase.POOLED)  # on disk only once it can be handed out
             await off_loop(lambda: save_record(self._ctx.paths(record.slot), record))
         except BaseException as exc:
@@ -413,7 +417,7 @@ class ReadyPool:
             if not isinstance(exc, Exception):
                 raise
             raise SandboxSetupError(f"slot {record.slot} restored ahead: {exc}") from exc
-        return _Pooled(record, ref.token, egress_attached=True)
+        return _Pooled(record, ref.token, egress_attached=True, relay_trusted=True)
 
     # -- emptying ---------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from ._launch import (
     new_record,
     set_hostname_in,
     start_slot,
+    trust_relay_ahead,
 )
 from ._layers_in_use import layers_in_use
 from ._ocispec import ENVD_MOUNT, NOFILE_LIMIT, Limits, SandboxPlan, build_config
@@ -116,6 +117,7 @@ __all__ = [
     "start_slot",
     "start_time",
     "stop_processes",
+    "trust_relay_ahead",
     "undo_after_failure",
     "validate",
     "wait_exit",

@@ -254,11 +254,24 @@ async def attach_egress(ctx: Context, record: SlotRecord, policy: EgressPolicy) 
                             record.sandbox_address, policy)
 
 
+async def trust_relay_ahead(ctx: Context, record: SlotRecord,
+                            current_token: str | None) -> None:
+    """Put the slot's relay CA into its trust store now (a slot made ahead, already under
+    an egress policy), so that its hand-out need not (``assign``'s ``relay_trusted``): the
+    CA is made, sealed in the slot and sent to envd's ``/init`` alone, which adds it as
+    root inside. Raises ``EnvdUnavailable`` or ``OSError``; the caller tears down."""
+    pem = await off_loop(lambda: ctx.egress.relay_ca(record.veth, record.slot))
+    await post_init(record.sandbox_address, {"bacTrust": pem},
+                    ctx.config.envd_init_timeout_s, current_token)
+
+
 async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Limits, *,
-                 current_token: str | None = None, egress_attached: bool = False) -> None:
+                 current_token: str | None = None, egress_attached: bool = False,
+                 relay_trusted: bool = False) -> None:
     """Bind a started slot to ``spec``; on failure the slot is torn down.
     ``current_token``: the token envd already has (a slot restored from a checkpoint);
-    ``egress_attached``: the slot already runs under ``spec.network`` (restored ahead).
+    ``egress_attached``: the slot already runs under ``spec.network`` (restored ahead);
+    ``relay_trusted``: its relay CA is in its trust store already (``trust_relay_ahead``).
 
     The slot's own files, limits and hostname are set while its egress policy and then
     envd's ``/init`` go in (independent; nobody can run code in it before the create
@@ -279,8 +292,9 @@ async def assign(ctx: Context, record: SlotRecord, spec: SandboxSpec, limits: Li
                                spec.template.default_user, spec.template.default_workdir)
         # The sandbox's relay CA into its trust store (envd adds it, as root inside), so
         # the relay can terminate TLS for the hosts its rules name, now or after an update.
-        payload["bacTrust"] = await off_loop(
-            lambda: ctx.egress.relay_ca(record.veth, spec.sandbox_id))
+        if not relay_trusted:
+            payload["bacTrust"] = await off_loop(
+                lambda: ctx.egress.relay_ca(record.veth, spec.sandbox_id))
         await post_init(record.sandbox_address, payload, ctx.config.envd_init_timeout_s,
                         current_token)
 
