@@ -18,7 +18,10 @@ Each key has one refill at a time in the background: booted slots ``size`` per k
 for the next create; restored slots ``restored_size`` per key
 (``BAC_START_SNAPSHOT_POOL``), one restore at a time, a second after the create that
 asked (a restore takes both CPUs of a small host for a moment, and the new sandbox is
-about to run its first commands), one failure ends the refill. At most
+about to run its first commands), one failure ends the refill. Every slot made ahead
+first waits for the creates running to end (at most ``YIELD_MAX_S``): a burst is not
+slowed by the refills it sets off, creates one after another leave room between them.
+A restored slot's relay CA goes into its trust store while it waits. At most
 ``MAX_RESTORED_KEYS`` keys keep restored slots, each holding a service's memory; the
 least recently used one's go to make room.
 
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import logging
 import os
@@ -97,6 +101,7 @@ _PARALLEL_STARTS = max(1, min(4, os.cpu_count() or 1))
 # left then (a runtime that hangs) the next start's recovery removes.
 CLOSE_BOUND_S = 45.0
 REFILL_DELAY_S = 1.0  # after a create, before a restored slot's refill starts
+YIELD_MAX_S = 1.0  # how long a refill waits for the creates running to end, each slot
 MAX_RESTORED_KEYS = 8
 DEMAND_WINDOW_S = 120.0
 
@@ -163,6 +168,9 @@ class ReadyPool:
         self._templates: dict[PoolKey, TemplateImage] = {}
         self._closed = False
         self._cleanups: set[asyncio.Future[None]] = set()
+        self._creating = 0  # creates running now (see _yield_to_creates)
+        self._no_create = asyncio.Event()
+        self._no_create.set()
 
     # -- a create ---------------------------------------------------------------------
 
@@ -230,7 +238,14 @@ class ReadyPool:
             finally:
                 self._want(used, spec.template)  # refill (if pooling) after the hand-out
 
-        endpoint = await self._slots.start(spec.sandbox_id, make)
+        self._creating += 1
+        self._no_create.clear()
+        try:
+            endpoint = await self._slots.start(spec.sandbox_id, make)
+        finally:
+            self._creating -= 1
+            if self._creating == 0:
+                self._no_create.set()
         how = {"handout": "pool", "restore": "start_snapshot", "boot": "boot"}[
             next(reversed(parts))]
         timing = CreateTiming(how, round((time.perf_counter() - began) * 1000, 3), parts)
@@ -372,6 +387,9 @@ class ReadyPool:
             nonlocal in_flight, failures
             while not self._closed and failures < fill.tries and \
                     len(queue) + in_flight < self._fill_of(key).size:
+                await self._yield_to_creates()
+                if self._closed or len(queue) + in_flight >= self._fill_of(key).size:
+                    return
                 in_flight += 1
                 try:
                     pooled = await self._make_ahead(key, template)
@@ -395,6 +413,15 @@ class ReadyPool:
             if isinstance(outcome, Exception):
                 _log.error("ready pool: refilling %s failed", template.template_id,
                            exc_info=outcome)
+
+    async def _yield_to_creates(self) -> None:
+        """Before each slot made ahead: wait until no create is running (at most
+        ``YIELD_MAX_S``). A burst of creates, each taking a pooled slot, would otherwise
+        share the CPUs with the refills it set off, and wait longer for its own sandboxes;
+        creates one after another leave gaps between them, and the refill goes on there.
+        Not a synchronisation: a refill that waits the bound out goes on anyway."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_create.wait(), YIELD_MAX_S)
 
     async def _make_ahead(self, key: PoolKey, template: TemplateImage) -> _Pooled:
         """One slot of ``key``, POOLED; fails closed."""
