@@ -17,33 +17,26 @@ import pytest
 from e2b import Sandbox
 from multinode import Cluster
 
-from bac import Template, Templates
+from bac import ConnectionOpts, Template, Templates
+
+# The template root's readings are the single-server collection tests' (gc_fixtures).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "templates"))
+from gc_fixtures import build_in, layer_keys_in
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 def _layers_of(cluster: Cluster, digest: str) -> set[str]:
-    raw = json.loads((cluster.templates_dir / "templates" / "manifests" / f"{digest}.json")
-                     .read_text())
-    return {Path(p).parts[1] for p in [*raw["layers"], raw["rootfs"]]
-            if Path(p).parts[0] == "layers"}
-
-
-def _manifests(cluster: Cluster) -> set[str]:
-    folder = cluster.templates_dir / "templates" / "manifests"
-    return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
+    return layer_keys_in(cluster.templates_dir, digest)
 
 
 def _build(cluster: Cluster, line: str) -> tuple[str, str]:
     """A template of one RUN step, built through replica 0 (its step on a node)."""
-    before = _manifests(cluster)
     name = f"mn-gc-{uuid.uuid4().hex[:8]}"
-    opts = {"api_key": cluster.keys[0], "api_url": cluster.replicas[0].url}
-    with Templates(**opts) as templates:  # type: ignore[arg-type]
-        templates.build(Template("base").run(line, user="root"), name)
-    made = _manifests(cluster) - before
-    assert len(made) == 1, made
-    return name, made.pop()
+    connection: ConnectionOpts = {"api_key": cluster.keys[0],
+                                  "api_url": cluster.replicas[0].url}
+    return name, build_in(cluster.templates_dir, connection,
+                          Template("base").run(line, user="root"), name)
 
 
 def _collect(cluster: Cluster) -> dict[str, Any]:

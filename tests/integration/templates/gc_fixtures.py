@@ -103,17 +103,38 @@ async def collect_async(server: ServerProcess, *extra: str, **env: str) -> dict[
     return report
 
 
-def manifests(server: ServerProcess) -> set[str]:
-    folder = server.data_dir / "templates" / "manifests"
+def manifests_in(root: Path) -> set[str]:
+    """The digests of the templates built into the template root ``root``."""
+    folder = root / "templates" / "manifests"
     return {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
 
 
-def layer_keys(server: ServerProcess, digest: str) -> set[str]:
-    """The layers the built template ``digest`` stacks (its rootfs too, if a layer)."""
-    raw = json.loads((server.data_dir / "templates" / "manifests" / f"{digest}.json")
-                     .read_text())
+def layer_keys_in(root: Path, digest: str) -> set[str]:
+    """The layers the template ``digest`` of the template root ``root`` stacks (its
+    rootfs too, if a layer)."""
+    raw = json.loads((root / "templates" / "manifests" / f"{digest}.json").read_text())
     return {Path(p).parts[1] for p in [*raw["layers"], raw["rootfs"]]
             if Path(p).parts[0] == "layers"}
+
+
+def build_in(root: Path, connection: ConnectionOpts, template: Template,
+             template_name: str) -> str:
+    """Build ``template`` as ``template_name`` through ``connection``, whose server keeps
+    its templates in ``root``; the new manifest's digest."""
+    before = manifests_in(root)
+    with Templates(**connection) as templates:
+        templates.build(template, template_name)
+    made = manifests_in(root) - before
+    assert len(made) == 1, made
+    return made.pop()
+
+
+def manifests(server: ServerProcess) -> set[str]:
+    return manifests_in(server.data_dir)
+
+
+def layer_keys(server: ServerProcess, digest: str) -> set[str]:
+    return layer_keys_in(server.data_dir, digest)
 
 
 def layers(server: ServerProcess) -> set[str]:
@@ -124,13 +145,8 @@ def layers(server: ServerProcess) -> set[str]:
 
 def build(server: ServerProcess, template: Template, label: str) -> tuple[str, str]:
     """Build ``template`` as a new template; (its name, its manifest digest)."""
-    before = manifests(server)
     template_name = name(label)
-    with Templates(**opts(server)) as templates:
-        templates.build(template, template_name)
-    made = manifests(server) - before
-    assert len(made) == 1, made
-    return template_name, made.pop()
+    return template_name, build_in(server.data_dir, opts(server), template, template_name)
 
 
 def delete(server: ServerProcess, template_name: str) -> None:
@@ -142,5 +158,6 @@ def deleted(report: dict[str, Any], kind: str) -> set[str]:
     return {f["name"] for f in report["deleted"] if f["kind"] == kind}
 
 
-__all__ = ["ServerProcess", "build", "collect", "collect_async", "delete", "deleted",
-           "layer_keys", "layers", "manifests", "name", "opts", "srv"]
+__all__ = ["ServerProcess", "build", "build_in", "collect", "collect_async", "delete",
+           "deleted", "layer_keys", "layer_keys_in", "layers", "manifests", "manifests_in",
+           "name", "opts", "srv"]
