@@ -18,7 +18,8 @@ below ``LAZY_MIN_BYTES`` the daemon costs more than it saves. So are copies of a
 snapshot, whatever their size: a fresh sandbox's first calls touch nearly all of its
 memory (envd, a kernel and its server), and each page fault served through the daemon
 costs more than the page copied in by the restore (create → first `1+1` of the
-code interpreter, 83 MiB of pages: 150 ms p50 lazily, 123 ms eagerly).
+code interpreter, 83 MiB of pages, ``bench/run_code.py``: 150 ms p50 lazily, 129-133 ms
+whole).
 """
 
 from __future__ import annotations
