@@ -5,8 +5,11 @@ Python (click, logging.config, ssl, its supervisors), and envd needs only plain 
 with streaming bodies, which h11 already gets right. Measured in ``bench/envd_start.py``.
 
 Flow control both ways: request bodies pause reading beyond 256 KiB buffered, responses
-wait while the transport's write buffer is full. A request whose body the app left
-unread, a protocol error, or ``Connection: close`` ends the connection after the reply.
+wait while the transport's write buffer is full. A reply may go out before its request's
+body has arrived (a refusal does not wait for it): the rest of that body, up to 1 MiB, is
+then read and dropped, so the client can reuse the connection as the reply told it to.
+A longer unread body, a protocol error, or ``Connection: close`` ends the connection
+after the reply.
 (A little over 250 lines: the connection and its per-request exchange share all state.)
 """
 
@@ -26,6 +29,7 @@ from bac_envd._http import ASGIApp, Message, client_gone
 
 _READ_HIGH = 256 * 1024
 _IDLE_SECONDS = 600.0  # longer than clients keep idle connections (e2b SDK: 300 s)
+_DRAIN_LIMIT = 1024 * 1024  # the most of a refused body read to keep its connection
 
 
 class _Cycle:
@@ -95,6 +99,7 @@ class HttpConnection(asyncio.Protocol):
         self._reading = True
         self._idle: asyncio.TimerHandle | None = None
         self._peer: dict[str, Any] = {}
+        self._drain_left: int | None = None  # reading past a refused body when set
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -148,7 +153,9 @@ class HttpConnection(asyncio.Protocol):
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
             cycle = self.cycle
-            if isinstance(event, h11.Request):
+            if self._drain_left is not None:
+                self._drain(event)
+            elif isinstance(event, h11.Request):
                 self._start(event)
             elif isinstance(event, h11.Data) and cycle is not None:
                 cycle.body.append(bytes(event.data))
@@ -221,13 +228,41 @@ class HttpConnection(asyncio.Protocol):
         self.cycle = None
         if self.closed:
             return
-        if self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
-            self.close()  # unread request body, Connection: close, or a broken reply
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.SEND_BODY:
+            # Replied before the body arrived: read the rest of it, then go on.
+            self._drain_left = _DRAIN_LIMIT
+            self.resume_reading()
+            self._arm_idle()
+            self._pump()
             return
+        if self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
+            self.close()  # Connection: close, or a broken reply
+            return
+        self._next_cycle()
+        self._pump()  # a pipelined request may already be buffered
+
+    def _drain(self, event: Any) -> None:
+        """Drop what is left of a request body already answered."""
+        assert self._drain_left is not None
+        if isinstance(event, h11.Data):
+            self._drain_left -= len(event.data)
+            if self._drain_left < 0:
+                self.close()  # too much to read for a reply already given
+        elif isinstance(event, h11.EndOfMessage):
+            self._drain_left = None
+            if self._idle is not None:
+                self._idle.cancel()
+            if self.h11.their_state is not h11.DONE:
+                self.close()  # the request asked for Connection: close
+                return
+            self._next_cycle()  # the pump that called this goes on with the next request
+        else:  # ConnectionClosed: the client went away mid-body
+            self.close()
+
+    def _next_cycle(self) -> None:
         self.h11.start_next_cycle()
         self.resume_reading()
         self._arm_idle()
-        self._pump()  # a pipelined request may already be buffered
 
     # -- plumbing ----------------------------------------------------------------------
 

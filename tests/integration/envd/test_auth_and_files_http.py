@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import json
+import socket
 import time
 from pathlib import Path
 
@@ -198,3 +200,56 @@ def test_unknown_route_and_method(envd: Envd) -> None:
     """Unknown paths are 404 JSON; a wrong method on a known route is 405."""
     assert httpx.get(f"{envd.url}/nope").json() == {"code": 404, "message": "no route for /nope"}
     assert httpx.delete(f"{envd.url}/files").status_code == 405
+
+
+def _read_response(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One HTTP response (its body framed by Content-Length, if any): head and body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the connection closed mid-response: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the connection closed mid-body"
+        body += chunk
+    return head, body
+
+
+def test_a_refusal_sent_before_the_body_keeps_the_connection(secured_envd: Envd) -> None:
+    """A 401 answered before the request's body arrived (clients send the head and the
+    body as separate writes) leaves a keep-alive connection usable: envd reads past the
+    body it refused instead of closing what the client was told it could reuse."""
+    with socket.create_connection(("127.0.0.1", secured_envd.port)) as sock:
+        sock.sendall(b"POST /process.Process/List HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n")
+        head, body = _read_response(sock)  # answered before the body was sent
+        assert head.startswith(b"HTTP/1.1 401 ") and json.loads(body) == UNAUTHORIZED
+        assert b"connection: close" not in head.lower()
+        sock.sendall(b"{}")
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        head, _ = _read_response(sock)
+        assert head.startswith(b"HTTP/1.1 204 ")
+
+
+def test_a_refused_body_too_long_to_read_ends_its_connection_only(secured_envd: Envd) -> None:
+    """Past 1 MiB of a body already refused, envd closes that connection rather than read
+    on; envd itself goes on serving."""
+    with socket.create_connection(("127.0.0.1", secured_envd.port)) as sock:
+        sock.sendall(b"POST /process.Process/List HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 4194304\r\n\r\n")
+        head, _ = _read_response(sock)
+        assert head.startswith(b"HTTP/1.1 401 ")
+        answer = b""
+        try:
+            for _ in range(64):
+                sock.sendall(b"x" * 65536)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            answer = sock.recv(65536)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed while the body was still going out
+        assert answer == b"", "envd read a 4 MiB refused body to its end"
+    assert httpx.get(f"{secured_envd.url}/health").status_code == 204
