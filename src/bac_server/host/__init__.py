@@ -8,7 +8,7 @@ Everything here is idempotent and is called by the server at start-up and by tes
 
 from ._cgroup_migrations import dynamic_migrations_favored
 from ._cgroups import CgroupLayout, cgroup_layout, controller_dirs, supports_swap_limit
-from ._cleanup import remove_tree, unmount_tree
+from ._cleanup import remove_tree, remove_trees, unmount_tree
 from ._data_dir import secure_data_dir
 from ._destinations import (
     Destinations,
@@ -120,6 +120,7 @@ __all__ = [
     "prepare_host",
     "remove_partial_writes",
     "remove_tree",
+    "remove_trees",
     "render_ruleset",
     "resolve",
     "secure_data_dir",

@@ -34,7 +34,14 @@ from pathlib import Path
 
 from bac_server.host import IdRange, is_mount_point
 from bac_server.host._loop import loop_device
-from bac_server.host._syscalls import MNT_DETACH, MS_NODEV, MS_NOSUID, mount, umount
+from bac_server.host._syscalls import (
+    MNT_DETACH,
+    MS_NODEV,
+    MS_NOSUID,
+    UMOUNT_NOFOLLOW,
+    mount,
+    umount,
+)
 
 from ._record import SlotPaths
 
@@ -253,15 +260,14 @@ def unmount_disk(paths: SlotPaths) -> None:
 
 def unmount(target: Path) -> None:
     """Unmount one of the slot's mounts (its disk, its root) if mounted; detach lazily if
-    something still holds it. Idempotent."""
-    if not is_mount_point(target):
-        return
+    something still holds it. Idempotent: the kernel's EINVAL says nothing is mounted
+    there (cheaper than reading the host's mount table first)."""
     try:
         # SECURITY: only the slot's own mounts, under the slot's directory.
         umount(str(target))
     except OSError as exc:
         if exc.errno == errno.EBUSY:
-            umount(str(target), MNT_DETACH)
+            umount(str(target), MNT_DETACH | UMOUNT_NOFOLLOW)
         elif exc.errno not in (errno.EINVAL, errno.ENOENT):
             raise
 

@@ -26,10 +26,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bac_server.host import is_mount_point, remove_tree
+from bac_server.host import is_mount_point, remove_trees
 from bac_server.host._syscalls import (
     MNT_DETACH,
     MS_BIND,
@@ -125,12 +126,13 @@ def restorable(runtime: OciRuntime) -> bool:
     return runtime.name == "runc"
 
 
-def remove_slot_state(paths: SlotPaths) -> None:
-    """What checkpointing adds to a slot directory (for teardown). The host-side hold
-    goes first: the sandbox's address is leased to another one next."""
+def remove_slot_state(paths: SlotPaths, trees: Sequence[Path] = ()) -> None:
+    """What checkpointing adds to a slot directory (for teardown), and the slot's other
+    ``trees``, removed with it in one pass (the host's mount table read once to detach
+    and once to check, not per tree). The host-side hold goes first: the sandbox's
+    address is leased to another one next."""
     tcp_hold.release(paths.root)
     unpin_netns(paths)
     release_devfs(paths)
-    for name in ("suspend", "criu-work"):
-        remove_tree(paths.root / name)
+    remove_trees([*trees, paths.root / "suspend", paths.root / "criu-work"])
     (paths.root / LOCK_MARKER).unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bac_server.backends.base import CheckpointFailed
 from bac_server.cancel_safe import to_the_end
-from bac_server.host import remove_partial_writes, remove_tree
+from bac_server.host import remove_partial_writes
 
 from ..network import LeaseOwner, delete_veth
 from ._context import Context
@@ -127,13 +127,12 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
     paths = ctx.paths(record.slot)
     unmount_rootfs(paths)
     unmount_disk(paths)  # its loop device detaches with it
-    remove_slot_state(paths)
-    for child in (paths.layer, paths.rootfs, paths.etc, paths.binds, paths.trace):
-        remove_tree(child)
+    trees = [paths.layer, paths.rootfs, paths.etc, paths.binds, paths.trace]
     if record.work_dir is not None:
         # SECURITY: a build slot's upper layer (the step's result) is never removed here;
         # only the overlay work directory made beside it.
-        remove_tree(Path(record.work_dir))
+        trees.append(Path(record.work_dir))
+    remove_slot_state(paths, trees)
     # The runtime writes its pid file as ".init.pid" first, then renames it: a runtime
     # killed in between (a crashed server's) leaves that one.
     runtime_partial = paths.pid_file.with_name(f".{paths.pid_file.name}")
