@@ -2,8 +2,9 @@
 
 Order matters: processes first (a runtime command a dead server left making the slot's
 container, then the cgroup: freeze, kill every member, thaw, wait until each has exited),
-then the runtime's state and the cgroups, the network, the mount, and the files; the
-slot's record goes last so an interrupted teardown is found and finished later.
+then the runtime's state and the cgroups, then the network and, at the same time, the
+mounts and files (independent, and each mostly waits on the kernel), then the address;
+the slot's record goes last so an interrupted teardown is found and finished later.
 ``undo_after_failure`` runs it to the end even when its caller is cancelled;
 ``stop_processes`` is its first half, for a suspend or a roll-back (files, mount, network
 and address stay).
@@ -181,11 +182,20 @@ async def teardown(ctx: Context, record: SlotRecord) -> None:
         raise RuntimeError(f"slot {record.slot}: cgroups still busy: {busy}")
     owns_lease = ctx.addresses.owner(record.lease_index) == LeaseOwner(
         str(ctx.paths(record.slot).root), record.owner)
-    # SECURITY: the names may belong to a newer sandbox once the lease is gone.
-    await detach_egress(ctx, record, owns_lease)
-    if owns_lease:
-        await delete_veth(record.veth)
-    await asyncio.to_thread(_remove_files, ctx, record)
+
+    async def network() -> None:
+        # SECURITY: the names may belong to a newer sandbox once the lease is gone.
+        await detach_egress(ctx, record, owns_lease)
+        if owns_lease:
+            await delete_veth(record.veth)
+
+    # Both to the end, whichever fails; the first failure is raised after.
+    done = await asyncio.gather(network(), asyncio.to_thread(_remove_files, ctx, record),
+                                return_exceptions=True)
+    for outcome in done:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    # SECURITY: the address (and every name made from it) is free only now.
     _release_names(ctx, record)
     paths = ctx.paths(record.slot)
     paths.state.unlink(missing_ok=True)
