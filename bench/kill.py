@@ -26,8 +26,7 @@ import statistics
 import time
 from pathlib import Path
 
-from _stats import pct  # bench/, beside this script
-from tti import bac_server
+from tti import _row, bac_server  # bench/, beside this script
 
 
 def _timed_kills(ids: list[str]) -> list[float]:
@@ -67,11 +66,6 @@ async def _kill_all(ids: list[str]) -> None:
 
     for start in range(0, len(ids), 25):
         await asyncio.gather(*(AsyncSandbox.kill(s) for s in ids[start:start + 25]))
-
-
-def _row(name: str, values: list[float]) -> str:
-    return (f"{name:<34} n={len(values):<4} p50 {statistics.median(values):8.1f} ms"
-            f"   p99 {pct(values, 0.99):8.1f} ms")
 
 
 def main() -> None:

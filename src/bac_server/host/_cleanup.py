@@ -19,16 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ._errors import HostChangeFailed
-from ._mounts import mount_table
+from ._mounts import mount_table, mounts_under
 from ._syscalls import MNT_DETACH, UMOUNT_NOFOLLOW, umount
 
 
 def _mounts_below(paths: Sequence[Path]) -> list[str]:
-    """Mount points at or below any of ``paths``, in the kernel's order (parents first)."""
-    roots = [str(p).rstrip("/") for p in paths]
-    common = os.path.commonpath(roots) if len(roots) > 1 else roots[0]
-    return [m.mount_point for m in mount_table(containing=common)
-            if any(m.mount_point == r or m.mount_point.startswith(r + "/") for r in roots)]
+    """Mount points at or below each of ``paths`` (parents before their children), from
+    one read of the table."""
+    table = mount_table(containing=os.path.commonpath([str(p) for p in paths]))
+    return [point for path in paths for point in mounts_under(path, table)]
 
 
 def unmount_trees(paths: Sequence[Path]) -> None:
