@@ -54,7 +54,10 @@ def test_timeout_ends_when_the_client_gives_up_and_the_kernel_stops_then(
     execution = sandbox.run_code("interrupted_at", context=context, timeout=60)
     assert execution.error is None, execution.error
     assert execution.text is not None
-    assert 0 <= float(execution.text) - gave_up < 0.5
+    # `gave_up` is read after the SDK has closed its connection and raised, so the
+    # interrupt (at the departure) may come a few ms before it; one before the client
+    # left would come a whole N (1 s) before it.
+    assert -0.05 <= float(execution.text) - gave_up < 0.5
 
 
 def test_kernel_ignoring_the_interrupt_is_replaced(sandbox: Sandbox) -> None:
