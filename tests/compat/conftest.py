@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,17 @@ from bac_process import ServerProcess, running
 E2B_VERSION = "2.63.0"
 
 
+@dataclass
+class Deployment:
+    """The server the SDK talks to, and the data dirs of the backends that hold its
+    sandboxes: the server's own, or every node agent's over nodes."""
+
+    server: ServerProcess
+    backend_dirs: list[Path]
+
+
 @pytest.fixture(scope="session")
-def server() -> Iterator[ServerProcess]:
+def deployment() -> Iterator[Deployment]:
     from importlib.metadata import version
 
     assert version("e2b") == E2B_VERSION, "these tests pin the official SDK version"
@@ -33,18 +43,22 @@ def server() -> Iterator[ServerProcess]:
     with running("compat") as srv:
         srv.create_key("compat")
         srv.create_key("compat-other")
-        yield srv
+        yield Deployment(srv, [srv.data_dir])
 
 
-def _over_nodes(nodes: int) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="session")
+def server(deployment: Deployment) -> ServerProcess:
+    return deployment.server
+
+
+def _over_nodes(nodes: int) -> Iterator[Deployment]:
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from multinode import BUILTINS, running_cluster
     from postgres_cluster import running_cluster as running_postgres
 
     with running_postgres() as postgres, \
             running_cluster(postgres.new_database("compat"), BUILTINS) as cluster:
-        for _ in range(nodes):
-            cluster.add_node()
+        held = [cluster.add_node() for _ in range(nodes)]
         replica = cluster.add_replica()
         saved = {k: os.environ.get(k) for k in cluster.shared_env()}
         os.environ.update(cluster.shared_env())  # where `bac keys` finds the store
@@ -58,16 +72,23 @@ def _over_nodes(nodes: int) -> Iterator[ServerProcess]:
                 else:
                     os.environ[key] = value
         cluster.keys = replica.keys
-        yield replica
+        yield Deployment(replica, [node.data_dir for node in held])
 
 
 @pytest.fixture
-def backend_dir(server: ServerProcess) -> Path:
-    """The data dir of the backend holding the server's sandboxes, for the tests that
-    reach into it (a slot's files, a checkpoint's images): one machine's only."""
-    if os.environ.get("BAC_TEST_NODES"):
-        pytest.skip("reaches into the backend's own files, which are on a node's machine")
-    return server.data_dir
+def slot_dir(deployment: Deployment) -> Callable[[str], Path]:
+    """The directory of a sandbox's slot on the machine that holds it, for the tests that
+    reach into it from outside (its disk image, its suspended images, its state): the
+    server's data dir on one machine, the data dir of the node that made it over nodes."""
+
+    def find(sandbox_id: str) -> Path:
+        for data_dir in deployment.backend_dirs:
+            claim = data_dir / "claims" / sandbox_id
+            if claim.exists():
+                return data_dir / "sandboxes" / claim.read_text().strip()
+        raise AssertionError(f"no backend holds a slot for {sandbox_id}")
+
+    return find
 
 
 @pytest.fixture(scope="module", autouse=True)

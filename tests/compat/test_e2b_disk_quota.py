@@ -4,7 +4,7 @@ inside, a ``disk_full`` error event in its trace, and metrics read from its disk
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,8 @@ def _first(api: httpx.Client, sandbox_id: str, kind: str) -> dict[str, Any]:
 
 
 def test_a_full_disk_is_enospc_inside_and_an_error_event(api: httpx.Client,
-                                                        backend_dir: Path) -> None:
+                                                        slot_dir: Callable[[str], Path]
+                                                        ) -> None:
     """fallocate past the sandbox's disk (the default 10 GiB, allocated without writing)
     fails with ENOSPC, the trace gets one disk_full event, the metrics show the disk
     used to its size, and the host holds no more than what was written."""
@@ -55,8 +56,7 @@ def test_a_full_disk_is_enospc_inside_and_an_error_event(api: httpx.Client,
         last = metrics[-1]
         assert last["diskUsed"] > 0.95 * last["diskTotal"]
         assert last["diskTotal"] <= 10240 * 1024 * 1024
-        slot = (backend_dir / "claims" / sbx.sandbox_id).read_text().strip()
-        image = backend_dir / "sandboxes" / slot / "disk.img"
+        image = slot_dir(sbx.sandbox_id) / "disk.img"
         assert image.stat().st_blocks * 512 < 512 * 1024 * 1024  # allocated, not written
         sbx.commands.run("rm /home/user/big && echo room > /home/user/room")
     finally:

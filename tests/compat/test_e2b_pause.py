@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -150,7 +151,8 @@ def test_filesystem_pause_and_reboot() -> None:
         sbx.kill()
 
 
-def test_a_failed_resume_says_why_and_keeps_the_sandbox_paused(backend_dir: Path) -> None:
+def test_a_failed_resume_says_why_and_keeps_the_sandbox_paused(
+        slot_dir: Callable[[str], Path]) -> None:
     """A paused sandbox whose saved state cannot be restored (an image gone from the
     disk): connect fails with a message saying so and what to do; the sandbox stays paused
     with its files, and on_resume=reboot starts it afresh on them."""
@@ -158,13 +160,13 @@ def test_a_failed_resume_says_why_and_keeps_the_sandbox_paused(backend_dir: Path
     try:
         sbx.files.write("/home/user/kept.txt", "kept")
         assert sbx.pause() is True
-        slot = (backend_dir / "claims" / sbx.sandbox_id).read_text().strip()
-        (backend_dir / "sandboxes" / slot / "suspend" / "images" / "pstree.img").unlink()
+        slot = slot_dir(sbx.sandbox_id)
+        (slot / "suspend" / "images" / "pstree.img").unlink()
         with pytest.raises(SandboxException) as failed:
             sbx.connect()
         message = str(failed.value)
         assert "could not be restored" in message and "reboot" in message, message
-        assert "/" + slot not in message  # host paths stay in the server's log
+        assert "/" + slot.name not in message  # host paths stay in the server's log
         assert sbx.get_info().state == SandboxState.PAUSED
         sbx.connect(on_resume="reboot")
         assert sbx.files.read("/home/user/kept.txt") == "kept"

@@ -376,13 +376,13 @@ def test_an_oom_kill_inside_is_an_error_event(api: httpx.Client) -> None:
         api.delete(f"/sandboxes/{sandbox_id}")
 
 
-def test_a_failed_resume_is_an_error_event(api: httpx.Client, backend_dir: Path) -> None:
+def test_a_failed_resume_is_an_error_event(api: httpx.Client,
+                                          slot_dir: Callable[[str], Path]) -> None:
     from e2b import SandboxException
 
     with Sandbox.create(timeout=120) as sbx:
         assert sbx.pause() is True
-        slot = (backend_dir / "claims" / sbx.sandbox_id).read_text().strip()
-        (backend_dir / "sandboxes" / slot / "suspend" / "images" / "pstree.img").unlink()
+        (slot_dir(sbx.sandbox_id) / "suspend" / "images" / "pstree.img").unlink()
         with pytest.raises(SandboxException):
             sbx.connect()
         failed = api.get(f"/sandboxes/{sbx.sandbox_id}/trace",
@@ -416,10 +416,9 @@ def test_reports_reach_the_sandbox_after_a_server_restart() -> None:
 
 
 def test_a_sandbox_whose_processes_die_ends_with_reason_crash(
-        api: httpx.Client, backend_dir: Path) -> None:
+        api: httpx.Client, slot_dir: Callable[[str], Path]) -> None:
     sbx = Sandbox.create(timeout=120)
-    slot = (backend_dir / "claims" / sbx.sandbox_id).read_text().strip()
-    state = json.loads((backend_dir / "sandboxes" / slot / "state.json").read_text())
+    state = json.loads((slot_dir(sbx.sandbox_id) / "state.json").read_text())
     os.kill(state["init_pid"], signal.SIGKILL)  # its envd, the sandbox's PID 1, from outside
     # The follow stream ends when the sandbox does; its last event says why.
     with api.stream("GET", f"/sandboxes/{sbx.sandbox_id}/trace",
