@@ -8,6 +8,14 @@ whole teardown and nothing can leak a device even if the server dies between the
 ``LO_FLAGS_DIRECT_IO`` keeps the image's pages out of the host's page cache (the file
 system inside caches them once, charged to the sandbox); a host file system without
 direct I/O gets a buffered device instead.
+
+Finding a free device and configuring it are two calls: every allocator between them is
+handed the same free device, and all but one are refused it (``EBUSY``) and ask again.
+A burst of creates asks for dozens at once, and several Bac processes may ask on one
+machine (node agents beside each other, a volume made during a burst), so the two calls
+are made under an exclusive ``flock`` of ``/dev/loop-control`` (each allocation opens its
+own, so it orders this process's threads and the machine's other Bac processes alike).
+Another program's allocation can still take a device in between: that costs a retry.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ _BLOCK_SIZE = 4096
 # struct loop_config: fd, block_size, struct loop_info64, 8 reserved u64.
 _INFO64 = "QQQQQIIII64s64s32sQQ"
 _CONFIG = "=II" + _INFO64 + "8Q"
-# Another process may take the free device between asking and configuring it.
+# A program that does not take the lock (losetup) may take the free device between
+# asking and configuring it.
 _TRIES = 16
 
 
@@ -60,6 +69,8 @@ def loop_device(backing_fd: int, name: str) -> Iterator[str]:
     control = os.open(LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
     device_fd = -1
     try:
+        # Released with the descriptor, below, or by the kernel should the process die.
+        fcntl.flock(control, fcntl.LOCK_EX)
         for _ in range(_TRIES):
             index = fcntl.ioctl(control, _LOOP_CTL_GET_FREE)
             path = f"/dev/loop{index}"
