@@ -376,7 +376,11 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
         dashboard.state.plane = plane
         mcp.attach(plane)
         gateway = Gateway(plane.registry, waker=plane.route_for_traffic,
-                          telemetry=telemetry, streams=streams, dialer=dialer_of(backend))
+                          telemetry=telemetry, streams=streams, dialer=dialer_of(backend),
+                          catch_up=None if plane.replicas is None
+                          else plane.replicas.catch_up_running,
+                          recheck=None if plane.replicas is None
+                          else plane.route_after_refusal)
         gateways.attach(gateway)
         if scrape is not None:
             try:

@@ -23,11 +23,13 @@ E2B_VERSION = "2.63.0"
 
 @dataclass
 class Deployment:
-    """The server the SDK talks to, and the data dirs of the backends that hold its
-    sandboxes: the server's own, or every node agent's over nodes."""
+    """The server the SDK talks to, the URL its sandbox traffic goes to (the same server,
+    or over nodes with ``BAC_TEST_REPLICAS=2`` another replica), and the data dirs of the
+    backends that hold its sandboxes: the server's own, or every node agent's."""
 
     server: ServerProcess
     backend_dirs: list[Path]
+    sandbox_url: str
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +45,7 @@ def deployment() -> Iterator[Deployment]:
     with running("compat") as srv:
         srv.create_key("compat")
         srv.create_key("compat-other")
-        yield Deployment(srv, [srv.data_dir])
+        yield Deployment(srv, [srv.data_dir], srv.url)
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +62,10 @@ def _over_nodes(nodes: int) -> Iterator[Deployment]:
             running_cluster(postgres.new_database("compat"), BUILTINS) as cluster:
         held = [cluster.add_node() for _ in range(nodes)]
         replica = cluster.add_replica()
+        # A second replica takes the sandboxes' traffic (envd, ports) of sandboxes made
+        # through the first: any replica answers any call.
+        gateway = (cluster.add_replica()
+                   if os.environ.get("BAC_TEST_REPLICAS", "1") == "2" else replica)
         saved = {k: os.environ.get(k) for k in cluster.shared_env()}
         os.environ.update(cluster.shared_env())  # where `bac keys` finds the store
         try:
@@ -72,7 +78,7 @@ def _over_nodes(nodes: int) -> Iterator[Deployment]:
                 else:
                     os.environ[key] = value
         cluster.keys = replica.keys
-        yield Deployment(replica, [node.data_dir for node in held])
+        yield Deployment(replica, [node.data_dir for node in held], gateway.url)
 
 
 @pytest.fixture
@@ -92,15 +98,15 @@ def slot_dir(deployment: Deployment) -> Callable[[str], Path]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def e2b_env(server: ServerProcess) -> Iterator[None]:
+def e2b_env(deployment: Deployment) -> Iterator[None]:
     """Point the SDK at the server the way users do: environment variables only.
 
     Module-scoped so the variables are gone again before other test directories run:
     Bac's own SDK honours E2B_SANDBOX_URL too, and would send their traffic here."""
     saved = {k: os.environ.get(k) for k in ("E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY")}
-    os.environ["E2B_API_URL"] = server.url
-    os.environ["E2B_SANDBOX_URL"] = server.url
-    os.environ["E2B_API_KEY"] = server.keys[0]
+    os.environ["E2B_API_URL"] = deployment.server.url
+    os.environ["E2B_SANDBOX_URL"] = deployment.sandbox_url
+    os.environ["E2B_API_KEY"] = deployment.server.keys[0]
     yield
     for key, value in saved.items():
         if value is None:

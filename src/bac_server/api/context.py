@@ -42,8 +42,14 @@ def public_domain(request: Request) -> str:
 
 
 async def team(request: Request) -> Team:
-    """The caller's team from ``X-API-KEY``; raises ``Unauthenticated`` (401)."""
-    return await plane(request).keys.authenticate(request.headers.get("x-api-key"))
+    """The caller's team from ``X-API-KEY``; raises ``Unauthenticated`` (401). Of several
+    replicas, a sandbox the path names that this one has not heard of yet (made through
+    another an instant ago) is read from the store first, so every handler finds it."""
+    found = await plane(request).keys.authenticate(request.headers.get("x-api-key"))
+    replicas = plane(request).replicas
+    if replicas is not None and "sandbox_id" in request.path_params:
+        await replicas.catch_up(sandbox_id(request))
+    return found
 
 
 def sandbox_id(request: Request) -> str:

@@ -25,13 +25,19 @@ import httpx
 import pyqwest
 
 
+class NotRunningThere(ConnectionError):
+    """The machine the dialer went to says the sandbox is not running there (paused,
+    gone, moved): the caller's view of it is stale, and its state is worth reading again
+    (another API replica may have just paused it)."""
+
+
 @runtime_checkable
 class Dialer(Protocol):
     async def dial(self, sandbox_id: str, address: str, port: int) -> socket.socket:
         """A connected, non-blocking socket to ``port`` of the sandbox (whose address, on
         the machine that holds it, is ``address``), with ``TCP_NODELAY`` set (requests
         and answers are small and must not wait for each other). ``OSError`` when none
-        opens."""
+        opens, ``NotRunningThere`` when the sandbox's machine says it is not running."""
         ...
 
 

@@ -413,6 +413,15 @@ class ControlPlane:
                 return route
         return await self.lifecycle.pausing.wake_for_traffic(sandbox_id)
 
+    async def route_after_refusal(self, sandbox_id: str) -> Route | None:
+        """What the gateway asks when the sandbox's machine refused it as not running
+        there (several replicas): its state read again, then its route as for traffic
+        (resumed first if it is paused with auto-resume); None when it has none."""
+        if self.replicas is None:
+            return None
+        await self.replicas.recheck(sandbox_id)
+        return await self.route_for_traffic(sandbox_id)
+
     async def _leadership(self, leading: bool) -> None:
         if not leading:
             # Another replica may lead already: acting on would act twice. Stop; the

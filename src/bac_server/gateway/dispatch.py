@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bac_server.gateway.errors import NOT_FOUND, error_body, send_error
 from bac_server.gateway.proxy import Gateway
 from bac_server.gateway.routing import RoutingError, Target, target_of
-from bac_server.gateway.signed import is_signed_files_request, signer_of
+from bac_server.gateway.signed import is_signed_files_request
 from bac_server.gateway.websocket_relay import deny
 
 
@@ -60,7 +60,7 @@ class Dispatcher:
                     await send_error(send, 400, str(exc), None)
                 return
             if target is None and is_signed_files_request(scope):
-                route = signer_of(scope, gateway.routes())
+                route = await gateway.signer(scope)
                 if route is None:
                     await send_error(send, 502, NOT_FOUND, None)
                     return

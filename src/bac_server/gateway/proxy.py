@@ -16,9 +16,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from urllib.parse import unquote
 
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from bac_server.backends.dialing import DIRECT, Dialer
+from bac_server.backends.dialing import DIRECT, Dialer, NotRunningThere
 from bac_server.control import Registry, Route
 from bac_server.control.streams import StreamTokens
 from bac_server.control.telemetry import Telemetry
@@ -34,6 +34,7 @@ from bac_server.gateway.http_relay import HttpRelay, UpstreamFailed
 from bac_server.gateway.metering import Metered
 from bac_server.gateway.pool import Pool
 from bac_server.gateway.routing import Target
+from bac_server.gateway.signed import signer_of
 from bac_server.gateway.streams import REFUSALS, StreamPass, check_stream, with_cookie
 from bac_server.gateway.websocket_relay import deny, relay_websocket
 
@@ -58,10 +59,19 @@ class Gateway:
     def __init__(self, registry: Registry, pool: Pool | None = None, *,
                  waker: Callable[[str], Awaitable[Route | None]] | None = None,
                  telemetry: Telemetry | None = None,
-                 streams: StreamTokens | None = None, dialer: Dialer = DIRECT) -> None:
+                 streams: StreamTokens | None = None, dialer: Dialer = DIRECT,
+                 catch_up: Callable[[], Awaitable[None]] | None = None,
+                 recheck: Callable[[str], Awaitable[Route | None]] | None = None) -> None:
         """``dialer``: how connections to sandboxes open (through their node, when several
-        machines run them); the pool's when one is given."""
+        machines run them); the pool's when one is given. Of several replicas:
+        ``catch_up`` learns the running sandboxes made through the others and not yet
+        announced here (a signed URL names no sandbox: its signer may be one of them);
+        ``recheck`` reads a sandbox's state again when its machine said it does not run
+        there (another replica paused it an instant ago), resuming it if paused with
+        auto-resume, and gives its route, if any: the request is then relayed once more."""
         self._registry = registry
+        self._catch_up = catch_up
+        self._recheck = recheck
         self._dialer = dialer
         self._streams = streams or StreamTokens()
         self._telemetry = telemetry
@@ -75,6 +85,15 @@ class Gateway:
 
     def routes(self) -> list[Route]:
         return self._registry.routes()
+
+    async def signer(self, scope: Scope) -> Route | None:
+        """The running sandbox whose token signed this ``/files`` request, if any; looked
+        for again among the sandboxes of the other replicas when none here signed it."""
+        route = signer_of(scope, self.routes())
+        if route is None and self._catch_up is not None:
+            await self._catch_up()
+            route = signer_of(scope, self.routes())
+        return route
 
     def _refusal(self, scope: Scope, route: Route, target: Target) -> tuple[int, str] | None:
         if target.port == route.envd_port:
@@ -118,6 +137,8 @@ class Gateway:
                 scope = checked.scope
                 if checked.set_cookie is not None:
                     send = with_cookie(send, checked.set_cookie)
+            if self._recheck is not None and scope["type"] == "http":
+                receive = _Rewindable(receive)
             # The sandbox is active while a request to it is in flight (its idle policy).
             self._registry.traffic_started(target.sandbox_id)
             try:
@@ -143,9 +164,22 @@ class Gateway:
                                   target.port, self._dialer)
             return None
         try:
-            await self._http.relay(
-                scope, receive, send, target.sandbox_id, route.address, target.port
-            )
+            try:
+                await self._http.relay(
+                    scope, receive, send, target.sandbox_id, route.address, target.port
+                )
+            except NotRunningThere:
+                # Refused before any of the answer was sent, with the request's first
+                # message read: once the state is read again, the request can go again.
+                if self._recheck is None or not isinstance(receive, _Rewindable) \
+                        or not receive.rewind():
+                    raise
+                again = await self._recheck(target.sandbox_id)
+                if again is None:
+                    raise
+                await self._http.relay(
+                    scope, receive, send, target.sandbox_id, again.address, target.port
+                )
         except UpstreamFailed as exc:
             if exc.started:
                 # Returning with the response incomplete makes the server cut the client
@@ -161,3 +195,34 @@ class Gateway:
             await send_error(send, 502, message, target.sandbox_id)
             return "sandbox_not_found" if gone else "port_closed"
         return None
+
+
+class _Rewindable:
+    """A request's ``receive`` whose first message can be given once more: a relay the
+    sandbox's machine refused at its dial has read that message and nothing else."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._first: Message | None = None
+        self._reads = 0
+        self._again = False
+
+    async def __call__(self) -> Message:
+        if self._again:
+            self._again = False
+            assert self._first is not None
+            return self._first
+        message = await self._receive()
+        self._reads += 1
+        if self._first is None:
+            self._first = message
+        return message
+
+    def rewind(self) -> bool:
+        """Give the first message again at the next call; False when more was read (the
+        request cannot be sent again) or when it was rewound already."""
+        if self._reads != 1 or self._first is None:
+            return False
+        self._reads = 0
+        self._again = True
+        return True

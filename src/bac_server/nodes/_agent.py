@@ -131,7 +131,11 @@ class NodeAgent:
         self.started_at = datetime.now(UTC)
 
     async def _address(self, sandbox_id: str) -> str:
+        """The address of a sandbox running here; a paused one has none to the tunnel (a
+        replica whose view is stale would otherwise wait on a frozen sandbox's port)."""
         try:
+            if await self.backend.status(sandbox_id) is not SandboxStatus.RUNNING:
+                raise LookupError(sandbox_id)
             return (await self.backend.endpoint(sandbox_id)).address
         except SandboxNotFound as exc:
             raise LookupError(sandbox_id) from exc

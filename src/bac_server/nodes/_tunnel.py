@@ -8,7 +8,8 @@ go both ways untouched (HTTP, WebSocket, anything). The target is a sandbox id, 
 address: a replica can reach the sandboxes of the node and nothing else on its network.
 
 Errors answer with a status and close: 407 (token), 400 (request), 404 (no such
-sandbox here), 502 (the sandbox's port refused).
+sandbox running here: unknown, or paused, so that a replica whose view of it is stale
+never reaches a frozen sandbox's port), 502 (the sandbox's port refused).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 import socket
 from collections.abc import Awaitable, Callable
 
+from bac_server.backends.dialing import NotRunningThere
 from bac_server.backends.relaying import pipe
 
 log = logging.getLogger(__name__)
@@ -27,12 +29,16 @@ log = logging.getLogger(__name__)
 _HEAD_MAX = 4096
 _TARGET = re.compile(rb"CONNECT ([a-z0-9]{1,64}):([0-9]{1,5}) HTTP/1\.1")
 
-# sandbox id -> its address on this node (``LookupError`` when it has none)
+# sandbox id -> its address on this node (``LookupError`` when none runs here)
 Resolve = Callable[[str], Awaitable[str]]
 
 
 class TunnelError(OSError):
     """The tunnel was refused (the message has the node's status line)."""
+
+
+class _NotHere(TunnelError, NotRunningThere):
+    """Refused with 404: no such sandbox running on the node."""
 
 
 class TunnelServer:
@@ -134,9 +140,11 @@ async def dial_tunnel(host: str, port: int, token: str, sandbox_id: str, target_
                 f"Proxy-Authorization: Bearer {token}\r\n\r\n").encode())
             head = await _read_head(loop, sock)
         status = head.split(b"\r\n", 1)[0]
-        if status.split(b" ", 2)[1:2] != [b"200"]:
-            raise TunnelError(f"the node refused the tunnel to {sandbox_id}:{target_port}: "
-                              f"{status.decode('latin-1')}")
+        code = status.split(b" ", 2)[1:2]
+        if code != [b"200"]:
+            refused = _NotHere if code == [b"404"] else TunnelError
+            raise refused(f"the node refused the tunnel to {sandbox_id}:{target_port}: "
+                          f"{status.decode('latin-1')}")
     except TimeoutError as exc:
         sock.close()
         raise TimeoutError(f"the node's tunnel at {host}:{port} did not answer") from exc

@@ -64,6 +64,43 @@ def test_a_sandbox_made_through_one_replica_is_driven_through_the_other(
         assert made.sandbox_id not in {s["sandboxID"] for s in listed}
 
 
+def test_a_sandbox_is_driven_through_the_other_replica_the_instant_it_is_made(
+        cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    """No waiting for the other replica to hear of it (a client behind a load balancer
+    goes wherever it is sent): made through a, its envd traffic, its API calls and its
+    signed URLs go through b at once; paused and resumed through a, its traffic through b
+    reaches it at once; paused through a with auto-resume, its traffic through b resumes
+    it."""
+    split = {"api_key": cluster.keys[0], "api_url": cluster.replicas[0].url,
+             "sandbox_url": cluster.replicas[1].url}
+    for n in range(4):
+        traffic = Sandbox.create(timeout=120, envs={"N": str(n)}, **split)
+        sandboxes.append(traffic)
+        assert traffic.commands.run("echo $N").stdout == f"{n}\n"
+        api = Sandbox.create(timeout=120, **_opts(cluster, 0))
+        sandboxes.append(api)
+        assert Sandbox.get_info(api.sandbox_id, **_opts(cluster, 1)).state \
+            is SandboxState.RUNNING
+        Sandbox.set_timeout(api.sandbox_id, 300, **_opts(cluster, 1))
+        traffic.beta_pause()  # through a
+        Sandbox.connect(traffic.sandbox_id, **_opts(cluster, 0))
+        assert traffic.commands.run("echo back").stdout == "back\n"  # through b
+        # Paused through a with auto-resume: its next envd call, through b, resumes it.
+        auto = Sandbox.create(timeout=120, lifecycle={"on_timeout": "pause",
+                                                      "auto_resume": True}, **split)
+        sandboxes.append(auto)
+        auto.files.write("/home/user/kept.txt", f"kept {n}")
+        auto.beta_pause()
+        assert auto.files.read("/home/user/kept.txt") == f"kept {n}"
+        assert auto.get_info().state is SandboxState.RUNNING
+        # A signed URL names no sandbox: b finds the one a has just made.
+        signed = Sandbox.create(timeout=120, secure=True, **split)
+        sandboxes.append(signed)
+        done = httpx.post(signed.upload_url("/home/user/s.txt"),
+                          files={"file": ("s.txt", b"signed")}, timeout=30)
+        assert done.status_code == 200, done.text
+
+
 def _leads(replica: ServerProcess) -> bool:
     if replica.proc is None or replica.proc.poll() is not None:
         return False

@@ -32,7 +32,7 @@ from bac_server.store import Coordination, SandboxRecord, SandboxStore
 from ._lifecycle import Lifecycle
 from ._reconcile import ask_route
 from ._registry import LiveSandbox, Registry, Route
-from ._states import LIVE_STATES, SandboxState
+from ._states import LIVE_STATES, Health, SandboxState
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ class Replicas:
         self._suspects: set[str] = set()
         self._routing: set[str] = set()
         self._retries: set[asyncio.Task[None]] = set()
+        self._catching_up = asyncio.Lock()
         self._lifecycle.leading = False
 
     @property
@@ -124,6 +125,9 @@ class Replicas:
             now = LiveSandbox.from_record(rec)
             if now.state is SandboxState.RUNNING:
                 await self._route(now)
+            if self._registry.get(sandbox_id) is not None:
+                await self.apply(sandbox_id)  # added meanwhile (a request's catch-up)
+                return
             self._registry.add(now)
             self._lifecycle.arm(now)
             self._followed(now)
@@ -195,11 +199,48 @@ class Replicas:
         self._retries.add(task)
         task.add_done_callback(self._retries.discard)
 
-    async def route_now(self, sandbox_id: str) -> Route | None:
-        """The route to a running sandbox this replica has none for yet (its create or
-        resume on another replica was announced before the node answered, or its node
-        was away): asked of the backend now, for a request that needs it."""
+    async def catch_up(self, sandbox_id: str) -> None:
+        """A request names a sandbox this replica has not heard of: made through another
+        replica, whose client came here before the announcement did (the create's answer
+        goes out when its row is committed; the announcement then takes a few ms). Its
+        row is read and applied now; an unknown id costs that read and stays unknown."""
+        if self._registry.get(sandbox_id) is None:
+            await self.apply(sandbox_id)
+
+    async def catch_up_running(self) -> None:
+        """Every sandbox running in the store that this replica does not hold as running
+        and routed (made or resumed through another an instant ago, or announced here
+        before its node had made it), applied and routed now, but for those on lost
+        nodes; one pass at a time, a caller arriving during one waiting for it."""
+        async with self._catching_up:
+            rows = await self._store.sandboxes_in_states([SandboxState.RUNNING.value])
+            for rec in rows:
+                sbx = self._registry.get(rec.sandbox_id)
+                if sbx is None or sbx.state is not SandboxState.RUNNING \
+                        or (sbx.route is None and sbx.health is not Health.LOST):
+                    await self.route_now(rec.sandbox_id)
+
+    async def recheck(self, sandbox_id: str) -> None:
+        """The sandbox's machine said it does not run there while this replica holds it
+        running: another replica's step (a pause, a move) may be under way or just done,
+        its announcement not yet here. Waits for any step on it to end, wherever it
+        runs, and applies its row (taking the sandbox's lease applies it)."""
         sbx = self._registry.get(sandbox_id)
+        if sbx is None:
+            await self.apply(sandbox_id)
+            return
+        async with sbx.lock:
+            pass
+
+    async def route_now(self, sandbox_id: str) -> Route | None:
+        """The route to a running sandbox this replica has none for yet (made or resumed
+        through another replica and not yet announced here, announced before its node
+        answered, or its node was away): its row read again if this replica's view is
+        not running, then its route asked of the backend, for a request that needs it."""
+        sbx = self._registry.get(sandbox_id)
+        if sbx is None or sbx.state is not SandboxState.RUNNING:
+            await self.apply(sandbox_id)
+            sbx = self._registry.get(sandbox_id)
         if sbx is None or sbx.state is not SandboxState.RUNNING or sbx.route is not None:
             return self._registry.route(sandbox_id)
         async with sbx.lock.here:
