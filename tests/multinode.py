@@ -152,6 +152,15 @@ class Cluster:
 
         return asyncio.run(read())
 
+    def wait_placeable(self) -> None:
+        """Until every replica may send creates to every node (after a test that killed
+        a node and started it again, a replica finds it back at its next look)."""
+        def every() -> bool:
+            return all(httpx.get(f"{r.url}/health", timeout=10).json().get("nodes")
+                       == len(self.nodes) for r in self.replicas)
+
+        until("every replica may place on every node", every)
+
     def shared_env(self) -> dict[str, str]:
         return {"BAC_DATABASE_URL": self.database_url, "BAC_NODE_TOKEN": self.token,
                 "BAC_STORE_KEY_FILE": str(self.key_file), "BAC_NODE_HEARTBEAT_S": "1",

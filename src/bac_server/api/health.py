@@ -10,13 +10,17 @@ from starlette.responses import JSONResponse, Response
 
 
 async def health(request: Request) -> Response:
-    """``leader`` on an API replica among several (docs/scale-out.md): whether the loops
-    that run once (timers, health checks, metering, webhooks) run in this one."""
+    """On an API replica (docs/scale-out.md): ``leader``, whether the loops that run once
+    (timers, health checks, metering, webhooks) run in this one, and ``nodes``, how many
+    node agents its creates may go to now (a count: the endpoint needs no key)."""
     body: dict[str, object] = {"status": "ok"}
     plane = getattr(request.app.state, "plane", None)
     replicas = getattr(plane, "replicas", None)
     if replicas is not None:
         body["leader"] = bool(replicas.leading)
+    placeable = getattr(getattr(plane, "backend", None), "placeable", None)
+    if placeable is not None:
+        body["nodes"] = len(placeable())
     return JSONResponse(body)
 
 

@@ -108,6 +108,16 @@ class NodeFleet:
     def nodes(self) -> list[NodeRecord]:
         return [n.record for n in self._nodes.values()]
 
+    def placeable(self) -> list[str]:
+        """The nodes a create through this replica may be sent to now, as of its last
+        refresh: active, their heartbeat fresh (``GET /health``'s ``nodes``)."""
+        fresh = datetime.now(UTC) - timedelta(seconds=self.lost_after_s)
+        return sorted(n.node.node_id for n in self._placeable(fresh))
+
+    def _placeable(self, fresh: datetime) -> list[NodeLoad]:
+        return [n for n in self._loads.values() if n.node.heartbeat_at >= fresh
+                and self._states.get(n.node.node_id) is NodeState.ACTIVE]
+
     async def refresh(self) -> None:
         """Mark silent nodes lost, read every node, tell the watcher what changed."""
         now = datetime.now(UTC)
@@ -244,9 +254,7 @@ class NodeFleet:
                               spec.memory_mb)
         if spec.volumes:
             return await self._create_beside(spec, placement, fresh)
-        guess = spread(spec.memory_mb)([
-            n for n in self._loads.values() if n.node.heartbeat_at >= fresh
-            and self._states.get(n.node.node_id) is NodeState.ACTIVE])
+        guess = spread(spec.memory_mb)(self._placeable(fresh))
         node = self._nodes.get(guess) if guess is not None else None
         if node is None:
             return await self._create_placed(spec, placement, fresh)

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.root
 
 def test_creates_are_spread_and_every_call_reaches_its_node(
         cluster: Cluster, sandboxes: list[Sandbox]) -> None:
+    cluster.wait_placeable()
     for n in range(6):
         sandboxes.append(Sandbox.create(timeout=120, envs={"WHO": f"s{n}"}, **cluster.opts()))
     placed = cluster.placements()
