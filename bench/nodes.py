@@ -5,7 +5,8 @@ network namespace with its agent (tests/multinode.py), the API replica runs on t
 Measured with the official e2b SDK:
 
 * the hop: an all-in-one server on the same database (the floor, same run) against an API
-  replica over one node, interleaved: ``Sandbox.create()`` → first ``echo`` (each from a
+  replica over one node, interleaved (the order swapped every round, a pause after each
+  create for its pool to refill): ``Sandbox.create()`` → first ``echo`` (each from a
   warm pool), and ``commands.run("true")`` on a live sandbox (through the replica's
   gateway, the node's tunnel, the sandbox; the tunnel's connection is kept alive);
 * creates per second: a burst of ``--burst`` creates at once (threads) against a replica
@@ -89,10 +90,14 @@ def hop(cluster: Cluster, server: ServerProcess, key: str, n: int, trips: int) -
     direct = _opts(server.url, key)
     remote = _opts(cluster.replicas[0].url, key)
     creates: dict[str, list[float]] = {"one server": [], "replica + node": []}
-    for _ in range(n):
-        creates["one server"].append(_create_first_output(direct))
-        creates["replica + node"].append(_create_first_output(remote))
-        time.sleep(0.3)  # both pools refill between rounds
+    sides = [("one server", direct), ("replica + node", remote)]
+    for round_ in range(n):
+        # Each create followed by a pause (its pool refills, its kill ends, alone), and
+        # the order swapped every round: neither side is measured while the other's
+        # refill runs on the shared cores.
+        for name, opts in sides if round_ % 2 == 0 else sides[::-1]:
+            creates[name].append(_create_first_output(opts))
+            time.sleep(0.3)
     runs = {"one server": _round_trips(direct, trips),
             "replica + node": _round_trips(remote, trips)}
     trip_times: dict[str, list[float]] = {name: [] for name in runs}
