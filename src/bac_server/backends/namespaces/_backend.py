@@ -60,7 +60,7 @@ from .checkpoint import (
     prepare_checkpoints,
 )
 from .envd import Progress
-from .network import AddressPool, Egress
+from .network import AddressPool, Egress, NetnsStock
 from .pool import CLOSE_BOUND_S, ReadyPool, take_start_snapshot
 from .slots import (
     NOFILE_LIMIT,
@@ -143,6 +143,13 @@ class NamespaceBackend:
         ctx = Context(config=cfg, runtime=runtime, addresses=addresses,
                       cgroups=CgroupTree(), owner=owner_token(), egress=egress)
         records = await recover(ctx, bundles_in_use(cfg))
+        if cfg.netns_stock > 0:
+            # Made once recovery has swept what an earlier process left (its stock's
+            # leases among them).
+            ctx.netns_stock = NetnsStock(addresses, size=cfg.netns_stock,
+                                         stock_dir=str(cfg.sandboxes_dir / ".netns-stock"),
+                                         owner=ctx.owner)
+            ctx.netns_stock.start()
         await restore_egress(ctx, records.values())
         criu = await prepare_checkpoints(ctx)
         slots = SlotTable(ctx, records, self._tasks)
@@ -334,6 +341,8 @@ class NamespaceBackend:
         if self._tasks:
             closing.append(asyncio.wait(set(self._tasks), timeout=CLOSE_BOUND_S))
         await asyncio.gather(*closing)
+        if parts.ctx.netns_stock is not None:
+            await parts.ctx.netns_stock.close()
         await parts.ctx.egress.close()
         parts.slots.traces.close_all()
         self._parts = None

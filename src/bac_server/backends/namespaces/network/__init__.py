@@ -1,7 +1,8 @@
 """The sandboxes' network, host side: each sandbox's address, namespace, egress and holds.
 
 * ``_addresses``: /32 address pairs and veth names, leased host-wide through files.
-* ``_netns``: a sandbox's network namespace and veth pair, made over netlink.
+* ``_netns``: a sandbox's network namespace and veth pair, made over netlink;
+  ``_netns_stock``: some made ahead while the server is quiet, taken by new slots.
 * ``_egress``: ``Egress``, each sandbox's policy in ``table inet bac`` (``nft``), its
   resolver (``_dns``, ``_dns_answers``), the relay that checks the host name a connection
   opens with and each HTTP request names (``_proxy``, ``_opening``, ``_http_relay``),
@@ -17,6 +18,7 @@ from . import _tcp_hold as tcp_hold
 from ._addresses import AddressPool, Lease, LeaseOwner
 from ._egress import Egress
 from ._netns import create_netns, delete_veth, host_links_with_prefix
+from ._netns_stock import NetnsStock
 from ._usage import link_traffic
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "Egress",
     "Lease",
     "LeaseOwner",
+    "NetnsStock",
     "create_netns",
     "delete_veth",
     "host_links_with_prefix",

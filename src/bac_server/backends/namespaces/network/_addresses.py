@@ -87,6 +87,20 @@ class AddressPool:
             return None
         return LeaseOwner(slot_dir, server)
 
+    def transfer(self, index: int, slot_dir: str, to: LeaseOwner) -> bool:
+        """Give ``slot_dir``'s lease of ``index`` to ``to`` (a file renamed over it, so it
+        names one owner or the other at every instant); False, nothing changed, when it
+        is not ``slot_dir``'s."""
+        owner = self.owner(index)
+        if owner is None or owner.slot_dir != slot_dir:
+            return False
+        temporary = self.lease_dir / f".{index}.{os.getpid()}.tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"{to.slot_dir}\n{to.server}\n")
+        os.replace(temporary, self.lease_dir / str(index))
+        return True
+
     def release(self, index: int, slot_dir: str) -> None:
         """Give the address back, only if ``slot_dir`` still holds it."""
         owner = self.owner(index)

@@ -10,7 +10,7 @@ from bac_server.backends.base import SandboxSetupError, TemplateImage
 
 from .._config import NamespaceConfig
 from ..envd import Progress, ensure_envd_bundle
-from ..network import AddressPool, Egress
+from ..network import AddressPool, Egress, NetnsStock
 from ._cgroups import CgroupTree
 from ._record import SlotPaths, SlotRecord, load_record
 from ._runtime import OciRuntime
@@ -24,6 +24,8 @@ class Context:
     cgroups: CgroupTree
     owner: str
     egress: Egress
+    # Network namespaces made ahead (None: each slot makes its own).
+    netns_stock: NetnsStock | None = None
     _bundles: dict[tuple[Path, ...], Path] = field(default_factory=dict)
     _bundle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

@@ -100,7 +100,10 @@ def new_record(ctx: Context, *, kind: str, template_id: str, layers: Sequence[Pa
     name: "s" for a sandbox's slot, "b" for a build step's; ``layers``: topmost first, the
     template's rootfs last; ``disk_mb``: the size of its disk (sandbox slots)."""
     slot = kind + secrets.token_hex(8)
-    lease = ctx.addresses.lease(LeaseOwner(str(ctx.paths(slot).root), ctx.owner))
+    owner = LeaseOwner(str(ctx.paths(slot).root), ctx.owner)
+    # A namespace made ahead, held for the slot's lay-out (``lay_out_with_netns``).
+    stocked = ctx.netns_stock.take(owner) if ctx.netns_stock is not None else None
+    lease = stocked if stocked is not None else ctx.addresses.lease(owner)
     return SlotRecord(
         slot=slot, phase=SlotPhase.CREATING, template_id=template_id,
         template_rootfs=str(layers[-1]), layers=[str(p) for p in layers],
@@ -110,14 +113,22 @@ def new_record(ctx: Context, *, kind: str, template_id: str, layers: Sequence[Pa
         memory_mb=limits.memory_mb, pids_max=limits.pids_max, disk_mb=disk_mb)
 
 
+async def _held(fd: int) -> int:
+    return fd
+
+
 async def lay_out_with_netns(ctx: Context, record: SlotRecord,
                              lay_out_files: Callable[[], None]) -> int:
     """Lay the new slot's files out (``lay_out_files``, blocking: in a thread) and make its
     network namespace, both at once (they are independent); returns an fd holding the
-    namespace, which the caller closes. On failure no fd is left open; what was made is
-    the teardown's to remove."""
+    namespace, which the caller closes (made ahead with the slot's address when the
+    stock had one). On failure no fd is left open; what was made is the teardown's to
+    remove."""
+    stocked = ctx.netns_stock.claim(record.lease_index) if ctx.netns_stock else None
     laid, made = await asyncio.gather(
-        off_loop(lay_out_files), create_netns(ctx.addresses.describe(record.lease_index)),
+        off_loop(lay_out_files),
+        _held(stocked) if stocked is not None
+        else create_netns(ctx.addresses.describe(record.lease_index)),
         return_exceptions=True)
     if isinstance(made, BaseException) or isinstance(laid, BaseException):
         if isinstance(made, int):

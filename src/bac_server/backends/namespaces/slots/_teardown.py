@@ -143,6 +143,8 @@ def _remove_files(ctx: Context, record: SlotRecord) -> None:
 
 
 def _release_names(ctx: Context, record: SlotRecord) -> None:
+    if ctx.netns_stock is not None:
+        ctx.netns_stock.drop(record.lease_index)  # taken from the stock, never joined
     ctx.addresses.release(record.lease_index, str(ctx.paths(record.slot).root))
     if record.sandbox_id and ctx.claimed_slot(record.sandbox_id) == record.slot:
         ctx.claim_path(record.sandbox_id).unlink(missing_ok=True)
