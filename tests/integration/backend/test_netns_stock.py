@@ -68,11 +68,15 @@ async def _until_stocked(backend: NamespaceBackend, count: int) -> dict[int, str
 async def _until_gone(veths: list[str]) -> None:
     """A namespace no descriptor holds any more is cleaned up by the kernel's own worker,
     its veth pair with it, an instant later: polled."""
+    def present(veth: str) -> bool:
+        # While the kernel unregisters it, its sysfs files answer EINVAL: still there.
+        return os.path.lexists(f"/sys/class/net/{veth}")
+
     for _ in range(600):
-        if all(_ifindex(v) is None for v in veths):
+        if not any(present(v) for v in veths):
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"left: {[v for v in veths if _ifindex(v) is not None]}")
+    raise AssertionError(f"left: {[v for v in veths if present(v)]}")
 
 
 @pytest_asyncio.fixture(loop_scope="session")
