@@ -224,13 +224,12 @@ class Replicas:
         """The sandbox's machine said it does not run there while this replica holds it
         running: another replica's step (a pause, a move) may be under way or just done,
         its announcement not yet here. Waits for any step on it to end, wherever it
-        runs, and applies its row (taking the sandbox's lease applies it)."""
+        runs, and applies its row (taking the sandbox's lease applies it). One this
+        replica does not hold is read by ``route_now``, which the caller asks next."""
         sbx = self._registry.get(sandbox_id)
-        if sbx is None:
-            await self.apply(sandbox_id)
-            return
-        async with sbx.lock:
-            pass
+        if sbx is not None:
+            async with sbx.lock:
+                pass
 
     async def route_now(self, sandbox_id: str) -> Route | None:
         """The route to a running sandbox this replica has none for yet (made or resumed
