@@ -16,6 +16,7 @@ import signal
 import time
 from pathlib import Path
 
+import zmq
 from e2b_code_interpreter import Sandbox
 from kernel_harness import running_kernel_server
 
@@ -38,6 +39,15 @@ async def test_a_reply_landing_while_a_request_is_sent_is_still_read(tmp_path: P
     await kernel.start()
     try:
         kernel.collecting = True
+        # Start from a quiet shell socket. The start-up's warm cell may still have its reply
+        # in flight (the handshake ends on its iopub status): one round trip reads it, since
+        # shell replies come in order. Then nothing may be left pending on our socket: with a
+        # message unread, ZeroMQ sets no new wake-up when the next one lands, and the select
+        # below would wait for one that never comes. Looking (EVENTS) reads nothing.
+        quiet = kernel.execute("pass", silent=True, store_history=False, stop_on_error=False)
+        await asyncio.wait_for(_shell_reply(kernel, quiet), 30)
+        shadow = zmq.Socket.shadow(kernel._kc.shell_channel.socket.underlying)
+        assert not shadow.get(zmq.EVENTS) & zmq.POLLIN, "a shell message is still unread"
         first = kernel.execute(
             "import time; time.sleep(0.05)", silent=True, store_history=False, stop_on_error=False
         )
