@@ -69,11 +69,18 @@ class Node:
         return self.data_dir / "node.log"
 
     def start(self) -> None:
-        headers = {"authorization": f"Bearer {self.env['BAC_NODE_TOKEN']}"}
+        self.spawn()
+        self.wait_started()
+
+    def spawn(self) -> None:
         self.proc = spawn(
             ["nsenter", f"--net=/run/netns/{self.netns}", sys.executable, "-c",
              "from bac_server.admin import serve_node; serve_node()"],
             self.env, self.log)
+
+    def wait_started(self) -> None:
+        assert self.proc is not None
+        headers = {"authorization": f"Bearer {self.env['BAC_NODE_TOKEN']}"}
         wait_ready(self.proc, self.log, f"node {self.index}",
                    lambda: httpx.get(f"http://{self.address}:{RPC_PORT}/v1/node",
                                      headers=headers, timeout=2).status_code == 200)
@@ -167,6 +174,20 @@ class Cluster:
                 "BAC_NODE_LOST_AFTER_S": "4"}
 
     def add_node(self, **extra_env: str) -> Node:
+        [node] = self.add_nodes(1, **extra_env)
+        return node
+
+    def add_nodes(self, count: int, **extra_env: str) -> list[Node]:
+        """``count`` node agents, started side by side (each start is mostly imports, on
+        a CPU of its own while there is one)."""
+        made = [self._new_node(**extra_env) for _ in range(count)]
+        for node in made:
+            node.spawn()
+        for node in made:
+            node.wait_started()
+        return made
+
+    def _new_node(self, **extra_env: str) -> Node:
         index = len(self.nodes) + 1
         data_dir = fresh_data_dir(f"node{index}")
         node = Node(index, data_dir, {}, net=self.net)
@@ -192,19 +213,29 @@ class Cluster:
         env.update(extra_env)
         node.env = env
         self.nodes.append(node)
-        node.start()
         return node
 
     def add_replica(self, **extra_env: str) -> ServerProcess:
-        # The replicas share what they keep of their own: artefacts' bytes.
-        replica = ServerProcess(fresh_data_dir(f"api{len(self.replicas) + 1}"),
-                                extra_env={**self.shared_env(), "BAC_ROLE": "api",
-                                           "BAC_ARTEFACTS_DIR": str(self.root / "artefacts"),
-                                           "BAC_TEMPLATES_DIR": str(self.templates_dir),
-                                           **extra_env})
-        self.replicas.append(replica)
-        replica.start()
+        [replica] = self.add_replicas(1, **extra_env)
         return replica
+
+    def add_replicas(self, count: int, **extra_env: str) -> list[ServerProcess]:
+        """``count`` API replicas, started side by side."""
+        made = []
+        for _ in range(count):
+            # The replicas share what they keep of their own: artefacts' bytes.
+            replica = ServerProcess(
+                fresh_data_dir(f"api{len(self.replicas) + 1}"),
+                extra_env={**self.shared_env(), "BAC_ROLE": "api",
+                           "BAC_ARTEFACTS_DIR": str(self.root / "artefacts"),
+                           "BAC_TEMPLATES_DIR": str(self.templates_dir), **extra_env})
+            self.replicas.append(replica)
+            made.append(replica)
+        for replica in made:
+            replica.spawn()
+        for replica in made:
+            replica.wait_started()
+        return made
 
     def create_key(self, team: str) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith("BAC_")}

@@ -129,11 +129,20 @@ class ServerProcess:
         return env
 
     def start(self) -> None:
+        self.spawn()
+        self.wait_started()
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it (``wait_started``): servers started
+        side by side share the wait."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        verify = ssl.create_default_context(cafile=str(self.ca)) if self.ca else True
         self.proc = spawn(
             [sys.executable, "-c", "from bac_server.admin import serve; serve()"],
             self.env, self.log)
+
+    def wait_started(self) -> None:
+        assert self.proc is not None
+        verify = ssl.create_default_context(cafile=str(self.ca)) if self.ca else True
         wait_ready(self.proc, self.log, "server",
                    lambda: httpx.get(self.url + "/health", timeout=2,
                                      verify=verify).status_code == 200)

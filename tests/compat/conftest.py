@@ -60,12 +60,11 @@ def _over_nodes(nodes: int) -> Iterator[Deployment]:
 
     with running_postgres() as postgres, \
             running_cluster(postgres.new_database("compat"), BUILTINS) as cluster:
-        held = [cluster.add_node() for _ in range(nodes)]
-        replica = cluster.add_replica()
-        # A second replica takes the sandboxes' traffic (envd, ports) of sandboxes made
-        # through the first: any replica answers any call.
-        gateway = (cluster.add_replica()
-                   if os.environ.get("BAC_TEST_REPLICAS", "1") == "2" else replica)
+        held = cluster.add_nodes(nodes)
+        # With two, the second replica takes the sandboxes' traffic (envd, ports) of
+        # sandboxes made through the first: any replica answers any call.
+        replicas = cluster.add_replicas(int(os.environ.get("BAC_TEST_REPLICAS", "1") == "2") + 1)
+        replica, gateway = replicas[0], replicas[-1]
         saved = {k: os.environ.get(k) for k in cluster.shared_env()}
         os.environ.update(cluster.shared_env())  # where `bac keys` finds the store
         try:

@@ -204,7 +204,7 @@ def test_the_desktop_tab_shows_the_screen_live(
         for attempt in range(3):
             page.goto(f"{server.url}/ui/sandboxes/{desk.sandbox_id}?tab=desktop")
             try:
-                expect(canvas).to_be_visible(timeout=40_000)
+                expect(canvas).to_be_visible(timeout=20_000)
                 break
             except AssertionError as exc:
                 if attempt == 2:

@@ -34,11 +34,9 @@ def cluster(postgres: Postgres) -> Iterator[Cluster]:
     """Three nodes, two API replicas, one team's key (one set for the package: starting
     them is most of its time)."""
     with running_cluster(postgres.new_database("nodes")) as made:
-        for _ in range(3):
-            made.add_node()
-        for _ in range(2):
-            made.add_replica(BAC_NODE_SWEEP_S="1", BAC_MIN_CHECKPOINT_INTERVAL_S="2",
-                             BAC_METRICS_INTERVAL_S="1")
+        made.add_nodes(3)
+        made.add_replicas(2, BAC_NODE_SWEEP_S="1", BAC_MIN_CHECKPOINT_INTERVAL_S="2",
+                          BAC_METRICS_INTERVAL_S="1")
         made.create_key("multi")
         yield made
 

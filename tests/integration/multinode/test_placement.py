@@ -25,10 +25,8 @@ ROOM = 3
 @pytest.fixture(scope="module")
 def small(postgres: Postgres) -> Iterator[Cluster]:
     with running_cluster(postgres.new_database("placement")) as made:
-        for _ in range(2):
-            made.add_node(BAC_NODE_MEMORY_MB=str(MEMORY_MB * ROOM), BAC_POOL_SIZE="0")
-        for _ in range(2):
-            made.add_replica(BAC_DEFAULT_MEMORY_MB=str(MEMORY_MB))
+        made.add_nodes(2, BAC_NODE_MEMORY_MB=str(MEMORY_MB * ROOM), BAC_POOL_SIZE="0")
+        made.add_replicas(2, BAC_DEFAULT_MEMORY_MB=str(MEMORY_MB))
         made.create_key("placement")
         yield made
 
