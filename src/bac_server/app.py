@@ -397,7 +397,7 @@ def create_app(config: ServerConfig, *, clock: Clock | None = None) -> ASGIApp:
             len(report.reattached), len(report.died) + len(report.orphans_destroyed),
         )
         try:
-            async with mcp.endpoint.running():
+            async with mcp.running():
                 yield
         finally:
             warming.cancel()
