@@ -143,14 +143,18 @@ class NamespaceBackend:
         ctx = Context(config=cfg, runtime=runtime, addresses=addresses,
                       cgroups=CgroupTree(), owner=owner_token(), egress=egress)
         records = await recover(ctx, bundles_in_use(cfg))
-        if cfg.netns_stock > 0:
-            # Made once recovery has swept what an earlier process left (its stock's
-            # leases among them).
-            ctx.netns_stock = NetnsStock(addresses, size=cfg.netns_stock,
-                                         stock_dir=str(cfg.sandboxes_dir / ".netns-stock"),
-                                         owner=ctx.owner)
-            ctx.netns_stock.start()
         await restore_egress(ctx, records.values())
+        if cfg.netns_stock > 0:
+            # Made once recovery and the egress sweep have removed what an earlier
+            # process left (its stock's leases and egress objects among them).
+            ctx.netns_stock = NetnsStock(
+                addresses, size=cfg.netns_stock,
+                stock_dir=str(cfg.sandboxes_dir / ".netns-stock"), owner=ctx.owner,
+                prepare=lambda lease: egress.prepare(lease.veth, lease.host_address,
+                                                     lease.sandbox_address),
+                unprepare=lambda lease: egress.unprepare(lease.veth, lease.host_address,
+                                                         lease.sandbox_address))
+            ctx.netns_stock.start()
         criu = await prepare_checkpoints(ctx)
         slots = SlotTable(ctx, records, self._tasks)
         slots.traces.sink = self._trace_sink

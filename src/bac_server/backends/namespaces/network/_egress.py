@@ -157,6 +157,28 @@ class Egress:
 
     # -- per sandbox --------------------------------------------------------------------
 
+    async def prepare(self, veth: str, host_address: str, sandbox_address: str) -> None:
+        """Make ahead what a sandbox on this veth will have whatever its policy (a stocked
+        network namespace's: ``NetnsStock``): its own objects (counters, logs, their
+        chains) and its resolver and relay listeners. ``attach`` then puts only the
+        policy's elements in. The veth stays out of the set ``egress`` until then: it
+        reaches nothing. Undone by ``unprepare`` or, once a slot took it, ``detach``."""
+        rules = self._rules(veth, host_address, sandbox_address)
+        await self._listeners.listen(host_address)
+        await self._proxy.listen(host_address)
+        try:
+            await asyncio.to_thread(self._apply, rules.make_objects)
+        except BaseException:
+            self._listeners.close(host_address)
+            self._proxy.close(host_address)
+            raise
+
+    async def unprepare(self, veth: str, host_address: str, sandbox_address: str) -> None:
+        """Remove what ``prepare`` made (the namespace goes unused)."""
+        self._listeners.close(host_address)
+        self._proxy.close(host_address)
+        await self._remove(self._rules(veth, host_address, sandbox_address))
+
     async def attach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str, policy: EgressPolicy) -> None:
         rules = self._rules(veth, host_address, sandbox_address)

@@ -15,6 +15,13 @@ it once this process is gone. A namespace taken but not yet given to the slot's 
 is held for the slot (``claim``, or ``drop`` by its teardown). Refilling waits until no
 slot took one for ``QUIET_S``: a burst's creates never compete with it for the CPU.
 
+Each is also given, once made, what its sandbox's egress will have whatever its policy
+(``prepare``: ``Egress.prepare``, its objects in the host table and its resolver and relay
+listeners), so that a create installs only its policy's elements. A namespace the stock
+drops unused has them removed (``unprepare``); one a slot took is the slot's (its
+teardown's ``Egress.detach`` removes them); a killed server's are swept at the next start
+with its leases (``Egress.sweep``), before the new stock makes any.
+
 SECURITY: a stocked namespace is the same as a fresh one (nothing ran in it) and goes to
 one slot only; its veth reaches nothing until the slot's egress policy is installed.
 """
@@ -26,6 +33,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ._addresses import AddressPool, Lease, LeaseOwner
@@ -43,11 +51,24 @@ class _Ready:
     fd: int
 
 
+# Made for a namespace once it is made, and removed if it goes unused (see above).
+LeaseHook = Callable[[Lease], Awaitable[None]]
+
+
+async def _nothing(_lease: Lease) -> None:
+    return None
+
+
 class NetnsStock:
     def __init__(self, addresses: AddressPool, *, size: int, stock_dir: str,
-                 owner: str) -> None:
+                 owner: str, prepare: LeaseHook = _nothing,
+                 unprepare: LeaseHook = _nothing) -> None:
         """``stock_dir``: the directory the stock's leases name (never made: the lease
-        sweep frees what a dead process left); ``owner``: this process's token."""
+        sweep frees what a dead process left); ``owner``: this process's token;
+        ``prepare``/``unprepare``: what is made for a namespace of the stock, and how it
+        is removed if the namespace goes unused."""
+        self._prepare = prepare
+        self._unprepare = unprepare
         self._addresses = addresses
         self._size = size
         self._owner = LeaseOwner(stock_dir, owner)
@@ -75,7 +96,9 @@ class NetnsStock:
             if self._addresses.transfer(ready.lease.index, self._owner.slot_dir, owner):
                 self._held[ready.lease.index] = ready.fd
                 return ready.lease
-            os.close(ready.fd)  # its lease is not the stock's any more: never hand it out
+            # Its lease is not the stock's any more: never hand it out. (What ``prepare``
+            # made for it is named by the lease: its holder's to remove.)
+            os.close(ready.fd)
             _log.warning("stocked namespace %s lost its lease; dropped", ready.lease.veth)
         return None
 
@@ -97,10 +120,10 @@ class NetnsStock:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        for ready in self._ready:
+        ready_ones, self._ready = self._ready, []
+        for ready in ready_ones:
             os.close(ready.fd)
-            self._addresses.release(ready.lease.index, self._owner.slot_dir)
-        self._ready.clear()
+            await self._forget(ready.lease)
         for fd in self._held.values():
             os.close(fd)
         self._held.clear()
@@ -132,5 +155,24 @@ class NetnsStock:
         except BaseException:
             self._addresses.release(lease.index, self._owner.slot_dir)
             raise
+        try:
+            await self._prepare(lease)
+        except BaseException as exc:
+            os.close(fd)  # the namespace goes with its veth pair
+            await asyncio.shield(self._forget(lease))
+            if not isinstance(exc, Exception):
+                raise
+            _log.exception("preparing the egress of a stocked network namespace failed")
+            return False
         self._ready.append(_Ready(lease, fd))
         return True
+
+    async def _forget(self, lease: Lease) -> None:
+        """Remove what was made for an unused namespace of the stock, then its lease (kept
+        if that fails: the next start's sweep removes both)."""
+        try:
+            await self._unprepare(lease)
+        except Exception:
+            _log.exception("removing the egress of stocked namespace %s failed", lease.veth)
+            return
+        self._addresses.release(lease.index, self._owner.slot_dir)

@@ -289,16 +289,31 @@ class SandboxRules:
         self._held = held
         self._policy: EgressPolicy | None = None
         self._lock = threading.Lock()
+        # Its objects were made by this process (``make_objects``): installing skips them.
+        self._objects_made = False
+
+    def make_objects(self) -> None:
+        """Make its objects ahead of its first policy (a fresh veth's: none exist), in
+        one batch; the veth stays out of the set egress."""
+        with self._lock:
+            self._socket.commit(_objects(self._table, self.names))
+            self._objects_made = True
 
     def install(self, policy: EgressPolicy) -> None:
         """Make its objects (or keep them) and put ``policy``'s elements in place of
         whatever the veth held, in one batch."""
         new = policy_elements(self.names, policy, self._exempt)
         with self._lock:
-            # SECURITY: one batch: the veth enters the set egress (until then everything
-            # it sends is refused) together with all of its policy, never without.
-            self._socket.commit(_objects(self._table, self.names)
-                                + _replace(self._table, self._held, new))
+            objects = [] if self._objects_made else _objects(self._table, self.names)
+            try:
+                # SECURITY: one batch: the veth enters the set egress (until then
+                # everything it sends is refused) together with all of its policy.
+                self._socket.commit(objects + _replace(self._table, self._held, new))
+            except NetlinkError:
+                # The table may be gone with the objects made ahead (``Egress._apply``
+                # puts it back and tries again): the next try makes them too.
+                self._objects_made = False
+                raise
             self._installed(policy, new)
 
     def update(self, policy: EgressPolicy) -> None:
@@ -323,6 +338,7 @@ class SandboxRules:
         memberships deleted all the same."""
         with self._lock:
             self._policy = None
+            self._objects_made = False
             objects = self._socket.request(m.get_chain(self._table,
                                                        self.names.own("ok"))) is not None
             base = {self.names.member(EGRESS), self.names.member(OPEN),
