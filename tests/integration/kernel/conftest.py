@@ -7,6 +7,7 @@ kernel create their own context.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,23 @@ from pathlib import Path
 import pytest
 from e2b_code_interpreter import Sandbox
 from kernel_harness import Daemon, running_kernel_server
+
+
+@pytest.fixture(scope="package", autouse=True)
+def own_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kernels here run on the test machine, and the bash kernel's shell reads the
+    operator's ``~/.bashrc``: one that runs ``pyenv rehash`` takes a lock file, and a
+    kernel killed by a test at that instant leaves it behind, so every later login shell
+    of the machine waits a minute for it. The kernels get a HOME of their own."""
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("kernels-home"))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
 
 
 @pytest.fixture(scope="module")

@@ -65,7 +65,10 @@ def host_envd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostEnvd]:
             f"{url}/init",
             json={
                 "accessToken": token,
-                "envVars": env_vars,
+                # The commands are login shells on the test machine: HOME is their own,
+                # not the operator's (whose profile may take locks a killed command
+                # leaves behind, such as `pyenv rehash`'s).
+                "envVars": env_vars | {"HOME": str(workdir)},
                 "defaultUser": getpass.getuser(),
                 "defaultWorkdir": str(workdir),
             },
