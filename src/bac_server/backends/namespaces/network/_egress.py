@@ -164,35 +164,37 @@ class Egress:
         policy's elements in. The veth stays out of the set ``egress`` until then: it
         reaches nothing. Undone by ``unprepare`` or, once a slot took it, ``detach``."""
         rules = self._rules(veth, host_address, sandbox_address)
-        await self._listeners.listen(host_address)
-        await self._proxy.listen(host_address)
-        try:
-            await asyncio.to_thread(self._apply, rules.make_objects)
-        except BaseException:
-            self._listeners.close(host_address)
-            self._proxy.close(host_address)
-            raise
+        await self._listening(host_address, lambda: self._apply(rules.make_objects))
 
     async def unprepare(self, veth: str, host_address: str, sandbox_address: str) -> None:
         """Remove what ``prepare`` made (the namespace goes unused)."""
+        self._stop_listening(host_address)
+        await self._remove(self._rules(veth, host_address, sandbox_address))
+
+    async def _listening(self, host_address: str, change: Callable[[], None]) -> None:
+        """Open the resolver's and the relay's listeners on the veth's host address
+        (idempotent), then make ``change`` in a worker thread; the listeners close again
+        if it fails."""
+        await self._listeners.listen(host_address)
+        await self._proxy.listen(host_address)
+        try:
+            await asyncio.to_thread(change)
+        except BaseException:
+            self._stop_listening(host_address)
+            raise
+
+    def _stop_listening(self, host_address: str) -> None:
         self._listeners.close(host_address)
         self._proxy.close(host_address)
-        await self._remove(self._rules(veth, host_address, sandbox_address))
 
     async def attach(self, slot_dir: Path, veth: str, host_address: str,
                      sandbox_address: str, policy: EgressPolicy) -> None:
         rules = self._rules(veth, host_address, sandbox_address)
         entry = SandboxEgress(rules, slot_dir / STATE_FILE, policy)
-        await self._listeners.listen(host_address)
-        await self._proxy.listen(host_address)
-        try:
-            # SECURITY: installs the sandbox's policy; until this commits its veth is not
-            # in the set egress and everything it sends is rejected.
-            await asyncio.to_thread(self._commit, entry.state, policy, rules.install)
-        except BaseException:
-            self._listeners.close(host_address)
-            self._proxy.close(host_address)
-            raise
+        # SECURITY: installs the sandbox's policy; until this commits its veth is not in
+        # the set egress and everything it sends is rejected.
+        await self._listening(host_address,
+                              lambda: self._commit(entry.state, policy, rules.install))
         self._checks.by_address[sandbox_address] = entry
         self._by_veth[veth] = entry
 
@@ -255,8 +257,7 @@ class Egress:
         rules = self._rules(veth, host_address, sandbox_address)
         self._by_veth.pop(veth, None)
         self._checks.by_address.pop(sandbox_address, None)
-        self._listeners.close(host_address)
-        self._proxy.close(host_address)
+        self._stop_listening(host_address)
         await self._remove(rules)
         self.forget(slot_dir)
 

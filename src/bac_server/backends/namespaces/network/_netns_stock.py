@@ -55,14 +55,9 @@ class _Ready:
 LeaseHook = Callable[[Lease], Awaitable[None]]
 
 
-async def _nothing(_lease: Lease) -> None:
-    return None
-
-
 class NetnsStock:
     def __init__(self, addresses: AddressPool, *, size: int, stock_dir: str,
-                 owner: str, prepare: LeaseHook = _nothing,
-                 unprepare: LeaseHook = _nothing) -> None:
+                 owner: str, prepare: LeaseHook, unprepare: LeaseHook) -> None:
         """``stock_dir``: the directory the stock's leases name (never made: the lease
         sweep frees what a dead process left); ``owner``: this process's token;
         ``prepare``/``unprepare``: what is made for a namespace of the stock, and how it
