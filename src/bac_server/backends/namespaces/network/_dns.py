@@ -18,6 +18,8 @@ import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from ._listening import open_listener
+
 _log = logging.getLogger(__name__)
 
 DNS_PORT = 53
@@ -150,7 +152,7 @@ class DnsListeners:
         _transport, protocol = await loop.create_datagram_endpoint(
             lambda: _Datagrams(self._answer), local_addr=(address, DNS_PORT))
         try:
-            server = await asyncio.start_server(self._stream, address, DNS_PORT)
+            server = await open_listener(self._stream, address, DNS_PORT)
         except BaseException:
             protocol.close()
             raise

@@ -174,10 +174,10 @@ class Egress:
     async def _listening(self, host_address: str, change: Callable[[], None]) -> None:
         """Open the resolver's and the relay's listeners on the veth's host address
         (idempotent), then make ``change`` in a worker thread; the listeners close again
-        if it fails."""
-        await self._listeners.listen(host_address)
-        await self._proxy.listen(host_address)
+        if any of it fails or is cancelled."""
         try:
+            await self._listeners.listen(host_address)
+            await self._proxy.listen(host_address)
             await asyncio.to_thread(change)
         except BaseException:
             self._stop_listening(host_address)

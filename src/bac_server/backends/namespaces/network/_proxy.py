@@ -43,6 +43,7 @@ from bac_server.backends.relaying import CHUNK, pipe
 from bac_server.host import EGRESS_PROXY_PORT as PROXY_PORT
 
 from ._http_relay import HttpRelay, Streams, Transform, Unanswerable
+from ._listening import open_listener
 from ._name_checks import Ruled
 from ._opening import MAX_OPENING, Kind, NeedMore, Opening, classify, undecided
 from ._transforms import transformed
@@ -285,8 +286,7 @@ class EgressProxy:
 
     async def listen(self, address: str) -> None:
         if address not in self._servers:
-            self._servers[address] = await asyncio.start_server(self._handle, address,
-                                                                PROXY_PORT)
+            self._servers[address] = await open_listener(self._handle, address, PROXY_PORT)
 
     def close(self, address: str) -> None:
         server = self._servers.pop(address, None)
