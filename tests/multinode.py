@@ -207,7 +207,7 @@ class Cluster:
                    BAC_NODE_LISTEN=f"{node.address}:{RPC_PORT}",
                    BAC_NODE_TUNNEL_LISTEN=f"{node.address}:{TUNNEL_PORT}",
                    BAC_NODE_ID=f"node-{index}", BAC_POOL_SIZE="1", BAC_POOL_MAX="0",
-                   BAC_NETNS_STOCK="4",
+                   BAC_NETNS_STOCK="4", BAC_SLOT_STOCK="2",
                    BAC_NODE_HANDOVER_DIR=str(self.handover_dir),
                    BAC_START_SNAPSHOT_POOL="0", BAC_METRICS_ADDRESS="")
         env.update(extra_env)

@@ -154,7 +154,7 @@ def build_backend(config: ServerConfig, secrets: SecretLookup | None = None,
     for ``bac node`` (with its shared storage for paused sandboxes, if any)."""
     return NamespaceBackend(NamespaceConfig(
         data_dir=config.data_dir, pool_size=config.pool_size, pool_max=config.pool_max,
-        netns_stock=config.netns_stock,
+        netns_stock=config.netns_stock, slot_stock=config.slot_stock,
         ksm=config.ksm, ksm_max_cpu_pct=config.ksm_max_cpu_pct,
         pool_demand_window_s=config.pool_demand_window_s,
         start_snapshot_pool_size=config.start_snapshot_pool,

@@ -137,6 +137,10 @@ class ServerConfig:
     # Network namespaces made ahead while the server is quiet, so that a burst of creates
     # does not make them on its path (about 124 KiB of the kernel's memory each; 0: off).
     netns_stock: int = 64
+    # Slots laid out ahead (files, disk, root mount, network namespace) for the restores
+    # of each of the last two start snapshots restored, so a burst of creates does not
+    # lay them out on its path (0: off).
+    slot_stock: int = 32
     # A template asked for faster than that keeps up to this many ahead: as many as the
     # creates of the last window (seconds), so the next burst is handed out (0: fixed).
     pool_max: int = 32

@@ -121,6 +121,8 @@ class ServerProcess:
             # A small stock of network namespaces: its path is taken by the tests' creates,
             # without every test server making the product's 64 at start.
             BAC_NETNS_STOCK="4",
+            # And of slots laid out for restores (the product keeps 32 per layout).
+            BAC_SLOT_STOCK="2",
             BAC_METRICS_INTERVAL_S="0.5",
             # Servers run side by side: each its own metrics port.
             BAC_METRICS_ADDRESS="127.0.0.1:0",

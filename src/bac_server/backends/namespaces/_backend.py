@@ -69,6 +69,7 @@ from .slots import (
     Limits,
     OciRuntime,
     RuntimeFailed,
+    SlotStock,
     SlotTable,
     become_subreaper,
     layers_in_use,
@@ -156,6 +157,10 @@ class NamespaceBackend:
                                                          lease.sandbox_address))
             ctx.netns_stock.start()
         criu = await prepare_checkpoints(ctx)
+        if criu is not None and cfg.slot_stock > 0:
+            ctx.slot_stock = SlotStock(ctx, size=cfg.slot_stock,
+                                       limits=self._default_limits(ctx))
+            ctx.slot_stock.start()
         slots = SlotTable(ctx, records, self._tasks)
         slots.traces.sink = self._trace_sink
         await slots.open_traces()
@@ -310,6 +315,8 @@ class NamespaceBackend:
     async def delete_start_snapshot(self, checkpoint_id: str) -> None:
         parts = await self._started()
         await parts.pool.drain(checkpoint_id)
+        if parts.ctx.slot_stock is not None:
+            await parts.ctx.slot_stock.drain(checkpoint_id)
         await parts.checkpointer.delete(checkpoint_id)
 
     # -- Builder ------------------------------------------------------------------------
@@ -345,6 +352,8 @@ class NamespaceBackend:
         if self._tasks:
             closing.append(asyncio.wait(set(self._tasks), timeout=CLOSE_BOUND_S))
         await asyncio.gather(*closing)
+        if parts.ctx.slot_stock is not None:
+            await parts.ctx.slot_stock.close()
         if parts.ctx.netns_stock is not None:
             await parts.ctx.netns_stock.close()
         await parts.ctx.egress.close()

@@ -46,6 +46,9 @@ class NamespaceConfig:
     # Network namespaces made ahead while the server is quiet, taken by new slots
     # (``network._netns_stock``; 0: each slot makes its own on its create's path).
     netns_stock: int = 0
+    # Slots laid out ahead for the restores of each of the last start snapshots restored
+    # (``slots._stock``; 0: each restore lays its own out).
+    slot_stock: int = 0
     pool_max: int = 0
     pool_demand_window_s: float = 120.0
     # Seconds to wait for envd to listen, and then to answer /init.
@@ -80,7 +83,7 @@ class NamespaceConfig:
 
     def __post_init__(self) -> None:
         if self.pool_size < 0 or self.start_snapshot_pool_size < 0 or self.pool_max < 0 \
-                or self.pool_demand_window_s <= 0 or self.netns_stock < 0:
+                or self.pool_demand_window_s <= 0 or self.netns_stock < 0 or self.slot_stock < 0:
             raise ValueError("pool and stock sizes must be >= 0")
         if self.max_vcpus < 1 or self.max_memory_mb < self.min_memory_mb or self.max_pids < 16:
             raise ValueError("inconsistent resource maxima")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from bac_server.host import write_private
 from ..slots import (
     ENVD_MOUNT,
     Context,
+    Layout,
     Limits,
     SlotRecord,
     assign,
@@ -38,6 +40,7 @@ from ..slots import (
     cold_start,
     lay_out,
     lay_out_with_netns,
+    netns_pin,
     new_record,
     pin_netns,
     replace_upper,
@@ -46,6 +49,7 @@ from ..slots import (
     stop_processes,
     undo_after_failure,
     validate,
+    write_identity,
 )
 from ._seeded import seeded_disk
 from ._stored import Meta, Stored
@@ -134,19 +138,29 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
     everything until then), so the restored processes run under it from their first
     instruction and the create does not wait for it after. ``seeded``: the image of the
     slot's disk already holding the checkpoint's files (``_seeded``); without it they are
-    copied into the new disk. ``lazy``: its memory may come back lazily (``criu.restore``)."""
-    record = new_record(ctx, kind="s", template_id=meta.template_id,
-                        layers=template.layer_stack, envd_bundle=meta.envd_bundle,
-                        limits=limits, disk_mb=disk_mb)
+    copied into the new disk, and with it a slot laid out ahead may serve (``SlotStock``).
+    ``lazy``: its memory may come back lazily (``criu.restore``)."""
+    layout = None if seeded is None or ctx.slot_stock is None else Layout(
+        meta.checkpoint_id, meta.template_id, template.layer_stack, meta.envd_bundle,
+        disk_mb, seeded)
+    record = _stocked(ctx, layout, limits)
+    stocked = record is not None
+    if record is None:
+        record = new_record(ctx, kind="s", template_id=meta.template_id,
+                            layers=template.layer_stack, envd_bundle=meta.envd_bundle,
+                            limits=limits, disk_mb=disk_mb)
     paths = ctx.paths(record.slot)
     attaching: asyncio.Future[None] | None = None
     try:
-        made = await lay_out_with_netns(
-            ctx, record, lambda: lay_out(ctx, record, template, hostname, seeded=seeded))
-        try:
-            netns = pin_netns(paths, made)
-        finally:
-            os.close(made)
+        if stocked:
+            netns = str(netns_pin(paths))
+        else:
+            made = await lay_out_with_netns(ctx, record, lambda: lay_out(
+                ctx, record, template.layer_stack, hostname, seeded=seeded))
+            try:
+                netns = pin_netns(paths, made)
+            finally:
+                os.close(made)
         attaching = asyncio.ensure_future(attach_egress(ctx, record, egress))
         if seeded is None:
             await replace_upper(ctx.paths(record.slot), record.layer_stack, stored.upper)
@@ -154,7 +168,13 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
         _config_for_slot(config, slot_root=paths.root, netns=netns,
                         cgroup_path=record.cgroup_path, hostname=hostname,
                         resources=limits.resources(), envd_bundle=record.envd_bundle)
-        await off_loop(lambda: write_private(paths.config, json.dumps(config)))
+
+        def write() -> None:
+            write_private(paths.config, json.dumps(config))
+            if stocked:  # laid out under a placeholder
+                write_identity(paths, hostname, ctx.config.id_range)
+
+        await off_loop(write)
         await restore(ctx, criu, record, Images(stored.dump.images, paths.root / "criu-work"),
                       lazy=lazy)
         if ctx.cgroups.is_frozen(record.cgroup_path):
@@ -172,4 +192,20 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
             raise
         raise SandboxSetupError(f"starting from checkpoint {meta.checkpoint_id}: {exc}") \
             from exc
+    finally:
+        if layout is not None and ctx.slot_stock is not None:
+            ctx.slot_stock.want(layout)
+    return record
+
+
+def _stocked(ctx: Context, layout: Layout | None, limits: Limits) -> SlotRecord | None:
+    """A slot of ``layout`` laid out ahead (``SlotStock``), given ``limits``; None when
+    the stock has none."""
+    if layout is None or ctx.slot_stock is None:
+        return None
+    record = ctx.slot_stock.take(layout)
+    if record is not None:
+        record.vcpus, record.memory_mb, record.pids_max = \
+            limits.vcpus, limits.memory_mb, limits.pids_max
+        record.created_at = time.time()
     return record

@@ -14,6 +14,8 @@ recorded on disk at every step (``_record``); a sandbox id is bound to it at han
   sandbox's size: ENOSPC past it, usage from its counters; ``SeedImage``, a disk filled
   once for many slots to copy), ``_devfs`` (/dev across a
   dump and restore), ``_restorable`` (what runc slots need to be checkpointed).
+* ``_stock``: ``SlotStock``, slots laid out ahead (files, disk, root, network
+  namespace) for the restores of start snapshots.
 * ``_process`` (host processes: identity, liveness, reaping), ``_usage``, ``_validate``,
   ``_layers_in_use``.
 """
@@ -58,6 +60,7 @@ from ._restorable import (
 )
 from ._runtime import OciRuntime, RuntimeFailed, empty_stdin, pidfd_exited, spawn, wait_exit
 from ._seccomp import attach_compiled, remember_compiled
+from ._stock import Layout, SlotStock
 from ._table import SlotTable
 from ._teardown import kill_processes, stop_processes, undo_after_failure
 from ._validate import check_resources, pids_for, validate
@@ -68,6 +71,7 @@ __all__ = [
     "NOFILE_LIMIT",
     "CgroupTree",
     "Context",
+    "Layout",
     "Limits",
     "OciRuntime",
     "RuntimeFailed",
@@ -76,6 +80,7 @@ __all__ = [
     "SlotPaths",
     "SlotPhase",
     "SlotRecord",
+    "SlotStock",
     "SlotTable",
     "assign",
     "attach_compiled",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bac_server.backends.base import SandboxSetupError, TemplateImage
 
@@ -14,6 +15,9 @@ from ..network import AddressPool, Egress, NetnsStock
 from ._cgroups import CgroupTree
 from ._record import SlotPaths, SlotRecord, load_record
 from ._runtime import OciRuntime
+
+if TYPE_CHECKING:
+    from ._stock import SlotStock
 
 
 @dataclass
@@ -26,6 +30,8 @@ class Context:
     egress: Egress
     # Network namespaces made ahead (None: each slot makes its own).
     netns_stock: NetnsStock | None = None
+    # Slots laid out ahead for restores of start snapshots (None: each lays its own out).
+    slot_stock: SlotStock | None = None
     _bundles: dict[tuple[Path, ...], Path] = field(default_factory=dict)
     _bundle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

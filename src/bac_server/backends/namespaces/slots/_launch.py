@@ -53,10 +53,11 @@ from ._teardown import undo_after_failure
 _log = logging.getLogger(__name__)
 
 
-def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname: str, *,
+def lay_out(ctx: Context, record: SlotRecord, layers: Sequence[Path], hostname: str, *,
             seeded: Path | None = None) -> None:
-    """The new slot's files, its root mounted (blocking). ``seeded``: an image of the
-    slot's disk size holding the files it starts with (``SeedImage``)."""
+    """The new slot's files, its root (``layers``, topmost first) mounted (blocking).
+    ``seeded``: an image of the slot's disk size holding the files it starts with
+    (``SeedImage``)."""
     paths = ctx.paths(record.slot)
     ids = ctx.config.id_range
     make_slot_dirs(paths, ids, SlotDisk(ctx.config.data_dir, record.disk_mb, seeded),
@@ -64,7 +65,7 @@ def lay_out(ctx: Context, record: SlotRecord, template: TemplateImage, hostname:
     save_record(paths, record)
     write_identity(paths, hostname, ids)
     write_resolv_conf(paths, record.host_address, ids)
-    mount_rootfs(paths, template.layer_stack)
+    mount_rootfs(paths, layers)
 
 
 def _write_config(paths: SlotPaths, plan: SandboxPlan, preload: bool,
@@ -155,7 +156,7 @@ async def start_slot(ctx: Context, template: TemplateImage, *, hostname: str, li
     started = time.perf_counter()
     try:
         netns_fd = await lay_out_with_netns(
-            ctx, record, lambda: lay_out(ctx, record, template, hostname))
+            ctx, record, lambda: lay_out(ctx, record, template.layer_stack, hostname))
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         try:
             plan = SandboxPlan(
