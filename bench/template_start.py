@@ -5,11 +5,13 @@ server's REST API.
 The template (FROM code-interpreter) starts a Python service and has a ready command that
 checks it answers; ``--service pandas`` is a small HTTP server that imported numpy and
 pandas, ``--service kernel`` is the code-interpreter kernel server (``bac_kernel``) with a
-Python kernel that has executed a cell. Three servers share the machine's templates:
+Python kernel that has executed a cell. Four servers share the machine's templates:
 
 * pooled: the defaults (a sandbox is kept restored ahead; each timed create first waits
   until the pool has refilled, so every one is a hand-out);
-* restored on create: ``BAC_START_SNAPSHOT_POOL=0``;
+* restored on create: ``BAC_START_SNAPSHOT_POOL=0`` (in slots laid out ahead, the
+  server's ``BAC_SLOT_STOCK``), and the same with ``BAC_SLOT_STOCK=0`` (each restore lays
+  its slot out on its path);
 * booted: ``BAC_START_SNAPSHOTS=0`` (create returns once the supervisor reports the
   service ready).
 
@@ -259,7 +261,10 @@ def _kill_restored(pid: int) -> None:
 
 CONFIGS: tuple[tuple[str, dict[str, str]], ...] = (
     ("pooled (restored ahead)", {}),
-    ("restored on create", {"BAC_START_SNAPSHOT_POOL": "0"}),
+    # The product's stock (the tests' servers keep 2).
+    ("restored on create", {"BAC_START_SNAPSHOT_POOL": "0", "BAC_SLOT_STOCK": "32"}),
+    ("restored on create, no slot laid out ahead",
+     {"BAC_START_SNAPSHOT_POOL": "0", "BAC_SLOT_STOCK": "0"}),
     ("booted", {"BAC_START_SNAPSHOTS": "0"}),
 )
 

@@ -138,7 +138,7 @@ class ServerConfig:
     # does not make them on its path (about 124 KiB of the kernel's memory each; 0: off).
     netns_stock: int = 64
     # Slots laid out ahead (files, disk, root mount, network namespace) for the restores
-    # of each of the last two start snapshots restored, so a burst of creates does not
+    # of each of the last two start snapshots taken or restored, so a burst of creates does not
     # lay them out on its path (0: off).
     slot_stock: int = 32
     # A template asked for faster than that keeps up to this many ahead: as many as the

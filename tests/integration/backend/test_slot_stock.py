@@ -1,9 +1,9 @@
-"""Slots laid out ahead for restores (``slots._stock``): after a create restored from a
-start snapshot, slots of its layout are laid out while the backend is quiet (files,
-seeded disk, root, pinned network namespace: nothing running); the next restores take
-them and are sandboxes of their own (hostname, limits, files, token), continuing the
-snapshot; the stock refills; nothing of it outlives its backend, and a killed server's
-stock is torn down at the next start (real runc, real CRIU restores)."""
+"""Slots laid out ahead for restores (``slots._stock``): once a start snapshot is taken,
+slots of its layout are laid out while the backend is quiet (files, seeded disk, root,
+pinned network namespace: nothing running); restores take them and are sandboxes of
+their own (hostname, limits, files, token), continuing the snapshot; the stock refills;
+nothing of it outlives its backend, and a killed server's stock is torn down at the next
+start (real runc, real CRIU restores)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from backend_harness import backend_and_factory, data_dir_leftovers, new_id, pri
 from runc_fixtures import runc_fixtures
 from test_start_snapshots import SNAPSHOT_TOKEN, _cgroup, _run, _slot_of, _spec, _take
 
-from bac_server.backends.base import TemplateImage
+from bac_server.backends.base import SandboxSpec, TemplateImage
 from bac_server.backends.namespaces import NamespaceBackend
 from bac_server.host import remove_tree
 
@@ -78,12 +78,12 @@ def _mounted(backend: NamespaceBackend, slot: str, name: str) -> bool:
 
 async def test_restores_take_slots_laid_out_ahead_each_its_own(
         runc: NamespaceBackend, template: TemplateImage) -> None:
+    """Slots are laid out as soon as the snapshot is taken (a burst may come before any
+    restore), and again after the restores that took them."""
     image = await _take(runc, template)
     assert image.start_snapshot is not None
-    first = _spec(image)
-    specs = [first]
+    specs: list[SandboxSpec] = []
     try:
-        await runc.create(first)  # laid out on its path; its layout is stocked from now on
         ahead = await _until_stocked(runc, STOCK)
         for slot in ahead:
             # Laid out: its disk, its root and its network namespace; nothing runs.

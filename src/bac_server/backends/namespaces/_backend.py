@@ -310,7 +310,8 @@ class NamespaceBackend:
         parts = await self._started()
         return await take_start_snapshot(
             parts.slots, parts.checkpointer, image, checkpoint_id, token=token, vcpus=vcpus,
-            memory_mb=memory_mb, ready_cmd=ready_cmd, ready_bound_s=ready_bound_s)
+            memory_mb=memory_mb, ready_cmd=ready_cmd, ready_bound_s=ready_bound_s,
+            disk_mb=self.config.default_disk_mb)
 
     async def delete_start_snapshot(self, checkpoint_id: str) -> None:
         parts = await self._started()

@@ -46,8 +46,8 @@ class NamespaceConfig:
     # Network namespaces made ahead while the server is quiet, taken by new slots
     # (``network._netns_stock``; 0: each slot makes its own on its create's path).
     netns_stock: int = 0
-    # Slots laid out ahead for the restores of each of the last start snapshots restored
-    # (``slots._stock``; 0: each restore lays its own out).
+    # Slots laid out ahead for the restores of each of the last start snapshots taken or
+    # restored (``slots._stock``; 0: each restore lays its own out).
     slot_stock: int = 0
     pool_max: int = 0
     pool_demand_window_s: float = 120.0

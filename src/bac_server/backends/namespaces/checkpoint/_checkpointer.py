@@ -44,7 +44,7 @@ from ..slots import (
 )
 from ..volumes import rebind
 from . import _stored
-from ._copies import restore_copy, start_copy, template_of
+from ._copies import layout_of, restore_copy, start_copy, template_of
 from ._durable import Flusher
 from ._seeded import seeded_disk
 from ._suspender import Suspender, suspend_images
@@ -204,6 +204,21 @@ class Checkpointer:
             return await restore_copy(ctx, criu, stored, meta, template_of(meta, image),
                                       limits, hostname=hostname, disk_mb=disk_mb,
                                       egress=EgressPolicy(), seeded=seeded, lazy=False)
+
+    async def stock(self, checkpoint_id: str, image: TemplateImage, disk_mb: int) -> None:
+        """Have slots laid out ahead for copies of the memory checkpoint (a start snapshot
+        just taken) on disks of ``disk_mb``: its seeded disk image filled and its layout
+        wanted by the slot stock, if there is one."""
+        ctx = self._ctx
+        if ctx.slot_stock is None:
+            return
+        stored = await off_loop(lambda: _stored.find(ctx.config, checkpoint_id))
+        meta = stored.meta()
+        if not meta.memory:
+            return
+        with self._flusher.busy():
+            seeded = await seeded_disk(ctx.config, stored, disk_mb)
+        ctx.slot_stock.want(layout_of(meta, template_of(meta, image), disk_mb, seeded))
 
     async def intact(self, checkpoint_id: str) -> bool:
         """Whether the checkpoint is there and, as far as its files tell, restorable: no

@@ -126,6 +126,13 @@ def template_of(meta: Meta, image: TemplateImage) -> TemplateImage:
                          env=image.env)
 
 
+def layout_of(meta: Meta, template: TemplateImage, disk_mb: int, seeded: Path) -> Layout:
+    """The layout of the slots copies of ``meta``'s checkpoint start in (``SlotStock``):
+    ``template`` is ``template_of`` the checkpoint, ``seeded`` its disk image."""
+    return Layout(meta.checkpoint_id, meta.template_id, template.layer_stack,
+                  meta.envd_bundle, disk_mb, seeded)
+
+
 async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
                        template: TemplateImage, limits: Limits, *, hostname: str,
                        disk_mb: int, egress: EgressPolicy,
@@ -140,9 +147,8 @@ async def restore_copy(ctx: Context, criu: Criu, stored: Stored, meta: Meta,
     slot's disk already holding the checkpoint's files (``_seeded``); without it they are
     copied into the new disk, and with it a slot laid out ahead may serve (``SlotStock``).
     ``lazy``: its memory may come back lazily (``criu.restore``)."""
-    layout = None if seeded is None or ctx.slot_stock is None else Layout(
-        meta.checkpoint_id, meta.template_id, template.layer_stack, meta.envd_bundle,
-        disk_mb, seeded)
+    layout = None if seeded is None or ctx.slot_stock is None else \
+        layout_of(meta, template, disk_mb, seeded)
     record = _stocked(ctx, layout, limits)
     stocked = record is not None
     if record is None:

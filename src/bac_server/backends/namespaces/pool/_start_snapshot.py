@@ -27,8 +27,11 @@ _log = logging.getLogger(__name__)
 async def take_start_snapshot(slots: SlotTable, checkpointer: Checkpointer,
                               image: TemplateImage, checkpoint_id: str, *, token: str,
                               vcpus: int, memory_mb: int, ready_cmd: str | None,
-                              ready_bound_s: float) -> CheckpointInfo:
-    """See ``backends.base.StartSnapshotter.take_start_snapshot``."""
+                              ready_bound_s: float, disk_mb: int) -> CheckpointInfo:
+    """See ``backends.base.StartSnapshotter.take_start_snapshot``. Once taken, slots are
+    laid out ahead for its copies on disks of ``disk_mb`` (``Checkpointer.stock``): the
+    snapshot is of a template in use or just built, and a burst of creates may come before
+    any restore (a failure there costs only speed)."""
     spec = SandboxSpec(sandbox_id="snap" + secrets.token_hex(8),
                        template=dataclasses.replace(image, start_snapshot=None), vcpus=vcpus,
                        memory_mb=memory_mb, envd_access_token=token)
@@ -40,9 +43,15 @@ async def take_start_snapshot(slots: SlotTable, checkpointer: Checkpointer,
             await wait_until_ready(endpoint, token=token, user=image.default_user,
                                    cwd=image.default_workdir, ready_cmd=ready_cmd,
                                    bound_s=ready_bound_s)
-        return await checkpointer.checkpoint(spec.sandbox_id, checkpoint_id, memory=True)
+        info = await checkpointer.checkpoint(spec.sandbox_id, checkpoint_id, memory=True)
     finally:
         try:
             await slots.destroy(spec.sandbox_id)  # runs to its end even when cancelled
         except Exception:
             _log.exception("destroying the start snapshot's sandbox %s", spec.sandbox_id)
+    try:
+        await checkpointer.stock(checkpoint_id, image, disk_mb)
+    except Exception:
+        _log.warning("laying slots out ahead for start snapshot %s failed", checkpoint_id,
+                     exc_info=True)
+    return info

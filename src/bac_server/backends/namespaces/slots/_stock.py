@@ -6,11 +6,11 @@ loop device), its overlay root mounted, its network namespace pinned: some 10 ms
 server's CPU each, mostly in mount(2), which in a burst of creates is the largest part
 of the server's share. The stock lays such slots out while the server is quiet, each
 exactly as a restore would (``lay_out`` under a placeholder hostname, then
-``pin_netns``), for the layouts restores used last (``want``: at most ``MAX_LAYOUTS``,
-the least recently used one's slots go to make room); a restore takes one of its layout
-(``take``) or, none left, lays its own out as before; a start snapshot deleted takes its
-layouts' slots with it (``drain``). Refilling waits until no slot was
-taken for ``QUIET_S``: a burst's creates never compete with it for the CPU.
+``pin_netns``), for the layouts of the start snapshots taken or restored last (``want``:
+at most ``MAX_LAYOUTS``, the least recently used one's slots go to make room). A restore
+takes one of its layout (``take``) or, none left, lays its own out as before; a start
+snapshot deleted takes its layouts' slots with it (``drain``). Refilling waits until no
+slot was taken for ``QUIET_S``: a burst's creates never compete with it for the CPU.
 
 A stocked slot is a CREATING slot on disk whose record names this process: a killed
 server's are torn down by the next start's recovery, as any create it cut short; the
