@@ -74,9 +74,6 @@ class SlotStock:
         self._task: asyncio.Task[None] | None = None
         self._teardowns: set[asyncio.Task[None]] = set()
 
-    def stocked(self, layout: Layout) -> int:
-        return len(self._ready.get(layout, ()))
-
     def start(self) -> None:
         if self._size > 0 and self._task is None:
             self._task = asyncio.create_task(self._refill_forever(),
