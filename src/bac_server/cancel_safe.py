@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -49,3 +49,15 @@ async def end_child(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:
         proc.kill()
     await to_the_end(proc.wait())
+
+
+
+async def cancel_and_wait(task: asyncio.Future[Any] | None) -> None:
+    """Cancel a background task the caller owns (a refill loop, a sweep) and wait until it
+    has ended. For closing: a cancellation of the caller while it waits is absorbed with
+    the task's own, so the rest of the caller's closing still runs."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

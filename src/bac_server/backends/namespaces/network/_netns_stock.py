@@ -29,12 +29,13 @@ one slot only; its veth reaches nothing until the slot's egress policy is instal
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from bac_server.cancel_safe import cancel_and_wait
 
 from ._addresses import AddressPool, Lease, LeaseOwner
 from ._netns import create_netns
@@ -110,11 +111,8 @@ class NetnsStock:
 
     async def close(self) -> None:
         """Stop refilling; every namespace in the stock goes, with its lease."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         ready_ones, self._ready = self._ready, []
         for ready in ready_ones:
             os.close(ready.fd)

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bac_server.cancel_safe import cancel_and_wait
 
 from ._context import Context
 from ._launch import lay_out, lay_out_with_netns, new_record
@@ -112,11 +113,8 @@ class SlotStock:
 
     async def close(self) -> None:
         """Stop refilling; every slot of the stock is torn down."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         ready, self._ready = self._ready, collections.OrderedDict()
         for records in ready.values():
             for record in records:
