@@ -47,3 +47,24 @@ def _no_stale_pyenv_lock() -> None:
     """Before each test, a pyenv rehash lock that no running rehash holds goes (above)."""
     if _PYENV_LOCK.exists() and not _rehash_running():
         _PYENV_LOCK.unlink(missing_ok=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Once the run leaves a directory, the session-wide fixtures its conftest.py defines
+    (a server with its pool, a backend) are finished then, not at the session's end.
+
+    Pytest scopes them to the session (its ``package`` scope needs ``__init__.py``
+    packages, which these directories are not): every test server of the run would stay
+    up until the last test, each sampling its sandboxes and refilling its pool on the
+    two cores the later tests share. A later test that asks for one again gets a new one.
+    """
+    result = yield
+    staying = set(nextitem.iter_parents()) if nextitem is not None else set()
+    manager = item.session._fixturemanager  # no public way to list the definitions
+    for fixturedef in manager._get_all_fixture_defs_for_node(item):
+        where = fixturedef.node
+        if (fixturedef.scope == "session" and isinstance(where, pytest.Directory)
+                and fixturedef.cached_result is not None and where not in staying):
+            fixturedef.finish(item._request)  # type: ignore[attr-defined]
+    return result
