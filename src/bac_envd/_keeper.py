@@ -39,9 +39,14 @@ import os
 import select
 import sys
 import time
-from collections.abc import Callable
 
 from bac_envd._state import EnvdState
+
+# ``typing`` (or ``collections.abc``) only for an annotation would be loaded by PID 1
+# before it forks: the keeper imports nothing it does not run.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 RESTART_BACKOFF_MIN_S, RESTART_BACKOFF_MAX_S, STABLE_S = 0.1, 5.0, 10.0
 TRACE_SOCKET = os.environ.get("BAC_ENVD_TRACE_SOCKET", "/run/bac/trace.sock")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -157,3 +159,35 @@ def test_front_envs_and_token_rules_match_the_full_server() -> None:
         assert "_asyncio" not in loaded_modules(proc.pid)
     finally:
         stop(proc)
+
+
+# What the sandbox's PID 1 runs before it forks envd (``__main__.main`` then ``Keeper``):
+# every module it imports stays in its memory for the sandbox's life, shared with envd
+# only until either writes the page.
+_KEEPER_PATH = """
+import sys
+from bac_envd.__main__ import parse
+from bac_envd._memory import merge_pages
+from bac_envd._trust import install_or_say
+from bac_envd._users import remember_users
+from bac_envd._state import EnvdState
+from bac_envd._keeper import Keeper
+from bac_envd._bootstrap import _loads
+remember_users()
+EnvdState().apply_init(_loads(b'{"accessToken": "t", "envVars": {"A": "1"}}'), forward=False)
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.timeout(30)
+def test_the_keeper_imports_nothing_it_does_not_run() -> None:
+    """PID 1 resolves users, keeps /init copies and restarts envd on C-level modules:
+    none of the pure-Python packages envd's server loads (a dataclass, ``re`` through
+    ``base64``, ``collections`` for an annotation cost 2 MiB of every sandbox's memory)."""
+    src = Path(__file__).resolve().parents[3] / "src"
+    loaded = subprocess.run([sys.executable, "-s", "-S", "-c", _KEEPER_PATH], check=True,
+                            capture_output=True, text=True, cwd=src).stdout.split()
+    heavy = {"asyncio", "base64", "collections", "dataclasses", "enum", "inspect", "json",
+             "re", "typing"}
+    assert "bac_envd._keeper" in loaded
+    assert heavy.isdisjoint(loaded), sorted(heavy.intersection(loaded))
