@@ -265,13 +265,17 @@ def test_novnc_viewer_shows_the_desktop_in_chromium(desktop: Any,
                     " return c && c.width === 1024 && c.height === 768; }", timeout=20_000)
             except Exception as exc:
                 raise AssertionError(f"noVNC did not connect: {said}") from exc
-            time.sleep(1.0)  # the first full frame
-            pixels = page.evaluate(
-                "() => { const c = document.querySelector('#noVNC_container canvas');"
-                " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-                " const s = new Set(); for (let i = 0; i < d.length; i += 4 * 97)"
-                " s.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]); return s.size; }")
-            assert pixels > 10, "the viewer's canvas is blank"
+            # The canvas is sized before the first full frame is drawn in it: wait for
+            # the desktop's colours (a busy machine draws it late), blank if never.
+            try:
+                page.wait_for_function(
+                    "() => { const c = document.querySelector('#noVNC_container canvas');"
+                    " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+                    " const s = new Set(); for (let i = 0; i < d.length; i += 4 * 97)"
+                    " s.add(d[i] << 16 | d[i + 1] << 8 | d[i + 2]); return s.size > 10; }",
+                    timeout=20_000)
+            except Exception as exc:
+                raise AssertionError(f"the viewer's canvas stayed blank: {said}") from exc
             canvas_png = page.locator("#noVNC_container canvas").screenshot()
             own_png = desktop.screenshot()
             # A click through the SDK shows in the viewer: a right click on the empty
