@@ -25,7 +25,8 @@ import statistics
 import time
 from pathlib import Path
 
-from _stats import pct  # bench/, beside this script
+from _pss import pss_mib, slot_of, slot_pids  # bench/, beside this script
+from _stats import pct
 from _warm import wait_start_snapshots
 from tti import bac_server
 
@@ -37,32 +38,6 @@ def _mem_available_mib() -> float:
         if line.startswith("MemAvailable:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no MemAvailable in /proc/meminfo")
-
-
-def _pss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("Pss:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _slot_processes(data_dir: Path) -> dict[str, list[int]]:
-    """Each sandbox's processes, by the slot (cgroup) they run in."""
-    slots = {entry.name for entry in (data_dir / "sandboxes").iterdir()}
-    found: dict[str, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            lines = Path(f"/proc/{entry.name}/cgroup").read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            hierarchy, _, path = line.partition(":")[2].partition(":")
-            if hierarchy in ("memory", "") and path.rsplit("/", 1)[-1] in slots:
-                found.setdefault(path.rsplit("/", 1)[-1], []).append(int(entry.name))
-                break
-    return found
 
 
 def _pid_inside(pid: int) -> int:
@@ -94,9 +69,10 @@ async def _make(n: int, batch: int) -> list[object]:
     return made
 
 
-async def _kill(sandboxes: list[object]) -> None:
-    for start in range(0, len(sandboxes), 25):
-        await asyncio.gather(*(sbx.kill() for sbx in sandboxes[start:start + 25]))  # type: ignore[attr-defined]
+async def _kill(sandboxes: list[object], batch: int) -> None:
+    for start in range(0, len(sandboxes), batch):
+        await asyncio.gather(*(sbx.kill()  # type: ignore[attr-defined]
+                               for sbx in sandboxes[start:start + batch]))
 
 
 def main() -> None:
@@ -126,22 +102,26 @@ def main() -> None:
         whole: list[float] = []
         keeper: list[float] = []
         envd: list[float] = []
-        for pids in _slot_processes(data_dir).values():
-            whole.append(sum(_pss_mib(pid) for pid in pids))
+        for slot in (data_dir / "sandboxes").iterdir():
+            pids = slot_pids(slot.name)
+            if not pids:
+                continue  # laid out ahead: nothing runs in it
+            whole.append(sum(pss_mib(pid) for pid in pids))
             pid1 = [pid for pid in pids if _pid_inside(pid) == 1]
-            keeper.append(sum(_pss_mib(pid) for pid in pid1))
-            envd.append(sum(_pss_mib(pid) for pid in pids
+            keeper.append(sum(pss_mib(pid) for pid in pid1))
+            envd.append(sum(pss_mib(pid) for pid in pids
                             if pid not in pid1 and b"bac_envd" in _cmdline(pid)))
-        probe = Sandbox.connect(sandboxes[0].sandbox_id)  # type: ignore[attr-defined]
-        before_floor = set(_slot_processes(data_dir).get(_slot_of(data_dir, probe), []))
-        probe.commands.run(_FLOOR, background=True)
+        probe_id = sandboxes[0].sandbox_id  # type: ignore[attr-defined]
+        probe_slot = slot_of(data_dir, probe_id)
+        before_floor = set(slot_pids(probe_slot))
+        Sandbox.connect(probe_id).commands.run(_FLOOR, background=True)
         time.sleep(2)  # the interpreter started and idle
-        floor_pids = [pid for pid in _slot_processes(data_dir).get(_slot_of(data_dir, probe), [])
+        floor_pids = [pid for pid in slot_pids(probe_slot)
                       if pid not in before_floor and b"time.sleep" in _cmdline(pid)]
-        floor = _pss_mib(floor_pids[0]) if floor_pids else float("nan")
+        floor = pss_mib(floor_pids[0]) if floor_pids else float("nan")
         # A server that stops leaves its sandboxes running (the next start re-attaches
         # them): these go now.
-        asyncio.run(_kill(sandboxes))
+        asyncio.run(_kill(sandboxes, args.batch))
 
     def row(name: str, values: list[float]) -> str:
         return (f"{name:48} mean {statistics.mean(values):6.1f} MiB  p50 {pct(values, 0.5):6.1f}"
@@ -155,16 +135,6 @@ def main() -> None:
           f"  ({before - after:.0f} MiB for {args.n})")
     print(f"{'floor: idle python3 -s -S in a sandbox, PSS':48} {floor:6.1f} MiB")
     print(f"ratio sandbox PSS mean / floor: {statistics.mean(whole) / floor:6.1f}x")
-
-
-def _slot_of(data_dir: Path, sandbox: object) -> str:
-    """The slot (cgroup) a sandbox runs in: the one whose envd answers at its address."""
-    info = sandbox.get_info()  # type: ignore[attr-defined]
-    for slot in (data_dir / "sandboxes").iterdir():
-        state = slot / "state.json"
-        if state.exists() and info.sandbox_id in state.read_text():
-            return slot.name
-    raise RuntimeError(f"no slot holds {info.sandbox_id}")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from _stats import pct  # bench/, beside this script
+from _pss import pss_mib, slot_pids  # bench/, beside this script
+from _stats import pct
 from e2b import AsyncSandbox
 
 from bac_server.backends.base import SandboxSpec, TemplateImage
@@ -124,13 +125,7 @@ async def timed(make: Callable[[], Awaitable[object]]) -> float:
 
 def idle_pss_mib(backend: NamespaceBackend, sandbox_id: str) -> float:
     slot = (backend.config.claims_dir / sandbox_id).read_text()
-    procs = Path(f"/sys/fs/cgroup/pids/bac/{slot}/cgroup.procs").read_text().split()
-    total_kib = 0
-    for pid in procs:
-        for row in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if row.startswith("Pss:"):
-                total_kib += int(row.split()[1])
-    return total_kib / 1024
+    return sum(pss_mib(pid) for pid in slot_pids(slot))
 
 
 async def run_one_command(backend: NamespaceBackend, sandbox_id: str) -> None:
